@@ -1,0 +1,96 @@
+// detect.cpu_fallback: how long constructing a manager takes in a fresh process on a machine with
+// no usable GPU (the first construction pays the CUDA runtime's failed initialisation; later ones
+// hit the cache). Each sample is a new process, so the figure is the cold cost a program pays.
+// Baseline: a bare cudaGetDeviceCount in a fresh process (the least any detection can do).
+//
+// detect.attributes.vs_properties (GPU only): reading a device's properties attribute by attribute
+// (what devicekit does) vs one cudaGetDeviceProperties call.
+#include "bench_common.hpp"
+
+#include <devicekit/devicekit.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dk = devicekit;
+
+namespace {
+
+// Child modes print one number: seconds spent, measured inside the fresh process.
+int child(const std::string& mode) {
+  const auto t0 = bench::clock::now();
+  if (mode == "--child-manager") {
+    dk::device_manager<> dm{dk::settings{}};
+    if (dm.device_count() < 1) return 1;
+  } else {
+#if DEVICEKIT_HAS_CUDA
+    int n = 0;
+    (void)cudaGetDeviceCount(&n);
+#endif
+  }
+  std::printf("%.9f\n", bench::seconds_since(t0));
+  return 0;
+}
+
+double run_child(const char* self, const char* mode) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execl(self, self, mode, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[64] = {};
+  const ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return std::atof(buf);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]).rfind("--child-", 0) == 0) return child(argv[1]);
+  const auto opt = bench::parse(argc, argv);
+  bench::report report;
+  const int samples = opt.quick ? 15 : 60;
+
+  dk::device_manager<> probe{dk::settings{}};
+  if (!probe.has_gpu()) {
+    std::vector<double> ours;
+    std::vector<double> base;
+    for (int i = 0; i < samples; ++i) {
+      ours.push_back(run_child(argv[0], "--child-manager"));
+      base.push_back(run_child(argv[0], "--child-baseline"));
+    }
+    const double ms = bench::median(ours) * 1e3;
+    const double base_ms = bench::median(base) * 1e3;
+    const double warm_ms = bench::median_seconds(samples * 10, [] { dk::device_manager<> dm{dk::settings{}}; }) * 1e3;
+    report.add({"detect.cpu_fallback", "cpu", "cold manager construction (median of fresh processes)", ms, "ms",
+                "bare cudaGetDeviceCount in a fresh process", base_ms, base_ms / ms,
+                "goal < 2 ms; warm (cached) construction " + std::to_string(warm_ms) + " ms"});
+  }
+#if DEVICEKIT_HAS_CUDA
+  if (probe.has_gpu()) {
+    const int reps = opt.quick ? 50 : 500;
+    const int count = probe.gpu_count();
+    const double attrs = bench::median_seconds(reps, [&] { (void)dk::query_device_properties(0, count); });
+    const double props = bench::median_seconds(reps, [] {
+      cudaDeviceProp p{};
+      (void)cudaGetDeviceProperties(&p, 0);
+    });
+    report.add({"detect.attributes.vs_properties", "cuda", "time to read one device's properties", attrs * 1e6, "us",
+                "cudaGetDeviceProperties", props * 1e6, props / attrs, ""});
+  }
+#endif
+  report.write(opt.json_path);
+  return 0;
+}

@@ -1,0 +1,48 @@
+#pragma once
+/// \file
+/// Feature macros and the library version. Every devicekit header includes this first.
+///
+/// The macros can be forced by the build (the CMake target defines them); left alone, each one
+/// is deduced from which headers the compiler can see, so a plain `-I include` build works too.
+
+#if __cplusplus < 202002L
+#  error "devicekit needs C++20: compile with -std=c++20 (nvcc: -std=c++20)"
+#endif
+
+#define DEVICEKIT_VERSION_MAJOR 0
+#define DEVICEKIT_VERSION_MINOR 1
+#define DEVICEKIT_VERSION_PATCH 0
+#define DEVICEKIT_VERSION_STRING "0.1.0"
+
+#if !defined(DEVICEKIT_HAS_CUDA)
+#  if __has_include(<cuda_runtime_api.h>)
+#    define DEVICEKIT_HAS_CUDA 1
+#  else
+#    define DEVICEKIT_HAS_CUDA 0
+#  endif
+#endif
+
+// NCCL and MPI are only claimed when CUDA (for NCCL) is there too and the header is visible;
+// linking them is the build's business (the CMake target links what it found).
+#if !defined(DEVICEKIT_HAS_NCCL)
+#  if DEVICEKIT_HAS_CUDA && __has_include(<nccl.h>)
+#    define DEVICEKIT_HAS_NCCL 1
+#  else
+#    define DEVICEKIT_HAS_NCCL 0
+#  endif
+#endif
+
+#if !defined(DEVICEKIT_HAS_MPI)
+#  define DEVICEKIT_HAS_MPI 0
+#endif
+
+// True while nvcc (or another CUDA compiler) compiles device code or a .cu file.
+#if defined(__CUDACC__)
+#  define DEVICEKIT_CUDA_COMPILER 1
+#else
+#  define DEVICEKIT_CUDA_COMPILER 0
+#endif
+
+#if DEVICEKIT_HAS_CUDA
+#  include <cuda_runtime_api.h>
+#endif

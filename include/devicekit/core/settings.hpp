@@ -1,0 +1,110 @@
+#pragma once
+/// \file
+/// `settings`: what a program (or its environment) asks of device selection. Modelled on
+/// Kokkos' InitializationSettings: optional fields with set_x / has_x / get_x, filled either in
+/// code or from the environment by `settings::from_environment()`.
+///
+/// Environment variables read:
+///   DEVICEKIT_PREFER   auto | cuda | cpu   (anything else: config_error listing these)
+///   DEVICEKIT_DEVICE   the default device, e.g. cuda:1 or cpu
+///   CUDA_VISIBLE_DEVICES is honoured by the CUDA runtime itself; devicekit reads it only to say
+///   why it fell back ("set to an empty string" means: no GPU on purpose).
+#include <devicekit/core/device.hpp>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace devicekit {
+
+/// Which platform the detector should pick when several are present.
+enum class device_preference { automatic, cuda, cpu };
+
+[[nodiscard]] constexpr std::string_view to_string(device_preference p) noexcept {
+  switch (p) {
+    case device_preference::cuda: return "cuda";
+    case device_preference::cpu: return "cpu";
+    default: return "auto";
+  }
+}
+
+/// Parses `auto`, `cuda` (or `gpu`) and `cpu`. `source` names where the text came from so the
+/// message can point at it (for example "DEVICEKIT_PREFER").
+[[nodiscard]] inline device_preference parse_device_preference(std::string_view text,
+                                                               std::string_view source = "preference") {
+  if (text == "auto" || text.empty()) return device_preference::automatic;
+  if (text == "cuda" || text == "gpu") return device_preference::cuda;
+  if (text == "cpu") return device_preference::cpu;
+  throw config_error(std::string(source) + "='" + std::string(text) +
+                     "' is not a valid device preference; allowed values: auto, cuda, cpu");
+}
+
+namespace detail {
+[[nodiscard]] inline std::optional<std::string> getenv_string(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+}  // namespace detail
+
+class settings {
+ public:
+  settings() = default;
+
+  /// Reads DEVICEKIT_PREFER and DEVICEKIT_DEVICE. Throws config_error on a bad value.
+  [[nodiscard]] static settings from_environment() {
+    settings s;
+    if (auto p = detail::getenv_string("DEVICEKIT_PREFER")) {
+      s.set_prefer(parse_device_preference(*p, "DEVICEKIT_PREFER"));
+    }
+    if (auto d = detail::getenv_string("DEVICEKIT_DEVICE"); d && !d->empty()) {
+      try {
+        s.set_device(device::parse(*d));
+      } catch (const config_error& e) {
+        throw config_error(std::string("DEVICEKIT_DEVICE: ") + e.what());
+      }
+    }
+    return s;
+  }
+
+  settings& set_prefer(device_preference p) { prefer_ = p; return *this; }
+  [[nodiscard]] bool has_prefer() const noexcept { return prefer_.has_value(); }
+  [[nodiscard]] device_preference get_prefer() const noexcept {
+    return prefer_.value_or(device_preference::automatic);
+  }
+
+  /// The device `default_device()` should return; validated against the detected devices.
+  settings& set_device(device d) { device_ = d; return *this; }
+  [[nodiscard]] bool has_device() const noexcept { return device_.has_value(); }
+  [[nodiscard]] device get_device() const { return device_.value(); }
+
+  /// An environment variable to set before the first CUDA call (CUDA_DEVICE_ORDER,
+  /// CUDA_MODULE_LOADING, ...). Variables the CUDA runtime reads at initialisation only take
+  /// effect if the runtime has not been initialised yet in this process.
+  settings& set_environment_variable(std::string name, std::string value) {
+    environment_[std::move(name)] = std::move(value);
+    return *this;
+  }
+  [[nodiscard]] const std::map<std::string, std::string>& environment_variables() const noexcept {
+    return environment_;
+  }
+
+  /// Sets the environment variables (overwriting). Returns the names it set.
+  std::vector<std::string> apply_environment() const {
+    std::vector<std::string> applied;
+    for (const auto& [name, value] : environment_) {
+      if (::setenv(name.c_str(), value.c_str(), 1) == 0) applied.push_back(name);
+    }
+    return applied;
+  }
+
+ private:
+  std::optional<device_preference> prefer_;
+  std::optional<device> device_;
+  std::map<std::string, std::string> environment_;
+};
+
+}  // namespace devicekit

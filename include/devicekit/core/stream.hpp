@@ -1,0 +1,101 @@
+#pragma once
+/// \file
+/// `stream`: an owning CUDA stream on a cuda device, or the inline "stream" of a cpu device
+/// (work runs synchronously on the calling thread, so synchronize() and idle() are trivial).
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/runtime.hpp>
+
+#include <utility>
+
+namespace devicekit {
+
+#if DEVICEKIT_HAS_CUDA
+/// Sets the current CUDA device for the lifetime of the guard and restores the previous one.
+class scoped_device {
+ public:
+  explicit scoped_device(int ordinal) {
+    DEVICEKIT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != ordinal) DEVICEKIT_CUDA_CHECK(cudaSetDevice(ordinal));
+  }
+  scoped_device(const scoped_device&) = delete;
+  scoped_device& operator=(const scoped_device&) = delete;
+  ~scoped_device() { (void)cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+using native_stream_handle = cudaStream_t;
+#else
+using native_stream_handle = void*;
+#endif
+
+class stream {
+ public:
+  /// An inline stream on the CPU.
+  stream() noexcept = default;
+
+  /// A new non-blocking stream on `dev` (cuda), or the inline stream (cpu).
+  explicit stream(device dev) : device_(dev) {
+    if (dev.is_cpu()) return;
+#if DEVICEKIT_HAS_CUDA
+    scoped_device on(dev.ordinal());
+    DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+    note_cuda_runtime_used();
+#else
+    throw config_error("cannot create a stream on " + dev.str() +
+                       ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+#endif
+  }
+
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  stream(stream&& other) noexcept
+      : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
+  stream& operator=(stream&& other) noexcept {
+    if (this != &other) {
+      release();
+      device_ = other.device_;
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~stream() { release(); }
+
+  [[nodiscard]] device get_device() const noexcept { return device_; }
+  /// The CUDA handle; nullptr for a cpu stream.
+  [[nodiscard]] native_stream_handle native_handle() const noexcept { return handle_; }
+
+  /// Blocks until all work queued on the stream has finished.
+  void synchronize() const {
+#if DEVICEKIT_HAS_CUDA
+    if (handle_ != nullptr) DEVICEKIT_CUDA_CHECK(cudaStreamSynchronize(handle_));
+#endif
+  }
+
+  /// True when no queued work is pending. Never blocks.
+  [[nodiscard]] bool idle() const {
+#if DEVICEKIT_HAS_CUDA
+    if (handle_ == nullptr) return true;
+    const cudaError_t r = cudaStreamQuery(handle_);
+    if (r == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    DEVICEKIT_CUDA_CHECK(r);
+#endif
+    return true;
+  }
+
+ private:
+  void release() noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (handle_ != nullptr && cuda_calls_allowed()) (void)cudaStreamDestroy(handle_);
+#endif
+    handle_ = nullptr;
+  }
+
+  device device_{};
+  native_stream_handle handle_ = nullptr;
+};
+
+}  // namespace devicekit

@@ -1,0 +1,90 @@
+#pragma once
+/// \file
+/// The device report as JSON (nlohmann::json). Needs nlohmann-json on the include path; the
+/// CMake target links it when it was found.
+#include <devicekit/report/report.hpp>
+
+#if !__has_include(<nlohmann/json.hpp>)
+#  error "<devicekit/report/json.hpp> needs nlohmann-json (Debian: apt-get install nlohmann-json3-dev)"
+#endif
+#include <nlohmann/json.hpp>
+
+namespace devicekit {
+
+[[nodiscard]] inline nlohmann::json to_json(const device_properties& d, const cost_table& costs) {
+  nlohmann::json j;
+  j["id"] = d.id.str();
+  j["kind"] = std::string(to_string(d.id.kind()));
+  j["ordinal"] = d.id.ordinal();
+  j["name"] = d.name;
+  j["total_memory_bytes"] = d.total_memory_bytes;
+  j["hardware"] = std::string(to_string(d.hardware));
+  j["cost_per_hour_usd"] = costs.per_hour(d.hardware);
+  if (d.id.is_cuda()) {
+    j["uuid"] = d.uuid;
+    j["pci_bus_id"] = d.pci_bus_id;
+    j["pci"] = {{"domain", d.pci_domain}, {"bus", d.pci_bus}, {"device", d.pci_device}};
+    j["compute_capability"] = d.cc.str();
+    j["multiprocessor_count"] = d.multiprocessor_count;
+    j["clock_rate_khz"] = d.clock_rate_khz;
+    j["memory_clock_rate_khz"] = d.memory_clock_rate_khz;
+    j["memory_bus_width_bits"] = d.memory_bus_width_bits;
+    j["l2_cache_bytes"] = d.l2_cache_bytes;
+    j["async_engine_count"] = d.async_engine_count;
+    j["ecc_enabled"] = d.ecc_enabled;
+    j["max_threads_per_block"] = d.max_threads_per_block;
+    j["warp_size"] = d.warp_size;
+    j["integrated"] = d.integrated;
+    j["managed_memory"] = d.managed_memory;
+    j["concurrent_managed_access"] = d.concurrent_managed_access;
+    auto peers = nlohmann::json::array();
+    for (std::size_t k = 0; k < d.peer_access.size(); ++k) {
+      if (d.peer_access[k]) peers.push_back("cuda:" + std::to_string(k));
+    }
+    j["peer_access"] = peers;
+  }
+  return j;
+}
+
+[[nodiscard]] inline nlohmann::json to_json(const device_report& r) {
+  const auto& c = r.caps;
+  nlohmann::json j;
+  j["devicekit_version"] = DEVICEKIT_VERSION_STRING;
+  j["backend"] = r.backend();
+  j["device_type"] = std::string(to_string(c.device_type));
+  j["device_count"] = c.device_count;
+  j["gpu_count"] = c.gpu_count;
+  j["default_device"] = r.default_device.str();
+  j["detector"] = c.detector;
+  auto version = [](int v) -> nlohmann::json { return v > 0 ? nlohmann::json(format_cuda_version(v)) : nullptr; };
+  j["cuda_runtime_version"] = version(c.cuda_runtime_version);
+  j["driver_version"] = version(c.driver_version);
+  j["fallback_reason"] = c.fallback_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.fallback_reason);
+  j["memory_strategy"] = r.strategy.name;
+  j["memory_fraction"] = r.strategy.fraction;
+  j["distribution_scheme"] = r.scheme;
+  j["total_memory_bytes"] = c.total_memory_bytes;
+  j["compute_capability"] = c.cc ? nlohmann::json(c.cc->str()) : nlohmann::json(nullptr);
+  j["supports_mixed_precision"] = c.supports_mixed_precision();
+  j["precision"] = {{"fp16", c.precision.fp16}, {"bf16", c.precision.bf16}, {"fp8", c.precision.fp8}};
+  j["supports_distributed"] = c.supports_distributed;
+  j["environment_applied"] = r.environment_applied;
+  j["host"] = {{"model_name", c.host.model_name},
+               {"logical_cores", c.host.logical_cores},
+               {"total_memory_bytes", c.host.total_memory_bytes}};
+  const hardware_type hw = r.default_hardware();
+  const auto rec = batch_size_recommendation_for(hw);
+  const auto cfg = batch_config_for(hw);
+  j["batch_size"] = {{"hardware", std::string(to_string(hw))},
+                     {"min", rec.min_batch_size},
+                     {"optimal", rec.optimal_batch_size},
+                     {"critical", rec.critical_batch_size},
+                     {"from_table", rec.from_table},
+                     {"multiplier", cfg.multiplier}};
+  auto devices = nlohmann::json::array();
+  for (const auto& d : c.devices) devices.push_back(to_json(d, r.costs));
+  j["devices"] = devices;
+  return j;
+}
+
+}  // namespace devicekit

@@ -1,0 +1,111 @@
+#pragma once
+/// \file
+/// The device report: what was detected and how the manager is configured, as one value
+/// (`device_report`) and as text (`write_text`, the output of print_device_info). The JSON form
+/// is in <devicekit/report/json.hpp>.
+#include <devicekit/detect/capabilities.hpp>
+#include <devicekit/detect/hardware.hpp>
+#include <devicekit/memory/strategy.hpp>
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace devicekit {
+
+struct device_report {
+  capabilities caps;
+  strategy_info strategy;
+  std::string scheme = "single_device";
+  device default_device;
+  std::vector<std::string> environment_applied;
+  cost_table costs;
+
+  [[nodiscard]] std::string backend() const { return std::string(to_string(caps.device_type)); }
+  [[nodiscard]] hardware_type default_hardware() const {
+    for (const auto& d : caps.devices) {
+      if (d.id == default_device) return d.hardware;
+    }
+    return default_device.is_cpu() ? hardware_type::cpu : hardware_type::unknown;
+  }
+};
+
+namespace detail {
+[[nodiscard]] inline std::string format_bytes(std::uint64_t bytes) {
+  char buf[64];
+  const double gib = static_cast<double>(bytes) / static_cast<double>(1ull << 30);
+  if (gib >= 1.0) {
+    std::snprintf(buf, sizeof buf, "%.1f GiB", gib);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / static_cast<double>(1ull << 20));
+  }
+  return buf;
+}
+
+[[nodiscard]] inline std::string format_fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+}  // namespace detail
+
+/// Writes the report as text. `verbose` adds every per-device property.
+inline void write_text(std::ostream& os, const device_report& r, bool verbose = false) {
+  const auto& c = r.caps;
+  auto line = [&](const std::string& key, const std::string& value) { os << key << ": " << value << '\n'; };
+  os << "devicekit " << DEVICEKIT_VERSION_STRING << " device report\n";
+  os << "========================================\n";
+  line("Backend", r.backend());
+  line("Device Type", std::string(to_string(c.device_type)));
+  line("Device Count", std::to_string(c.device_count));
+  line("GPU Count", std::to_string(c.gpu_count));
+  line("Memory Strategy", r.strategy.name);
+  line("Memory Fraction", detail::format_fixed(r.strategy.fraction, 2));
+  line("Distribution", r.scheme);
+  line("Default Device", r.default_device.str());
+  line("CUDA Runtime Version", format_cuda_version(c.cuda_runtime_version));
+  line("Driver Version", format_cuda_version(c.driver_version));
+  line("Compute Capability", c.cc ? c.cc->str() : std::string("n/a"));
+  line("Mixed Precision", std::string(c.precision.fp16 ? "fp16 " : "") + (c.precision.bf16 ? "bf16 " : "") +
+                              (c.precision.fp8 ? "fp8" : "") + (c.supports_mixed_precision() ? "" : "none"));
+  line("Distributed", c.supports_distributed ? "yes" : "no");
+  line("Detector", c.detector);
+  if (!c.fallback_reason.empty()) line("Fallback", c.fallback_reason);
+  line("Host", c.host.model_name + ", " + std::to_string(c.host.logical_cores) + " logical cores, " +
+                   detail::format_bytes(c.host.total_memory_bytes));
+  for (const auto& name : r.environment_applied) line("Environment Set", name);
+  const hardware_type hw = r.default_hardware();
+  const auto rec = batch_size_recommendation_for(hw);
+  line("Batch Size (" + std::string(to_string(hw)) + ")",
+       "min " + std::to_string(rec.min_batch_size) + ", optimal " + std::to_string(rec.optimal_batch_size) +
+           ", critical " + std::to_string(rec.critical_batch_size) + (rec.from_table ? "" : " (stand-in)"));
+  os << "Devices:\n";
+  for (const auto& d : c.devices) {
+    os << "  " << d.id.str() << "  " << d.name << "  " << detail::format_bytes(d.total_memory_bytes) << "  "
+       << to_string(d.hardware) << "  $" << detail::format_fixed(r.costs.per_hour(d.hardware), 2) << "/h\n";
+    if (!verbose || d.id.is_cpu()) continue;
+    auto prop = [&](const char* key, const std::string& value) { os << "      " << key << ": " << value << '\n'; };
+    prop("UUID", d.uuid);
+    prop("PCI Bus Id", d.pci_bus_id);
+    prop("Compute Capability", d.cc.str());
+    prop("Multiprocessors", std::to_string(d.multiprocessor_count));
+    prop("Clock Rate", std::to_string(d.clock_rate_khz / 1000) + " MHz");
+    prop("Memory Clock Rate", std::to_string(d.memory_clock_rate_khz / 1000) + " MHz");
+    prop("Memory Bus Width", std::to_string(d.memory_bus_width_bits) + " bits");
+    prop("L2 Cache", detail::format_bytes(static_cast<std::uint64_t>(d.l2_cache_bytes)));
+    prop("Copy Engines", std::to_string(d.async_engine_count));
+    prop("ECC", d.ecc_enabled ? "enabled" : "disabled");
+    prop("Max Threads Per Block", std::to_string(d.max_threads_per_block));
+    prop("Warp Size", std::to_string(d.warp_size));
+    prop("Integrated", d.integrated ? "yes" : "no");
+    prop("Managed Memory", d.managed_memory ? "yes" : "no");
+    std::string peers;
+    for (std::size_t j = 0; j < d.peer_access.size(); ++j) {
+      if (d.peer_access[j]) peers += (peers.empty() ? "cuda:" : ", cuda:") + std::to_string(j);
+    }
+    prop("Peer Access", peers.empty() ? "none" : peers);
+  }
+}
+
+}  // namespace devicekit

@@ -1,0 +1,222 @@
+// detect/: detectors and their concept, fallback reasons, hardware tables from the seeds.
+#include <catch2/catch.hpp>
+
+#include <devicekit/detect/detectors.hpp>
+#include <devicekit/detect/hardware.hpp>
+#include <devicekit/memory/strategy.hpp>
+
+#include <cstdlib>
+#include <string>
+
+namespace dk = devicekit;
+
+namespace {
+struct no_detect {};
+struct wrong_return {
+  int detect() const { return 0; }
+};
+struct argless {
+  dk::capabilities detect() const { return {}; }
+};
+struct never_finds {
+  static constexpr std::string_view name() { return "never"; }
+  dk::capabilities detect(const dk::settings&) const {
+    dk::capabilities c;
+    c.fallback_reason = "nothing here";
+    return c;
+  }
+};
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+static_assert(dk::device_detector<dk::cuda_detector>);
+static_assert(dk::device_detector<dk::cpu_detector>);
+static_assert(dk::device_detector<dk::fixed_detector>);
+static_assert(dk::device_detector<dk::first_available<dk::cuda_detector, dk::cpu_detector>>);
+static_assert(dk::device_detector<argless>);
+static_assert(!dk::device_detector<no_detect>);
+static_assert(!dk::device_detector<wrong_return>);
+static_assert(std::is_empty_v<dk::first_available<dk::cuda_detector, dk::cpu_detector>>);
+
+TEST_CASE("cpu_detector reports the host as cpu:0", "[detect][cpu]") {
+  const auto caps = dk::cpu_detector{}.detect(dk::settings{});
+  CHECK(caps.device_type == dk::device_kind::cpu);
+  CHECK(caps.device_count == 1);
+  CHECK(caps.gpu_count == 0);
+  REQUIRE(caps.devices.size() == 1);
+  CHECK(caps.devices[0].id == dk::device::cpu());
+  CHECK(caps.devices[0].hardware == dk::hardware_type::cpu);
+  CHECK(caps.host.logical_cores >= 1);
+  CHECK(caps.host.total_memory_bytes > (64ull << 20));
+  CHECK(caps.total_memory_bytes == caps.host.total_memory_bytes);
+  CHECK_FALSE(caps.host.model_name.empty());
+}
+
+TEST_CASE("cuda_detector: no GPU is zero devices and a reason, never an exception", "[detect][cuda]") {
+  const auto caps = dk::cuda_detector{}.detect(dk::settings{});
+  if (caps.gpu_count == 0) {
+    CHECK(caps.device_count == 0);
+    CHECK_FALSE(caps.fallback_reason.empty());
+    if (caps.driver_version == 0 && DEVICEKIT_HAS_CUDA) {
+      // This machine has the toolkit but no driver: the reason must say so.
+      CHECK(contains(caps.fallback_reason, "driver"));
+    }
+  } else {
+    CHECK(caps.fallback_reason.empty());
+    CHECK(caps.devices.size() == static_cast<std::size_t>(caps.gpu_count));
+    CHECK(caps.cc.has_value());
+  }
+}
+
+TEST_CASE("CUDA_VISIBLE_DEVICES set to empty means CPU fallback with that reason", "[detect][cuda]") {
+  const char* old = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = old ? old : "";
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  const auto caps = dk::first_available<dk::cuda_detector, dk::cpu_detector>{}.detect(dk::settings{});
+  if (old) {
+    ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+  }
+  CHECK(caps.device_type == dk::device_kind::cpu);
+  CHECK(contains(caps.fallback_reason, "CUDA_VISIBLE_DEVICES is set to an empty string"));
+}
+
+TEST_CASE("a cpu preference skips CUDA and says so", "[detect][cuda]") {
+  const auto caps = dk::first_available<dk::cuda_detector, dk::cpu_detector>{}.detect(
+      dk::settings{}.set_prefer(dk::device_preference::cpu));
+  CHECK(caps.device_type == dk::device_kind::cpu);
+  CHECK(contains(caps.fallback_reason, "the CPU was requested"));
+}
+
+TEST_CASE("first_available keeps the first detector that finds a device", "[detect][priority]") {
+  dk::capabilities two_gpus;
+  two_gpus.device_type = dk::device_kind::cuda;
+  two_gpus.device_count = 2;
+  two_gpus.gpu_count = 2;
+  const auto found = dk::first_available<dk::fixed_detector, dk::cpu_detector>{dk::fixed_detector{two_gpus},
+                                                                               dk::cpu_detector{}}
+                         .detect(dk::settings{});
+  CHECK(found.device_type == dk::device_kind::cuda);
+  CHECK(found.device_count == 2);
+  CHECK(found.fallback_reason.empty());
+  CHECK(found.detector == "fixed");
+
+  const auto fallback = dk::first_available<never_finds, never_finds, dk::cpu_detector>{}.detect(dk::settings{});
+  CHECK(fallback.device_type == dk::device_kind::cpu);
+  CHECK(fallback.fallback_reason == "never: nothing here; never: nothing here");
+
+  const auto none = dk::first_available<never_finds>{}.detect(dk::settings{});
+  CHECK_FALSE(none.usable());
+}
+
+TEST_CASE("run_detector accepts detect() without settings and names custom detectors", "[detect]") {
+  const auto caps = dk::run_detector(argless{}, dk::settings{});
+  CHECK(caps.detector == "custom");
+}
+
+TEST_CASE("compute capability decides mixed precision support", "[detect][precision]") {
+  CHECK(dk::precision_for({7, 0}) == dk::precision_support{true, false, false});
+  CHECK(dk::precision_for({8, 0}) == dk::precision_support{true, true, false});
+  CHECK(dk::precision_for({8, 9}) == dk::precision_support{true, true, true});
+  CHECK(dk::precision_for({9, 0}) == dk::precision_support{true, true, true});
+  CHECK(dk::precision_for({5, 2}) == dk::precision_support{false, false, false});
+  CHECK(dk::compute_capability{9, 0}.str() == "9.0");
+  CHECK(dk::format_cuda_version(13000) == "13.0");
+  CHECK(dk::format_cuda_version(12040) == "12.4");
+  CHECK(dk::format_cuda_version(0) == "none");
+}
+
+TEST_CASE("hardware is classified from the driver's device name", "[detect][hardware]") {
+  CHECK(dk::classify_hardware("NVIDIA H200") == dk::hardware_type::h200);
+  CHECK(dk::classify_hardware("NVIDIA H100 80GB HBM3") == dk::hardware_type::h100);
+  CHECK(dk::classify_hardware("NVIDIA A100-SXM4-80GB") == dk::hardware_type::a100);
+  CHECK(dk::classify_hardware("Tesla V100-SXM2-16GB") == dk::hardware_type::v100);
+  CHECK(dk::classify_hardware("NVIDIA L40S") == dk::hardware_type::l40s);
+  CHECK(dk::classify_hardware("NVIDIA GeForce RTX 4090") == dk::hardware_type::rtx);
+  CHECK(dk::classify_hardware("NVIDIA RTX A6000") == dk::hardware_type::rtx);
+  CHECK(dk::classify_hardware("Tesla T4") == dk::hardware_type::unknown);
+  CHECK(dk::classify_hardware("AMD EPYC", dk::device_kind::cpu) == dk::hardware_type::cpu);
+  CHECK(dk::to_string(dk::hardware_type::tpu_v5e) == "tpu_v5e");
+}
+
+TEST_CASE("batch-size recommendations are the seed table's exact values", "[detect][hardware]") {
+  struct row {
+    dk::hardware_type hw;
+    int min, optimal, critical;
+  };
+  const row table[] = {{dk::hardware_type::tpu_v5e, 64, 256, 240}, {dk::hardware_type::tpu_v5p, 128, 512, 480},
+                       {dk::hardware_type::tpu_v4, 64, 256, 192},  {dk::hardware_type::h100, 64, 320, 298},
+                       {dk::hardware_type::a100, 32, 256, 240},    {dk::hardware_type::v100, 16, 128, 96},
+                       {dk::hardware_type::cpu, 1, 32, 16}};
+  for (const auto& r : table) {
+    INFO(dk::to_string(r.hw));
+    const auto rec = dk::batch_size_recommendation_for(r.hw);
+    CHECK(rec.min_batch_size == r.min);
+    CHECK(rec.optimal_batch_size == r.optimal);
+    CHECK(rec.critical_batch_size == r.critical);
+    CHECK(rec.from_table);
+  }
+  CHECK_FALSE(dk::batch_size_recommendation_for(dk::hardware_type::unknown).from_table);
+  CHECK(dk::batch_size_recommendation_for(dk::hardware_type::h200).critical_batch_size == 298);
+}
+
+TEST_CASE("validate_batch_size rejects, warns and accepts", "[detect][hardware]") {
+  CHECK_FALSE(dk::validate_batch_size(0, dk::hardware_type::h100).valid);
+  CHECK_FALSE(dk::validate_batch_size(-4, dk::hardware_type::h100).valid);
+  const auto small = dk::validate_batch_size(32, dk::hardware_type::h100);
+  CHECK_FALSE(small.valid);
+  CHECK(contains(small.message, "below the minimum 64"));
+  const auto sub = dk::validate_batch_size(128, dk::hardware_type::h100);
+  CHECK(sub.valid);
+  CHECK(contains(sub.message, "below the critical batch size 298"));
+  const auto quiet = dk::validate_batch_size(128, dk::hardware_type::h100, false);
+  CHECK(quiet.valid);
+  CHECK_FALSE(contains(quiet.message, "critical"));
+  CHECK(dk::validate_batch_size(320, dk::hardware_type::h100).valid);
+  CHECK(dk::validate_batch_size(1, dk::hardware_type::cpu).valid);
+}
+
+TEST_CASE("batch multipliers: GPU 4x, CPU 1x, TPU 128x, rounded to a power of two", "[detect][hardware]") {
+  CHECK(dk::round_to_power_of_two(1) == 1);
+  CHECK(dk::round_to_power_of_two(3) == 4);
+  CHECK(dk::round_to_power_of_two(5) == 4);
+  CHECK(dk::round_to_power_of_two(6) == 8);
+  CHECK(dk::round_to_power_of_two(12) == 16);
+  CHECK(dk::round_to_power_of_two(0) == 1);
+  CHECK(dk::batch_config_for(dk::hardware_type::h100, 3).batch_size == 16);  // 12 -> 16
+  CHECK(dk::batch_config_for(dk::hardware_type::cpu, 3).batch_size == 4);    // 3 -> 4
+  CHECK(dk::batch_config_for(dk::hardware_type::tpu_v4, 1).batch_size == 128);
+  CHECK(dk::batch_config_for(dk::hardware_type::tpu_v4, 2).batch_size == 256);
+  CHECK(dk::batch_config_for(dk::hardware_type::a100, 1).multiplier == 4);
+  CHECK(dk::batch_config_for(dk::hardware_type::a100, 1).max_batch_size == 256);
+}
+
+TEST_CASE("cost per device-hour has defaults and overrides", "[detect][hardware]") {
+  dk::cost_table costs;
+  CHECK(costs.per_hour(dk::hardware_type::cpu) == 0.0);
+  CHECK(costs.per_hour(dk::hardware_type::h100) == 0.5);
+  CHECK(costs.per_hour(dk::hardware_type::tpu_v5e) == 2.0);
+  costs.set(dk::hardware_type::h100, 2.49);
+  CHECK(costs.per_hour(dk::hardware_type::h100) == 2.49);
+  CHECK(costs.per_hour(dk::hardware_type::a100) == 0.5);
+}
+
+TEST_CASE("memory strategies: stock fractions, model-size guideline, runtime validation", "[memory][strategy]") {
+  static_assert(dk::memory_strategy<dk::conservative>);
+  static_assert(dk::memory_strategy<dk::runtime_fraction>);
+  static_assert(dk::custom_fraction<4, 5>::fraction() == 0.8);
+  static_assert(std::is_empty_v<dk::balanced>);
+  CHECK(dk::conservative::fraction() == 0.60);
+  CHECK(dk::balanced::fraction() == 0.75);
+  CHECK(dk::aggressive::fraction() == 0.90);
+  CHECK(dk::strategy_for_model_size(999'999).name == "conservative");
+  CHECK(dk::strategy_for_model_size(1'000'000).name == "balanced");
+  CHECK(dk::strategy_for_model_size(99'999'999).name == "balanced");
+  CHECK(dk::strategy_for_model_size(100'000'000).name == "aggressive");
+  CHECK(dk::runtime_fraction(1.0).fraction() == 1.0);
+  CHECK_THROWS_WITH(dk::runtime_fraction(0.0), Catch::Contains("must lie in (0, 1]"));
+  CHECK_THROWS_AS(dk::runtime_fraction(1.5), dk::config_error);
+  CHECK_THROWS_AS(dk::runtime_fraction(-0.1), dk::config_error);
+  CHECK_THROWS_AS(dk::runtime_fraction(std::nan("")), dk::config_error);
+}

@@ -1,0 +1,176 @@
+// manager.hpp and report/: the manager over stock and simulated hardware, the global manager,
+// and the report as text and JSON.
+#include <catch2/catch.hpp>
+
+#include <devicekit/manager.hpp>
+#include <devicekit/report/json.hpp>
+
+#include <sstream>
+
+namespace dk = devicekit;
+
+namespace {
+dk::capabilities simulated_gpus(int n) {
+  dk::capabilities caps;
+  caps.device_type = dk::device_kind::cuda;
+  caps.cc = dk::compute_capability{9, 0};
+  caps.precision = dk::precision_for(*caps.cc);
+  for (int i = 0; i < n; ++i) {
+    dk::device_properties p;
+    p.id = dk::device::cuda(i);
+    p.name = "NVIDIA H100 80GB HBM3";
+    p.uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i);
+    p.total_memory_bytes = 80ull << 30;
+    p.cc = *caps.cc;
+    p.hardware = dk::classify_hardware(p.name);
+    p.peer_access.assign(static_cast<std::size_t>(n), true);
+    p.peer_access[static_cast<std::size_t>(i)] = false;
+    caps.devices.push_back(p);
+  }
+  caps.device_count = caps.gpu_count = n;
+  caps.supports_distributed = n > 1;
+  return caps;
+}
+
+using simulated_manager = dk::device_manager<dk::fixed_detector, dk::aggressive, dk::shard_batch>;
+}  // namespace
+
+TEST_CASE("a manager with stock policies is exactly as large as its state", "[manager]") {
+  STATIC_REQUIRE(sizeof(dk::device_manager<>) == sizeof(dk::detail::manager_state));
+  STATIC_REQUIRE(sizeof(dk::device_manager<dk::cpu_detector, dk::conservative, dk::schemes::replicate>) ==
+                 sizeof(dk::detail::manager_state));
+  STATIC_REQUIRE(sizeof(dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>,
+                                           dk::custom_fraction<1, 2>, dk::shard_batch>) ==
+                 sizeof(dk::detail::manager_state));
+}
+
+TEST_CASE("the default manager on this machine: GPU or CPU fallback with a reason", "[manager]") {
+  dk::device_manager<> dm{dk::settings{}};
+  CHECK(dm.device_count() >= 1);
+  CHECK(dm.memory_fraction() == 0.75);
+  CHECK(dm.cpu_devices() == std::vector<dk::device>{dk::device::cpu()});
+  if (dm.has_gpu()) {
+    CHECK(dm.default_device() == dk::device::cuda(0));
+    CHECK(dm.fallback_reason().empty());
+    CHECK(dm.gpu_devices().size() == static_cast<std::size_t>(dm.gpu_count()));
+  } else {
+    CHECK(dm.default_device() == dk::device::cpu());
+    CHECK(dm.devices() == std::vector<dk::device>{dk::device::cpu()});
+    CHECK(dm.gpu_devices().empty());
+    CHECK(dm.gpu_count() == 0);
+    CHECK_FALSE(dm.fallback_reason().empty());
+  }
+}
+
+TEST_CASE("a simulated multi-GPU machine: devices, default device, properties", "[manager]") {
+  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(4)}};
+  CHECK(dm.has_gpu());
+  CHECK(dm.gpu_count() == 4);
+  CHECK(dm.device_count() == 4);
+  CHECK(dm.devices().size() == 4);
+  CHECK(dm.gpu_devices().back() == dk::device::cuda(3));
+  CHECK(dm.default_device() == dk::device::cuda(0));
+  CHECK(dm.properties(dk::device::cuda(2)).hardware == dk::hardware_type::h100);
+  CHECK(dm.capabilities().supports_distributed);
+  CHECK(dm.memory_fraction() == 0.90);
+  CHECK_THROWS_WITH(dm.properties(dk::device::cuda(9)), Catch::Contains("cuda:0, cuda:1, cuda:2, cuda:3"));
+
+  simulated_manager second{dk::settings{}.set_device(dk::device::cuda(2)), dk::fixed_detector{simulated_gpus(4)}};
+  CHECK(second.default_device() == dk::device::cuda(2));
+  CHECK_THROWS_WITH((simulated_manager{dk::settings{}.set_device(dk::device::cuda(7)),
+                                       dk::fixed_detector{simulated_gpus(2)}}),
+                    Catch::Contains("requested default device cuda:7 is not available; available: cuda:0, cuda:1"));
+}
+
+TEST_CASE("a custom detector that only gives counts still yields a device list", "[manager]") {
+  dk::capabilities caps;
+  caps.device_type = dk::device_kind::cuda;
+  caps.device_count = 2;
+  caps.total_memory_bytes = 160ull << 30;
+  dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{caps}};
+  REQUIRE(dm.devices().size() == 2);
+  CHECK(dm.gpu_count() == 2);
+  CHECK(dm.properties(dk::device::cuda(1)).total_memory_bytes == (80ull << 30));
+}
+
+TEST_CASE("a detector list that finds nothing is a config_error with the reasons", "[manager]") {
+  dk::capabilities nothing;
+  nothing.fallback_reason = "the lab is closed";
+  CHECK_THROWS_WITH((dk::device_manager<dk::fixed_detector>{dk::settings{}, dk::fixed_detector{nothing}}),
+                    Catch::Contains("the lab is closed") && Catch::Contains("cpu_detector"));
+}
+
+TEST_CASE("a cuda preference that cannot be met falls back and says it was requested", "[manager]") {
+  const char* old = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = old ? old : "";
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  dk::device_manager<> dm{dk::settings{}.set_prefer(dk::device_preference::cuda)};
+  if (old) {
+    ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  } else {
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+  }
+  CHECK_FALSE(dm.has_gpu());
+  CHECK_THAT(dm.fallback_reason(), Catch::StartsWith("CUDA was requested"));
+}
+
+TEST_CASE("the global manager is created once and re-initialised on request", "[manager][global]") {
+  auto& first = dk::default_manager();
+  CHECK(&first == &dk::default_manager());
+  CHECK(dk::has_gpu() == first.has_gpu());
+  CHECK(dk::default_device() == first.default_device());
+  auto& same = dk::default_manager(dk::settings{}.set_prefer(dk::device_preference::cpu), false);
+  CHECK(&same == &first);
+  auto& reinit = dk::default_manager(dk::settings{}.set_prefer(dk::device_preference::cpu), true);
+  CHECK(&reinit == &first);
+  CHECK_FALSE(reinit.has_gpu());
+  CHECK(reinit.default_device() == dk::device::cpu());
+  dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
+}
+
+TEST_CASE("the text report shows what seed 000's print_device_info shows", "[report]") {
+  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  std::ostringstream os;
+  dk::print_device_info(dm, os, true);
+  const std::string text = os.str();
+  for (const char* line : {"Backend: cuda", "Device Type: cuda", "Device Count: 2", "GPU Count: 2",
+                           "Memory Strategy: aggressive", "Memory Fraction: 0.90", "Default Device: cuda:0",
+                           "Compute Capability: 9.0", "Distribution: shard_batch", "cuda:1  NVIDIA H100 80GB HBM3",
+                           "UUID: GPU-", "Peer Access: cuda:1", "$0.50/h"}) {
+    INFO(line);
+    CHECK(text.find(line) != std::string::npos);
+  }
+  CHECK(text.find("Fallback:") == std::string::npos);
+}
+
+TEST_CASE("the JSON report has the documented fields", "[report][json]") {
+  simulated_manager gpu{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  const auto j = dk::to_json(gpu.report(dk::cost_table{}.set(dk::hardware_type::h100, 2.5)));
+  CHECK(j.at("backend") == "cuda");
+  CHECK(j.at("device_type") == "cuda");
+  CHECK(j.at("device_count") == 2);
+  CHECK(j.at("gpu_count") == 2);
+  CHECK(j.at("default_device") == "cuda:0");
+  CHECK(j.at("fallback_reason").is_null());
+  CHECK(j.at("memory_strategy") == "aggressive");
+  CHECK(j.at("memory_fraction") == 0.90);
+  CHECK(j.at("compute_capability") == "9.0");
+  CHECK(j.contains("cuda_runtime_version"));
+  CHECK(j.contains("driver_version"));
+  REQUIRE(j.at("devices").size() == 2);
+  const auto& d1 = j.at("devices").at(1);
+  CHECK(d1.at("id") == "cuda:1");
+  CHECK(d1.at("kind") == "cuda");
+  CHECK(d1.at("name") == "NVIDIA H100 80GB HBM3");
+  CHECK(d1.at("total_memory_bytes") == (80ull << 30));
+  CHECK(d1.at("cost_per_hour_usd") == 2.5);
+  CHECK(d1.at("peer_access") == nlohmann::json::array({"cuda:0"}));
+  CHECK(j.at("batch_size").at("critical") == 298);
+
+  dk::device_manager<dk::cpu_detector> cpu{dk::settings{}};
+  const auto c = dk::to_json(cpu.report());
+  CHECK(c.at("device_type") == "cpu");
+  CHECK(c.at("gpu_count") == 0);
+  CHECK(c.at("devices").at(0).at("id") == "cpu:0");
+  CHECK(c.at("compute_capability").is_null());
+}

@@ -1,0 +1,59 @@
+// devicekit-info: what devices this machine has, or why it fell back to the CPU.
+//   devicekit-info            text report
+//   devicekit-info --json     the report as JSON
+//   devicekit-info --verbose  every device property
+// Exits 0 on a CPU fallback (that is an answer, not a failure); exits 2 on a bad flag or a bad
+// environment value (DEVICEKIT_PREFER=tpu), with the message on stderr.
+#include <devicekit/devicekit.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"devicekit-info: report the devices devicekit detects (or why it falls back to the CPU)"};
+  bool json = false;
+  bool verbose = false;
+  std::string prefer;
+  std::string strategy = "balanced";
+  app.add_flag("--json", json, "print the report as JSON");
+  app.add_flag("-v,--verbose", verbose, "print every device property");
+  app.add_option("--prefer", prefer, "override DEVICEKIT_PREFER: auto, cuda or cpu");
+  app.add_option("--strategy", strategy, "memory strategy to report: conservative, balanced or aggressive")
+      ->check(CLI::IsMember({"conservative", "balanced", "aggressive"}));
+  app.footer(
+      "Environment: DEVICEKIT_PREFER=auto|cuda|cpu, DEVICEKIT_DEVICE=cuda:N|cpu, CUDA_VISIBLE_DEVICES "
+      "(empty hides every GPU).");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    if (rc != 0) std::cerr << "\n" << app.help();
+    return rc == 0 ? 0 : 2;
+  }
+
+  namespace dk = devicekit;
+  try {
+    dk::settings config = dk::settings::from_environment();
+    if (!prefer.empty()) config.set_prefer(dk::parse_device_preference(prefer, "--prefer"));
+    auto emit = [&](const auto& dm) {
+      if (json) {
+        std::cout << dk::to_json(dm.report()).dump(2) << "\n";
+      } else {
+        dk::print_device_info(dm, std::cout, verbose);
+      }
+    };
+    using detector = dk::first_available<dk::cuda_detector, dk::cpu_detector>;
+    if (strategy == "conservative") {
+      emit(dk::device_manager<detector, dk::conservative>(config));
+    } else if (strategy == "aggressive") {
+      emit(dk::device_manager<detector, dk::aggressive>(config));
+    } else {
+      emit(dk::device_manager<detector, dk::balanced>(config));
+    }
+  } catch (const dk::error& e) {
+    std::cerr << "devicekit-info: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
