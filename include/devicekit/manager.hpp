@@ -37,7 +37,7 @@ class device_manager {
   static_assert(memory_strategy<Strategy>,
                 "device_manager: Strategy must provide 'name()' and 'double fraction()' (see devicekit/memory/strategy.hpp)");
   static_assert(distribution_scheme<Scheme>,
-                "device_manager: Scheme must provide 'name()' (see devicekit/distribute/scheme.hpp)");
+                "device_manager: Scheme must provide 'name()' and 'distribution_plan plan(const tree_summary&, std::span<const device>) const' (see devicekit/distribute/scheme.hpp)");
 
  public:
   using detector_type = Detector;

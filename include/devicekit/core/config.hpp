@@ -32,8 +32,14 @@
 #  endif
 #endif
 
+// MPI's header is not on the default include path on Debian (or most systems): it is visible
+// when the build links MPI (the devicekit::mpi target, or mpicxx).
 #if !defined(DEVICEKIT_HAS_MPI)
-#  define DEVICEKIT_HAS_MPI 0
+#  if __has_include(<mpi.h>)
+#    define DEVICEKIT_HAS_MPI 1
+#  else
+#    define DEVICEKIT_HAS_MPI 0
+#  endif
 #endif
 
 // True while nvcc (or another CUDA compiler) compiles device code or a .cu file.

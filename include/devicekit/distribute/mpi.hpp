@@ -1,0 +1,330 @@
+#pragma once
+/// \file
+/// MPI for host memory: `mpi_environment` (MPI_Init / MPI_Finalize, once per process) and
+/// `mpi_communicator`, which runs devicekit's bucketed collectives over MPI on CPU processes and
+/// bootstraps NCCL across processes (nccl.hpp).
+///
+/// Available when MPI is (DEVICEKIT_HAS_MPI: link devicekit::mpi in CMake, or compile with the
+/// MPI include path). Without MPI this header declares nothing.
+#include <devicekit/core/config.hpp>
+
+#if DEVICEKIT_HAS_MPI
+#  include <devicekit/distribute/collectives.hpp>
+
+#  include <mpi.h>
+
+#  include <climits>
+#  include <cstring>
+#  include <span>
+#  include <string>
+#  include <string_view>
+#  include <utility>
+#  include <vector>
+
+namespace devicekit {
+
+/// Whether MPI_Init has run and MPI_Finalize has not.
+[[nodiscard]] inline bool mpi_active() noexcept {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+/// Initialises MPI unless it already is, and finalises it on destruction if it initialised it.
+/// Create one in main(), before any communicator, and let it outlive them.
+class mpi_environment {
+ public:
+  /// `required` thread level: MPI_THREAD_FUNNELED suffices when one thread makes the MPI calls.
+  mpi_environment(int* argc, char*** argv, int required = MPI_THREAD_FUNNELED) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized != 0) {
+      MPI_Query_thread(&provided_);
+      return;
+    }
+    const int rc = MPI_Init_thread(argc, argv, required, &provided_);
+    if (rc != MPI_SUCCESS) {
+      throw communication_error("MPI", "init", "MPI_Init_thread", -1, 0, rc, "MPI could not start");
+    }
+    owner_ = true;
+  }
+  mpi_environment() : mpi_environment(nullptr, nullptr) {}
+  mpi_environment(const mpi_environment&) = delete;
+  mpi_environment& operator=(const mpi_environment&) = delete;
+  ~mpi_environment() {
+    if (owner_ && mpi_active()) MPI_Finalize();
+  }
+
+  /// The thread level MPI provides.
+  [[nodiscard]] int thread_level() const noexcept { return provided_; }
+  /// True when this object initialised MPI (and will finalise it).
+  [[nodiscard]] bool owner() const noexcept { return owner_; }
+
+ private:
+  bool owner_ = false;
+  int provided_ = 0;
+};
+
+/// The MPI datatype of an element type; MPI_DATATYPE_NULL for the 16-bit floats, which MPI lacks.
+[[nodiscard]] inline MPI_Datatype mpi_datatype(element_type t) noexcept {
+  switch (t) {
+    case element_type::opaque: return MPI_BYTE;
+    case element_type::int8: return MPI_INT8_T;
+    case element_type::uint8: return MPI_UINT8_T;
+    case element_type::int16: return MPI_INT16_T;
+    case element_type::uint16: return MPI_UINT16_T;
+    case element_type::int32: return MPI_INT32_T;
+    case element_type::uint32: return MPI_UINT32_T;
+    case element_type::int64: return MPI_INT64_T;
+    case element_type::uint64: return MPI_UINT64_T;
+    case element_type::float32: return MPI_FLOAT;
+    case element_type::float64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+namespace detail {
+
+/// Divides `count` elements in place by `n` (MPI has no average: sum, then this).
+inline void divide_in_place(void* data, std::size_t count, element_type t, int n) {
+  auto run = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(n));
+  };
+  switch (t) {
+    case element_type::int8: run(static_cast<std::int8_t*>(data)); break;
+    case element_type::uint8: run(static_cast<std::uint8_t*>(data)); break;
+    case element_type::int16: run(static_cast<std::int16_t*>(data)); break;
+    case element_type::uint16: run(static_cast<std::uint16_t*>(data)); break;
+    case element_type::int32: run(static_cast<std::int32_t*>(data)); break;
+    case element_type::uint32: run(static_cast<std::uint32_t*>(data)); break;
+    case element_type::int64: run(static_cast<std::int64_t*>(data)); break;
+    case element_type::uint64: run(static_cast<std::uint64_t*>(data)); break;
+    case element_type::float32: run(static_cast<float*>(data)); break;
+    case element_type::float64: run(static_cast<double*>(data)); break;
+    default: break;  // refused earlier by can_reduce
+  }
+}
+
+/// The MPI model of the collectives' backend (see collectives.hpp): one participant, host memory.
+class mpi_backend {
+ public:
+  mpi_backend() = default;
+  explicit mpi_backend(MPI_Comm base) {
+    if (!mpi_active()) {
+      throw config_error("mpi_communicator: MPI is not initialised; create a devicekit::mpi_environment in main() first");
+    }
+    check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
+    // Errors come back as return codes (and become exceptions) instead of aborting the job.
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  mpi_backend(const mpi_backend&) = delete;
+  mpi_backend& operator=(const mpi_backend&) = delete;
+  mpi_backend(mpi_backend&& o) noexcept { swap(o); }
+  mpi_backend& operator=(mpi_backend&& o) noexcept {
+    if (this != &o) {
+      release();
+      swap(o);
+    }
+    return *this;
+  }
+  ~mpi_backend() { release(); }
+
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+  void set_operation(std::string_view op) noexcept { op_ = op; }
+
+  // --- the backend interface ---
+  [[nodiscard]] int participants() const noexcept { return 1; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] int rank(int = 0) const noexcept { return rank_; }
+  [[nodiscard]] static std::string_view name() noexcept { return "MPI"; }
+  [[nodiscard]] static bool can_reduce(element_type t) noexcept {
+    return t != element_type::opaque && mpi_datatype(t) != MPI_DATATYPE_NULL;
+  }
+  void group_begin() noexcept {}
+  void group_end() noexcept {}
+  void* scratch(int, int slot, std::size_t bytes) {
+    auto& s = scratch_[slot];
+    if (s.size() < bytes) s.resize(bytes);
+    return s.data();
+  }
+  void copy(int, void* dst, const void* src, std::size_t bytes) noexcept {
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+  }
+  void exchange(const void* mine, std::size_t bytes_each, void* all) {
+    check(MPI_Allgather(mine, to_int(bytes_each, "MPI_Allgather"), MPI_BYTE, all, to_int(bytes_each, "MPI_Allgather"),
+                        MPI_BYTE, comm_),
+          "MPI_Allgather");
+  }
+  void broadcast(int, void* buf, std::size_t count, element_type t, int root) {
+    // MPI counts are ints: large leaves go in pieces.
+    const std::size_t es = size_of(t);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min<std::size_t>(count - done, INT_MAX);
+      check(MPI_Bcast(byte_at(buf, done * es), static_cast<int>(n), mpi_datatype(t), root, comm_), "MPI_Bcast");
+      done += n;
+    }
+  }
+  void all_reduce(int, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
+    const std::size_t es = size_of(t);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min<std::size_t>(count - done, INT_MAX);
+      const void* src = s == r ? MPI_IN_PLACE : byte_at(s, done * es);
+      check(MPI_Allreduce(src, byte_at(r, done * es), static_cast<int>(n), mpi_datatype(t), mpi_op(op), comm_),
+            "MPI_Allreduce");
+      done += n;
+    }
+    if (op == reduce_op::average) divide_in_place(r, count, t, size_);
+  }
+  void all_gather(int, const void* s, void* r, std::size_t count, element_type t) {
+    const int n = to_int(count, "MPI_Allgather");
+    check(MPI_Allgather(s, n, mpi_datatype(t), r, n, mpi_datatype(t), comm_), "MPI_Allgather");
+  }
+  void reduce_scatter(int, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
+    check(MPI_Reduce_scatter_block(s, r, to_int(recv_count, "MPI_Reduce_scatter_block"), mpi_datatype(t), mpi_op(op),
+                                   comm_),
+          "MPI_Reduce_scatter_block");
+    if (op == reduce_op::average) divide_in_place(r, recv_count, t, size_);
+  }
+  void scatter(int, const void* s, const std::size_t* bytes, const std::size_t* displs, void* r,
+               std::size_t recv_bytes, int root) {
+    std::vector<int> c, d;
+    if (rank_ == root) {
+      c.resize(static_cast<std::size_t>(size_));
+      d.resize(static_cast<std::size_t>(size_));
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        c[i] = to_int(bytes[i], "MPI_Scatterv");
+        d[i] = to_int(displs[i], "MPI_Scatterv");
+      }
+    }
+    check(MPI_Scatterv(s, c.data(), d.data(), MPI_BYTE, r, to_int(recv_bytes, "MPI_Scatterv"), MPI_BYTE, root, comm_),
+          "MPI_Scatterv");
+  }
+  void finish(std::string_view) noexcept {}
+
+  void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  void check(int rc, std::string_view call) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+    throw communication_error("MPI", op_, call, rank_, size_, rc,
+                              len > 0 ? std::string_view(text, static_cast<std::size_t>(len)) : "unknown MPI error");
+  }
+
+ private:
+  static MPI_Op mpi_op(reduce_op op) noexcept {
+    switch (op) {
+      case reduce_op::min: return MPI_MIN;
+      case reduce_op::max: return MPI_MAX;
+      case reduce_op::product: return MPI_PROD;
+      default: return MPI_SUM;  // sum, and average (= sum, then a division)
+    }
+  }
+  int to_int(std::size_t n, std::string_view call) const {
+    if (n > static_cast<std::size_t>(INT_MAX)) {
+      throw communication_error("MPI", op_, call, rank_, size_, 0,
+                                "a count of " + std::to_string(n) +
+                                    " does not fit MPI's int counts; split the leaf or lower the bucket size");
+    }
+    return static_cast<int>(n);
+  }
+  void swap(mpi_backend& o) noexcept {
+    std::swap(comm_, o.comm_);
+    std::swap(rank_, o.rank_);
+    std::swap(size_, o.size_);
+    std::swap(op_, o.op_);
+    std::swap(scratch_, o.scratch_);
+  }
+  void release() noexcept {
+    if (comm_ != MPI_COMM_NULL && mpi_active()) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = -1;
+  int size_ = 0;
+  std::string_view op_ = "setup";
+  std::vector<std::byte> scratch_[2];
+};
+
+}  // namespace detail
+
+/// Collectives over MPI on host memory. Works on a duplicate of the given communicator (so its
+/// messages never mix with the application's), with errors returned as exceptions
+/// (communication_error naming the operation, the MPI call, the rank and MPI's error string).
+/// Every collective is called by every rank with trees of the same structure; when they differ,
+/// every rank throws structure_mismatch_error (see collectives.hpp).
+///
+/// Leaf-span forms are here; tree forms (`dk::all_reduce(comm, tree)`) are in tree_collectives.hpp.
+class mpi_communicator {
+ public:
+  /// A communicator over `base` (default: every process). MPI must be initialised.
+  explicit mpi_communicator(MPI_Comm base = MPI_COMM_WORLD, collective_options options = {})
+      : backend_(base), options_(options) {}
+
+  [[nodiscard]] int rank() const noexcept { return backend_.rank(); }
+  [[nodiscard]] int size() const noexcept { return backend_.size(); }
+  [[nodiscard]] MPI_Comm native_handle() const noexcept { return backend_.comm(); }
+  [[nodiscard]] const collective_options& options() const noexcept { return options_; }
+  mpi_communicator& set_options(const collective_options& o) noexcept {
+    options_ = o;
+    return *this;
+  }
+  mpi_communicator& set_bucket_bytes(std::size_t bytes) noexcept {
+    options_.bucket_bytes = bytes;
+    return *this;
+  }
+
+  /// Root's leaves to every rank, in place.
+  void broadcast(std::span<const leaf_span> leaves, int root = 0) {
+    backend_.set_operation("broadcast");
+    detail::broadcast(backend_, one(leaves), root, options_);
+  }
+  /// Every rank's leaves become the element-wise reduction over all ranks, in place.
+  void all_reduce(std::span<const leaf_span> leaves, reduce_op op = reduce_op::sum) {
+    backend_.set_operation("all_reduce");
+    detail::all_reduce(backend_, one(leaves), op, options_);
+  }
+  /// out[i] = in[i] of rank 0, then of rank 1, ... (out[i] holds size() x in[i]).
+  void all_gather(std::span<const const_leaf_span> in, std::span<const leaf_span> out) {
+    backend_.set_operation("all_gather");
+    detail::all_gather(backend_, one(in), one(out), options_);
+  }
+  /// out[i] = part rank() of the reduction of in[i] over all ranks (in[i] holds size() x out[i]).
+  void reduce_scatter(std::span<const const_leaf_span> in, std::span<const leaf_span> out,
+                      reduce_op op = reduce_op::sum) {
+    backend_.set_operation("reduce_scatter");
+    detail::reduce_scatter(backend_, one(in), one(out), op, options_);
+  }
+  /// Root's in[i] split in rank order, each rank receiving out[i].count elements (sizes may
+  /// differ across ranks; they must add up to in[i].count). `in` is read on the root only.
+  void scatter(std::span<const const_leaf_span> in, std::span<const leaf_span> out, int root = 0) {
+    backend_.set_operation("scatter");
+    detail::scatter(backend_, one(in), one(out), root, options_);
+  }
+  void barrier() {
+    backend_.set_operation("barrier");
+    backend_.barrier();
+  }
+
+  /// The backend, for the tree forms and for tests.
+  [[nodiscard]] detail::mpi_backend& backend() noexcept { return backend_; }
+
+ private:
+  template <class T>
+  static std::span<const std::span<const T>, 1> one(std::span<const T>& s) noexcept {
+    return std::span<const std::span<const T>, 1>(&s, 1);
+  }
+
+  detail::mpi_backend backend_;
+  collective_options options_;
+};
+
+}  // namespace devicekit
+
+#endif  // DEVICEKIT_HAS_MPI

@@ -1,0 +1,323 @@
+// The MPI host backend of devicekit's collectives, on every rank of `mpirun -np N` (N = 2, 4 in
+// CTest): exact results of every collective on leaves of mixed types, with buckets of every
+// kind (coalesced, one leaf per bucket, leaves larger than a bucket), the structure-mismatch
+// error on every rank, argument errors that every rank reports alike, and scatter with unequal
+// sizes.
+#include "mpi_harness.hpp"
+
+#include <devicekit/distribute/mpi.hpp>
+
+#include <array>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace {
+
+int rank_ = 0;
+int size_ = 1;
+
+/// Bucket sizes every collective is run with: DDP's default (everything small coalesced), no
+/// coalescing, and small buckets (several buckets, and leaves larger than one).
+const std::array<std::size_t, 3> bucket_sizes = {dk::default_bucket_bytes, 0, 96};
+
+/// A leaf of each kind: values depend on the rank and the index, so that a misplaced element
+/// shows, and stay exact under the reductions below.
+struct mixed {
+  std::vector<std::int32_t> a;
+  std::vector<double> b;
+  std::vector<float> c;
+  std::vector<std::int64_t> d;
+  std::vector<std::uint8_t> e;
+  std::vector<double> big;  // larger than the small buckets
+
+  explicit mixed(int rank, std::size_t scale = 1)
+      : a(5 * scale), b(3 * scale), c(7 * scale), d(2 * scale), e(4 * scale), big(40 * scale) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::int32_t>(100 * rank + static_cast<int>(i));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.5 * rank + static_cast<double>(i);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(rank) * 2.0f - static_cast<float>(i);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = (std::int64_t{1} << 40) * rank + static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < e.size(); ++i) e[i] = static_cast<std::uint8_t>(rank + 3 * static_cast<int>(i));
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<double>(rank * 1000) + static_cast<double>(i);
+  }
+  std::vector<dk::leaf_span> spans() {
+    return {dk::leaf_span::of(a), dk::leaf_span::of(b), dk::leaf_span::of(c),
+            dk::leaf_span::of(d), dk::leaf_span::of(e), dk::leaf_span::of(big)};
+  }
+  std::vector<dk::const_leaf_span> cspans() const {
+    return {dk::const_leaf_span::of(a), dk::const_leaf_span::of(b), dk::const_leaf_span::of(c),
+            dk::const_leaf_span::of(d), dk::const_leaf_span::of(e), dk::const_leaf_span::of(big)};
+  }
+};
+
+/// Sum over ranks of f(rank).
+template <class T, class F>
+T over_ranks(F f) {
+  T s{};
+  for (int r = 0; r < size_; ++r) s = static_cast<T>(s + f(r));
+  return s;
+}
+
+struct opaque_pair {
+  std::int16_t x;
+  char tag;
+};
+
+}  // namespace
+
+MPI_TEST("all_reduce sum: exact on mixed leaf types, for every bucket size") {
+  for (const auto bucket : bucket_sizes) {
+    dk::mpi_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    mixed m(rank_);
+    auto leaves = m.spans();
+    comm.all_reduce(leaves, dk::reduce_op::sum);
+    bool ok = true;
+    for (std::size_t i = 0; i < m.a.size(); ++i) {
+      ok = ok && m.a[i] == over_ranks<std::int32_t>([&](int r) { return 100 * r + static_cast<int>(i); });
+    }
+    for (std::size_t i = 0; i < m.b.size(); ++i) {
+      ok = ok && m.b[i] == over_ranks<double>([&](int r) { return 0.5 * r + static_cast<double>(i); });
+    }
+    for (std::size_t i = 0; i < m.c.size(); ++i) {
+      ok = ok && m.c[i] == over_ranks<float>([&](int r) { return static_cast<float>(r) * 2.0f - static_cast<float>(i); });
+    }
+    for (std::size_t i = 0; i < m.d.size(); ++i) {
+      ok = ok && m.d[i] == over_ranks<std::int64_t>([&](int r) {
+             return (std::int64_t{1} << 40) * r + static_cast<std::int64_t>(i);
+           });
+    }
+    for (std::size_t i = 0; i < m.e.size(); ++i) {
+      ok = ok && m.e[i] == over_ranks<std::uint8_t>([&](int r) { return r + 3 * static_cast<int>(i); });
+    }
+    for (std::size_t i = 0; i < m.big.size(); ++i) {
+      ok = ok && m.big[i] == over_ranks<double>([&](int r) { return r * 1000.0 + static_cast<double>(i); });
+    }
+    CHECK(ok);
+  }
+}
+
+MPI_TEST("all_reduce average, min, max, product") {
+  dk::mpi_communicator comm;
+  comm.set_bucket_bytes(64);
+  std::vector<double> avg(9);
+  std::vector<std::int32_t> iavg(5);
+  for (std::size_t i = 0; i < avg.size(); ++i) avg[i] = 2.0 * rank_ + static_cast<double>(i);
+  for (std::size_t i = 0; i < iavg.size(); ++i) iavg[i] = rank_ + static_cast<std::int32_t>(i);
+  std::vector<dk::leaf_span> a = {dk::leaf_span::of(avg), dk::leaf_span::of(iavg)};
+  comm.all_reduce(a, dk::reduce_op::average);
+  // mean of 2r + i over r = 0..n-1 is (n - 1) + i, exactly; integers truncate like ncclAvg.
+  for (std::size_t i = 0; i < avg.size(); ++i) CHECK_EQ(avg[i], static_cast<double>(size_ - 1) + static_cast<double>(i));
+  for (std::size_t i = 0; i < iavg.size(); ++i) {
+    CHECK_EQ(iavg[i], (size_ * (size_ - 1) / 2 + size_ * static_cast<int>(i)) / size_);
+  }
+
+  std::vector<std::int64_t> mn = {rank_ * 10L - 7, -rank_ * 1L}, mx = mn;
+  std::vector<float> prod = {static_cast<float>(rank_ + 1), 2.0f};
+  comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(mn)}, dk::reduce_op::min);
+  comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(mx)}, dk::reduce_op::max);
+  comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(prod)}, dk::reduce_op::product);
+  CHECK_EQ(mn[0], -7L);
+  CHECK_EQ(mn[1], -(size_ - 1L));
+  CHECK_EQ(mx[0], (size_ - 1) * 10L - 7);
+  CHECK_EQ(mx[1], 0L);
+  float fact = 1;
+  for (int r = 1; r <= size_; ++r) fact *= static_cast<float>(r);
+  CHECK_EQ(prod[0], fact);
+  CHECK_EQ(prod[1], static_cast<float>(1 << size_));
+}
+
+MPI_TEST("broadcast from the first and the last rank, opaque leaves included") {
+  for (const int root : {0, size_ - 1}) {
+    for (const auto bucket : bucket_sizes) {
+      dk::mpi_communicator comm;
+      comm.set_bucket_bytes(bucket);
+      mixed m(rank_);
+      std::vector<opaque_pair> op(3);
+      for (std::size_t i = 0; i < op.size(); ++i) op[i] = {static_cast<std::int16_t>(rank_ * 7 + static_cast<int>(i)), static_cast<char>('a' + rank_)};
+      auto leaves = m.spans();
+      leaves.push_back(dk::leaf_span::of(op));
+      CHECK(leaves.back().type == dk::element_type::opaque);
+      comm.broadcast(leaves, root);
+      const mixed want(root);
+      CHECK(m.a == want.a);
+      CHECK(m.b == want.b);
+      CHECK(m.c == want.c);
+      CHECK(m.d == want.d);
+      CHECK(m.e == want.e);
+      CHECK(m.big == want.big);
+      for (std::size_t i = 0; i < op.size(); ++i) {
+        CHECK_EQ(op[i].x, root * 7 + static_cast<int>(i));
+        CHECK_EQ(op[i].tag, static_cast<char>('a' + root));
+      }
+    }
+  }
+}
+
+MPI_TEST("all_gather: out holds every rank's leaf in rank order") {
+  for (const auto bucket : bucket_sizes) {
+    dk::mpi_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    const mixed in(rank_);
+    mixed out(0, static_cast<std::size_t>(size_));
+    comm.all_gather(in.cspans(), out.spans());
+    bool ok = true;
+    for (int r = 0; r < size_; ++r) {
+      const mixed want(r);
+      const auto at = [&](const auto& v, const auto& w) {
+        for (std::size_t i = 0; i < w.size(); ++i) ok = ok && v[static_cast<std::size_t>(r) * w.size() + i] == w[i];
+      };
+      at(out.a, want.a);
+      at(out.b, want.b);
+      at(out.c, want.c);
+      at(out.d, want.d);
+      at(out.e, want.e);
+      at(out.big, want.big);
+    }
+    CHECK(ok);
+  }
+}
+
+MPI_TEST("reduce_scatter: each rank keeps its part of the sum (and of the average)") {
+  for (const auto bucket : bucket_sizes) {
+    dk::mpi_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    const mixed in(rank_, static_cast<std::size_t>(size_));
+    mixed out(0);
+    comm.reduce_scatter(in.cspans(), out.spans(), dk::reduce_op::sum);
+    bool ok = true;
+    const auto part = [&](const auto& v, const auto& full_of_rank) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        T s{};
+        for (int r = 0; r < size_; ++r) s = static_cast<T>(s + full_of_rank(r)[static_cast<std::size_t>(rank_) * v.size() + i]);
+        ok = ok && v[i] == s;
+      }
+    };
+    part(out.a, [&](int r) { return mixed(r, static_cast<std::size_t>(size_)).a; });
+    part(out.b, [&](int r) { return mixed(r, static_cast<std::size_t>(size_)).b; });
+    part(out.c, [&](int r) { return mixed(r, static_cast<std::size_t>(size_)).c; });
+    part(out.d, [&](int r) { return mixed(r, static_cast<std::size_t>(size_)).d; });
+    part(out.e, [&](int r) { return mixed(r, static_cast<std::size_t>(size_)).e; });
+    part(out.big, [&](int r) { return mixed(r, static_cast<std::size_t>(size_)).big; });
+    CHECK(ok);
+  }
+  dk::mpi_communicator comm;
+  std::vector<double> in(4 * static_cast<std::size_t>(size_));
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = 2.0 * rank_ + static_cast<double>(i);
+  std::vector<double> out(4);
+  comm.reduce_scatter(std::vector<dk::const_leaf_span>{dk::const_leaf_span::of(in)},
+                      std::vector<dk::leaf_span>{dk::leaf_span::of(out)}, dk::reduce_op::average);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    CHECK_EQ(out[i], static_cast<double>(size_ - 1) + static_cast<double>(static_cast<std::size_t>(rank_) * 4 + i));
+  }
+}
+
+MPI_TEST("scatter with unequal sizes: rank r receives its own count, in rank order") {
+  for (const int root : {0, size_ - 1}) {
+    for (const auto bucket : bucket_sizes) {
+      dk::mpi_communicator comm;
+      comm.set_bucket_bytes(bucket);
+      // Rank r receives r + 1 ints, 2r doubles (none on rank 0), and 3 bytes.
+      const auto n_a = [](int r) { return static_cast<std::size_t>(r + 1); };
+      const auto n_b = [](int r) { return static_cast<std::size_t>(2 * r); };
+      std::size_t total_a = 0, total_b = 0;
+      for (int r = 0; r < size_; ++r) {
+        total_a += n_a(r);
+        total_b += n_b(r);
+      }
+      std::vector<std::int32_t> src_a;
+      std::vector<double> src_b;
+      std::vector<std::uint8_t> src_c;
+      if (rank_ == root) {
+        src_a.resize(total_a);
+        src_b.resize(total_b);
+        src_c.resize(3 * static_cast<std::size_t>(size_));
+        std::iota(src_a.begin(), src_a.end(), 1000);
+        for (std::size_t i = 0; i < total_b; ++i) src_b[i] = 0.25 * static_cast<double>(i);
+        std::iota(src_c.begin(), src_c.end(), std::uint8_t{7});
+      }
+      std::vector<std::int32_t> a(n_a(rank_), -1);
+      std::vector<double> b(n_b(rank_), -1.0);
+      std::vector<std::uint8_t> c(3, 0);
+      comm.scatter(std::vector<dk::const_leaf_span>{dk::const_leaf_span::of(src_a), dk::const_leaf_span::of(src_b),
+                                                    dk::const_leaf_span::of(src_c)},
+                   std::vector<dk::leaf_span>{dk::leaf_span::of(a), dk::leaf_span::of(b), dk::leaf_span::of(c)}, root);
+      std::size_t off_a = 0, off_b = 0;
+      for (int r = 0; r < rank_; ++r) {
+        off_a += n_a(r);
+        off_b += n_b(r);
+      }
+      bool ok = true;
+      for (std::size_t i = 0; i < a.size(); ++i) ok = ok && a[i] == static_cast<std::int32_t>(1000 + off_a + i);
+      for (std::size_t i = 0; i < b.size(); ++i) ok = ok && b[i] == 0.25 * static_cast<double>(off_b + i);
+      for (std::size_t i = 0; i < c.size(); ++i) ok = ok && c[i] == static_cast<std::uint8_t>(7 + 3 * rank_ + static_cast<int>(i));
+      CHECK(ok);
+    }
+  }
+}
+
+MPI_TEST("structure mismatch: every rank throws, names the ranks, and the communicator still works") {
+  dk::mpi_communicator comm;
+  std::vector<float> x(4, 1.0f), extra(2, 1.0f);
+  std::vector<dk::leaf_span> leaves = {dk::leaf_span::of(x)};
+  if (rank_ == 1) leaves.push_back(dk::leaf_span::of(extra));  // rank 1 passes one more leaf
+  CHECK_THROWS_WITH(comm.all_reduce(leaves), dk::structure_mismatch_error, "rank 1: 2 leaves");
+  CHECK_THROWS_WITH(comm.all_reduce(leaves), dk::structure_mismatch_error, "nothing was sent");
+
+  // Same leaf count, different sizes on the last rank.
+  std::vector<double> y(rank_ == size_ - 1 ? 5 : 4, 1.0);
+  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(y)}), dk::structure_mismatch_error,
+                    "all_reduce on rank " + std::to_string(rank_));
+
+  // Different roots.
+  std::vector<int> z(3, rank_);
+  CHECK_THROWS_WITH(comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(z)}, rank_ == 0 ? 0 : 1),
+                    dk::structure_mismatch_error, "root");
+
+  // After the errors, the ranks are still in step.
+  std::vector<float> ok(3, 2.0f);
+  comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(ok)});
+  CHECK_EQ(ok[2], 2.0f * static_cast<float>(size_));
+}
+
+MPI_TEST("argument errors: the same config_error on every rank, no hang") {
+  dk::mpi_communicator comm;
+  std::vector<opaque_pair> op(2);
+  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(op)}), dk::config_error,
+                    "opaque elements");
+  std::vector<double> in(3), out(3 * static_cast<std::size_t>(size_) + 1);
+  CHECK_THROWS_WITH(comm.all_gather(std::vector<dk::const_leaf_span>{dk::const_leaf_span::of(in)},
+                                    std::vector<dk::leaf_span>{dk::leaf_span::of(out)}),
+                    dk::config_error, "must hold");
+  std::vector<int> src(rank_ == 0 ? 100 : 0), dst(2);  // the outputs add up to 2n, not 100
+  CHECK_THROWS_WITH(comm.scatter(std::vector<dk::const_leaf_span>{dk::const_leaf_span::of(src)},
+                                 std::vector<dk::leaf_span>{dk::leaf_span::of(dst)}, 0),
+                    dk::config_error, "add up to " + std::to_string(2 * size_));
+  std::vector<int> w(1);
+  CHECK_THROWS_WITH(comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(w)}, size_), dk::config_error,
+                    "not a rank");
+  comm.barrier();
+}
+
+MPI_TEST("empty leaf lists and zero-length leaves") {
+  dk::mpi_communicator comm;
+  comm.all_reduce(std::vector<dk::leaf_span>{});
+  std::vector<double> none, one(1, 1.0);
+  comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(none), dk::leaf_span::of(one)});
+  CHECK_EQ(one[0], static_cast<double>(size_));
+  comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(none)}, 0);
+}
+
+int main(int argc, char** argv) {
+  dk::mpi_environment env(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (size_ < 2) {
+    if (rank_ == 0) std::printf("run me under mpirun with 2 or more processes\n");
+    return 2;
+  }
+  return mpitest::run_all(MPI_COMM_WORLD) == 0 ? 0 : 1;
+}
