@@ -1,0 +1,197 @@
+// NCCL communicators on the GPUs present: a one-rank communicator on cuda:0 (what a single-GPU
+// machine runs), and with two or more GPUs ncclCommInitAll across all of them, with exact
+// results for every collective on leaves of mixed types, bucketed and not.
+#include <catch2/catch.hpp>
+
+#include <devicekit/distribute/nccl.hpp>
+#include <memory>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#if DEVICEKIT_HAS_NCCL
+
+namespace dk = devicekit;
+
+namespace {
+
+/// A device buffer holding a copy of a host vector (and copied back by host()).
+template <class T>
+class dev_vec {
+ public:
+  dev_vec(int ordinal, const std::vector<T>& h) : ordinal_(ordinal), n_(h.size()) {
+    dk::scoped_device on(ordinal);
+    DEVICEKIT_CUDA_CHECK(cudaMalloc(&p_, std::max<std::size_t>(n_, 1) * sizeof(T)));
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(p_, h.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  dev_vec(int ordinal, std::size_t n, T fill) : dev_vec(ordinal, std::vector<T>(n, fill)) {}
+  dev_vec(const dev_vec&) = delete;
+  dev_vec& operator=(const dev_vec&) = delete;
+  ~dev_vec() { (void)cudaFree(p_); }
+  [[nodiscard]] std::vector<T> host() const {
+    std::vector<T> h(n_);
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  [[nodiscard]] dk::leaf_span span() { return dk::leaf_span::of(std::span<T>(p_, n_)); }
+  [[nodiscard]] dk::const_leaf_span cspan() const { return dk::const_leaf_span::of(std::span<const T>(p_, n_)); }
+
+ private:
+  int ordinal_;
+  std::size_t n_;
+  T* p_ = nullptr;
+};
+
+template <class T>
+std::vector<T> ramp(std::size_t n, T start, T step) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(start + static_cast<T>(i) * step);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("a one-rank NCCL communicator on the device present: every collective, every bucket size", "[nccl][gpu]") {
+  const dk::device dev = dk::device::cuda(0);
+  for (const std::size_t bucket : {dk::default_bucket_bytes, std::size_t{0}, std::size_t{64}}) {
+    auto comm = dk::nccl_communicator::one_rank(dev);
+    comm.set_bucket_bytes(bucket);
+    REQUIRE(comm.size() == 1);
+    REQUIRE(comm.rank() == 0);
+    const auto f = ramp<float>(37, 1.5f, 0.25f);
+    const auto d = ramp<double>(11, -3.0, 0.5);
+    const auto i = ramp<std::int32_t>(5, 7, 3);
+    const auto l = ramp<std::int64_t>(64, std::int64_t{1} << 40, 1);
+    dev_vec<float> df(0, f);
+    dev_vec<double> dd(0, d);
+    dev_vec<std::int32_t> di(0, i);
+    dev_vec<std::int64_t> dl(0, l);
+    std::vector<dk::leaf_span> leaves = {df.span(), dd.span(), di.span(), dl.span()};
+
+    comm.all_reduce(leaves, dk::reduce_op::sum);  // one rank: the sum is the input
+    CHECK(df.host() == f);
+    CHECK(dd.host() == d);
+    CHECK(di.host() == i);
+    CHECK(dl.host() == l);
+    comm.all_reduce(leaves, dk::reduce_op::average);
+    CHECK(df.host() == f);
+    CHECK(dl.host() == l);
+    comm.broadcast(leaves, 0);
+    CHECK(dd.host() == d);
+
+    dev_vec<float> of(0, f.size(), 0.0f);
+    dev_vec<std::int64_t> ol(0, l.size(), 0);
+    comm.all_gather(std::vector<dk::const_leaf_span>{df.cspan(), dl.cspan()},
+                    std::vector<dk::leaf_span>{of.span(), ol.span()});
+    CHECK(of.host() == f);
+    CHECK(ol.host() == l);
+    dev_vec<float> rf(0, f.size(), 0.0f);
+    comm.reduce_scatter(std::vector<dk::const_leaf_span>{df.cspan()}, std::vector<dk::leaf_span>{rf.span()});
+    CHECK(rf.host() == f);
+    dev_vec<double> sd(0, d.size(), 0.0);
+    comm.scatter(std::vector<dk::const_leaf_span>{dd.cspan()}, std::vector<dk::leaf_span>{sd.span()}, 0);
+    CHECK(sd.host() == d);
+  }
+}
+
+TEST_CASE("NCCL: argument errors, int16 reductions refused, abort makes later calls throw", "[nccl][gpu]") {
+  auto comm = dk::nccl_communicator::one_rank(dk::device::cuda(0));
+  dev_vec<std::int16_t> s(0, 8, 1);
+  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{s.span()}),
+                    Catch::Contains("cannot reduce int16"));
+  CHECK_THROWS_AS(comm.broadcast(std::vector<dk::leaf_span>{s.span()}, 1), dk::config_error);
+  comm.broadcast(std::vector<dk::leaf_span>{s.span()}, 0);  // still usable
+  CHECK(s.host() == std::vector<std::int16_t>(8, 1));
+  comm.check_async_errors();
+  comm.abort("test");
+  CHECK(comm.aborted());
+  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{s.span()}), Catch::Contains("was aborted (test)"));
+}
+
+TEST_CASE("ncclCommInitAll across every GPU: exact collectives per local rank", "[nccl][gpu][multi]") {
+  int n = 0;
+  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (n < 2) {
+    WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
+    return;
+  }
+  std::vector<dk::device> devs;
+  for (int g = 0; g < n; ++g) devs.push_back(dk::device::cuda(g));
+  auto comm = dk::nccl_communicator::init_all(devs);
+  comm.set_bucket_bytes(128);
+  REQUIRE(comm.size() == n);
+  REQUIRE(comm.local_ranks() == n);
+
+  // all_reduce: rank g holds g + i (floats) and 1000 g + i (int64).
+  std::vector<std::unique_ptr<dev_vec<float>>> f;
+  std::vector<std::unique_ptr<dev_vec<std::int64_t>>> l;
+  std::vector<std::vector<dk::leaf_span>> per_rank;
+  for (int g = 0; g < n; ++g) {
+    f.push_back(std::make_unique<dev_vec<float>>(g, ramp<float>(33, static_cast<float>(g), 1.0f)));
+    l.push_back(std::make_unique<dev_vec<std::int64_t>>(g, ramp<std::int64_t>(9, 1000 * g, 1)));
+    per_rank.push_back({f.back()->span(), l.back()->span()});
+  }
+  comm.all_reduce(per_rank, dk::reduce_op::sum);
+  const float gsum = static_cast<float>(n * (n - 1) / 2);
+  for (int g = 0; g < n; ++g) {
+    const auto hf = f[static_cast<std::size_t>(g)]->host();
+    const auto hl = l[static_cast<std::size_t>(g)]->host();
+    for (std::size_t i = 0; i < hf.size(); ++i) CHECK(hf[i] == gsum + static_cast<float>(n) * static_cast<float>(i));
+    for (std::size_t i = 0; i < hl.size(); ++i) {
+      CHECK(hl[i] == 1000 * n * (n - 1) / 2 + n * static_cast<std::int64_t>(i));
+    }
+  }
+
+  // broadcast from the last rank.
+  comm.broadcast(per_rank, n - 1);
+  for (int g = 0; g < n; ++g) CHECK(f[static_cast<std::size_t>(g)]->host() == f.back()->host());
+
+  // all_gather: rank g contributes 5 ints of value g.
+  std::vector<std::unique_ptr<dev_vec<std::int32_t>>> gin, gout;
+  std::vector<std::vector<dk::const_leaf_span>> ins;
+  std::vector<std::vector<dk::leaf_span>> outs;
+  for (int g = 0; g < n; ++g) {
+    gin.push_back(std::make_unique<dev_vec<std::int32_t>>(g, 5, g));
+    gout.push_back(std::make_unique<dev_vec<std::int32_t>>(g, 5 * static_cast<std::size_t>(n), -1));
+    ins.push_back({gin.back()->cspan()});
+    outs.push_back({gout.back()->span()});
+  }
+  comm.all_gather(ins, outs);
+  for (int g = 0; g < n; ++g) {
+    const auto h = gout[static_cast<std::size_t>(g)]->host();
+    for (std::size_t k = 0; k < h.size(); ++k) CHECK(h[k] == static_cast<std::int32_t>(k / 5));
+  }
+
+  // scatter with unequal sizes from rank 0: rank g receives g + 1 doubles.
+  std::size_t total = 0;
+  for (int g = 0; g < n; ++g) total += static_cast<std::size_t>(g + 1);
+  dev_vec<double> src(0, ramp<double>(total, 0.0, 1.0));
+  std::vector<std::unique_ptr<dev_vec<double>>> parts;
+  std::vector<std::vector<dk::const_leaf_span>> sin;
+  std::vector<std::vector<dk::leaf_span>> sout;
+  for (int g = 0; g < n; ++g) {
+    parts.push_back(std::make_unique<dev_vec<double>>(g, static_cast<std::size_t>(g + 1), -1.0));
+    sin.push_back(g == 0 ? std::vector<dk::const_leaf_span>{src.cspan()} : std::vector<dk::const_leaf_span>{});
+    sout.push_back({parts.back()->span()});
+  }
+  comm.scatter(sin, sout, 0);
+  std::size_t off = 0;
+  for (int g = 0; g < n; ++g) {
+    const auto h = parts[static_cast<std::size_t>(g)]->host();
+    for (std::size_t k = 0; k < h.size(); ++k) CHECK(h[k] == static_cast<double>(off + k));
+    off += h.size();
+  }
+
+  // A local rank with a different tree: the mismatch is reported, nothing hangs.
+  per_rank.back().pop_back();
+  CHECK_THROWS_AS(comm.all_reduce(per_rank), dk::structure_mismatch_error);
+}
+
+#else
+
+TEST_CASE("NCCL is not available in this build", "[nccl][gpu]") {
+  WARN("devicekit was built without NCCL (DEVICEKIT_HAS_NCCL is 0)");
+}
+
+#endif
