@@ -16,6 +16,11 @@
 #include <devicekit/manager.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/report/report.hpp>
+#include <devicekit/tree/tree.hpp>
+// Hana structs as tree nodes: host code only (Hana does not support nvcc).
+#if !defined(__CUDACC__) && __has_include(<boost/hana/accessors.hpp>)
+#  include <devicekit/tree/hana.hpp>
+#endif
 #if __has_include(<nlohmann/json.hpp>)
 #  include <devicekit/report/json.hpp>
 #endif
