@@ -1,11 +1,16 @@
 // The MPI host backend of devicekit's collectives, on every rank of `mpirun -np N` (N = 2, 4 in
-// CTest): exact results of every collective on leaves of mixed types, with buckets of every
-// kind (coalesced, one leaf per bucket, leaves larger than a bucket), the structure-mismatch
-// error on every rank, argument errors that every rank reports alike, and scatter with unequal
-// sizes.
+// CTest): exact results of every collective on trees of mixed leaf types (Hana structs, tuples,
+// pairs, arrays, vectors of subtrees, scalars, shaped arrays) and on flat leaf spans, with
+// buckets of every kind (coalesced, one leaf per bucket, leaves larger than a bucket), the
+// structure-mismatch error on every rank, argument errors that every rank reports alike, and
+// scatter with unequal sizes.
 #include "mpi_harness.hpp"
 
 #include <devicekit/distribute/mpi.hpp>
+#include <devicekit/distribute/tree_collectives.hpp>
+#include <devicekit/tree/hana.hpp>
+
+#include <boost/hana/define_struct.hpp>
 
 #include <array>
 #include <cstdint>
@@ -18,6 +23,11 @@ namespace {
 
 int rank_ = 0;
 int size_ = 1;
+
+dk::mpi_communicator& comm_world() {
+  static dk::mpi_communicator c;
+  return c;
+}
 
 /// Bucket sizes every collective is run with: DDP's default (everything small coalesced), no
 /// coalescing, and small buckets (several buckets, and leaves larger than one).
@@ -311,6 +321,219 @@ MPI_TEST("empty leaf lists and zero-length leaves") {
   comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(none)}, 0);
 }
 
+
+// --- trees ------------------------------------------------------------------------------------------
+
+struct layer {
+  BOOST_HANA_DEFINE_STRUCT(layer, (std::vector<float>, w), (std::array<double, 3>, b), (std::int64_t, step));
+};
+struct other_layer {  // the same leaf types under other member names
+  BOOST_HANA_DEFINE_STRUCT(other_layer, (std::vector<float>, weights), (std::array<double, 3>, bias),
+                           (std::int64_t, step));
+};
+
+using model = std::tuple<layer, std::pair<std::vector<std::int32_t>, std::vector<std::uint8_t>>,
+                         std::vector<std::vector<double>>>;
+
+/// A model whose every value depends on `rank` (and `scale` multiplies every leaf's length).
+model make_model(int rank, std::size_t scale = 1, std::size_t layers = 3) {
+  model m;
+  auto& l = std::get<0>(m);
+  l.w.resize(6 * scale);
+  for (std::size_t i = 0; i < l.w.size(); ++i) l.w[i] = static_cast<float>(rank) + 0.5f * static_cast<float>(i);
+  for (std::size_t i = 0; i < 3; ++i) l.b[i] = 10.0 * rank - static_cast<double>(i);
+  l.step = 1000 + rank;
+  auto& [ints, bytes] = std::get<1>(m);
+  ints.resize(4 * scale);
+  bytes.resize(5 * scale);
+  for (std::size_t i = 0; i < ints.size(); ++i) ints[i] = -rank * 3 + static_cast<std::int32_t>(i);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(2 * rank + static_cast<int>(i));
+  auto& stack = std::get<2>(m);
+  stack.resize(layers);
+  for (std::size_t k = 0; k < layers; ++k) {
+    stack[k].resize((k + 1) * 7 * scale);
+    for (std::size_t i = 0; i < stack[k].size(); ++i) stack[k][i] = 100.0 * rank + static_cast<double>(k * 1000 + i);
+  }
+  return m;
+}
+
+/// Applies f(leaf of a, leaf of b) over two models and says whether every call returned true.
+template <class F>
+bool all_leaves(const model& a, const model& b, F f) {
+  bool ok = true;
+  dk::for_each_leaf([&](const auto& x, const auto& y) { ok = ok && f(x, y); }, a, b);
+  return ok;
+}
+
+MPI_TEST("trees: all_reduce sum of a Hana struct + pair + vector of layers, scalars included") {
+  for (const auto bucket : bucket_sizes) {
+    dk::mpi_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    model m = make_model(rank_);
+    dk::all_reduce(comm, m);
+    // The expected sum, built leaf by leaf from every rank's model.
+    model want = make_model(0);
+    for (int r = 1; r < size_; ++r) {
+      const model o = make_model(r);
+      dk::for_each_leaf(
+          [](auto& w, const auto& x) {
+            if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(w)>>) {
+              w += x;
+            } else {
+              for (std::size_t i = 0; i < std::size(w); ++i) w[i] += x[i];
+            }
+          },
+          want, o);
+    }
+    CHECK(all_leaves(m, want, [](const auto& x, const auto& y) {
+      if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(x)>>) {
+        return x == y;
+      } else {
+        return std::equal(std::begin(x), std::end(x), std::begin(y), std::end(y));
+      }
+    }));
+    CHECK_EQ(std::get<0>(m).step, 1000L * size_ + size_ * (size_ - 1) / 2);
+  }
+}
+
+MPI_TEST("trees: all_reduce average and max; broadcast from the last rank") {
+  dk::mpi_communicator comm;
+  comm.set_bucket_bytes(64);
+  model m = make_model(rank_);
+  dk::all_reduce(comm, std::get<2>(m), dk::reduce_op::average);  // a vector of leaves is a tree too
+  for (std::size_t k = 0; k < std::get<2>(m).size(); ++k) {
+    const auto& v = std::get<2>(m)[k];
+    bool ok = true;
+    for (std::size_t i = 0; i < v.size(); ++i) ok = ok && v[i] == 50.0 * (size_ - 1) + static_cast<double>(k * 1000 + i);
+    CHECK(ok);
+  }
+  auto pair = std::get<1>(make_model(rank_));
+  dk::all_reduce(comm, pair, dk::reduce_op::max);
+  CHECK_EQ(pair.first[0], 0);  // -3 r is largest on rank 0
+  CHECK_EQ(static_cast<int>(pair.second[4]), 2 * (size_ - 1) + 4);
+
+  model b = make_model(rank_);
+  dk::broadcast(comm, b, size_ - 1);
+  const model want = make_model(size_ - 1);
+  CHECK(all_leaves(b, want, [](const auto& x, const auto& y) {
+    if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(x)>>) {
+      return x == y;
+    } else {
+      return std::equal(std::begin(x), std::end(x), std::begin(y), std::end(y));
+    }
+  }));
+}
+
+MPI_TEST("trees: all_gathered and reduce_scatter keep the structure, rank-major") {
+  for (const auto bucket : bucket_sizes) {
+    dk::mpi_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    const model m = make_model(rank_);
+    const auto g = dk::all_gathered(comm, m);
+    CHECK(dk::same_structure(g, m));
+    CHECK_EQ(std::get<0>(g).template get<"step">().size(), static_cast<std::size_t>(size_));  // a scalar gathers into a vector
+    bool ok = true;
+    for (int r = 0; r < size_; ++r) {
+      const model want = make_model(r);
+      dk::for_each_leaf(
+          [&](const auto& got, const auto& w) {
+            using W = std::remove_cvref_t<decltype(w)>;
+            if constexpr (std::is_arithmetic_v<W>) {
+              ok = ok && got[static_cast<std::size_t>(r)] == w;
+            } else {
+              for (std::size_t i = 0; i < std::size(w); ++i) ok = ok && got[static_cast<std::size_t>(r) * std::size(w) + i] == w[i];
+            }
+          },
+          g, want);
+    }
+    CHECK(ok);
+
+    // reduce_scatter of the gathered tree: rank r keeps the sum over ranks of part r, which is
+    // size() x (rank r's original model).
+    model mine = make_model(0);
+    dk::reduce_scatter(comm, g, mine, dk::reduce_op::sum);
+    const model orig = make_model(rank_);
+    CHECK(all_leaves(mine, orig, [](const auto& x, const auto& y) {
+      if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(x)>>) {
+        return x == static_cast<std::remove_cvref_t<decltype(x)>>(y * size_);
+      } else {
+        for (std::size_t i = 0; i < std::size(x); ++i) {
+          if (x[i] != static_cast<std::remove_cvref_t<decltype(x[i])>>(y[i] * size_)) return false;
+        }
+        return true;
+      }
+    }));
+  }
+}
+
+MPI_TEST("trees: scatter a batch unevenly (split_counts) from the root") {
+  using batch = std::tuple<std::vector<float>, std::vector<std::int64_t>>;
+  const std::size_t rows = 10;  // 10 rows over n ranks: uneven for n = 4 (3, 3, 2, 2)
+  const auto counts = dk::split_counts(rows, static_cast<std::size_t>(size_));
+  std::size_t begin = 0;
+  for (int r = 0; r < rank_; ++r) begin += counts[static_cast<std::size_t>(r)];
+  const int root = size_ - 1;
+  batch full;
+  if (rank_ == root) {
+    std::get<0>(full).resize(rows * 4);  // 4 features per row
+    std::get<1>(full).resize(rows);
+    for (std::size_t i = 0; i < rows * 4; ++i) std::get<0>(full)[i] = 0.5f * static_cast<float>(i);
+    for (std::size_t i = 0; i < rows; ++i) std::get<1>(full)[i] = static_cast<std::int64_t>(i) * 11;
+  }
+  const std::size_t mine = counts[static_cast<std::size_t>(rank_)];
+  batch part{std::vector<float>(mine * 4, -1.f), std::vector<std::int64_t>(mine, -1)};
+  dk::scatter(comm_world(), full, part, root);
+  bool ok = true;
+  for (std::size_t i = 0; i < mine * 4; ++i) ok = ok && std::get<0>(part)[i] == 0.5f * static_cast<float>(begin * 4 + i);
+  for (std::size_t i = 0; i < mine; ++i) ok = ok && std::get<1>(part)[i] == static_cast<std::int64_t>(begin + i) * 11;
+  CHECK(ok);
+  CHECK(dk::split_counts(10, 4) == (std::vector<std::size_t>{3, 3, 2, 2}));
+}
+
+MPI_TEST("trees: a different structure on one rank fails on every rank") {
+  dk::mpi_communicator comm;
+  // One more layer on the last rank (a vector node of another length).
+  model m = make_model(rank_, 1, rank_ == size_ - 1 ? 4 : 3);
+  CHECK_THROWS_WITH(dk::all_reduce(comm, m), dk::structure_mismatch_error, "nothing was sent");
+  // Same leaf types and sizes, other member names: the structure hash tells them apart.
+  std::vector<float> w(6, 1.f);
+  if (rank_ == 0) {
+    other_layer o{w, {1, 2, 3}, 4};
+    CHECK_THROWS_WITH(dk::all_reduce(comm, o), dk::structure_mismatch_error, "rank 0:");
+  } else {
+    layer l{w, {1, 2, 3}, 4};
+    CHECK_THROWS_WITH(dk::all_reduce(comm, l), dk::structure_mismatch_error, "rank 0:");
+  }
+  // A leaf in device memory on rank 1: every rank refuses, rank 1 names the leaf.
+  float x[4] = {1, 2, 3, 4};
+  auto leaf = rank_ == 1 ? dk::device_array<float>::view(x, 4, dk::device::cuda(0)) : dk::device_array<float>::view(x, 4);
+  std::tuple<std::vector<float>, dk::device_array<float>> t{w, leaf};
+  if (rank_ == 1) {
+    CHECK_THROWS_WITH(dk::all_reduce(comm, t), dk::config_error, "leaf '[1]' is in cuda:0 memory");
+  } else {
+    CHECK_THROWS_WITH(dk::all_reduce(comm, t), dk::config_error, "rank(s) 1 passed leaves");
+  }
+  // Still in step afterwards.
+  model ok = make_model(rank_);
+  dk::broadcast(comm, ok, 0);
+  CHECK_EQ(std::get<0>(ok).step, 1000L);
+}
+
+#if DEVICEKIT_HAS_MDSPAN
+MPI_TEST("trees: shaped arrays (mdspan extents) are leaves like any other") {
+  dk::mpi_communicator comm;
+  using ext = dk::md::dextents<std::size_t, 2>;
+  std::tuple<dk::shaped_array<float, ext>, std::vector<double>> t{dk::shaped_array<float, ext>(ext(3, 4)), {1.0, 2.0}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t j = 0; j < 4; ++j) std::get<0>(t)(i, j) = static_cast<float>(rank_ * 100) + static_cast<float>(i * 4 + j);
+  }
+  dk::all_reduce(comm, t);
+  const float base = static_cast<float>(100 * size_ * (size_ - 1) / 2);
+  CHECK_EQ(std::get<0>(t)(2, 3), base + static_cast<float>(size_ * 11));
+  CHECK_EQ(std::get<1>(t)[1], 2.0 * size_);
+}
+#endif
+
 int main(int argc, char** argv) {
   dk::mpi_environment env(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -319,5 +542,6 @@ int main(int argc, char** argv) {
     if (rank_ == 0) std::printf("run me under mpirun with 2 or more processes\n");
     return 2;
   }
-  return mpitest::run_all(MPI_COMM_WORLD) == 0 ? 0 : 1;
+  const int failures = mpitest::run_all(MPI_COMM_WORLD);
+  return failures == 0 ? 0 : 1;
 }

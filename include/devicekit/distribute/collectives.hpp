@@ -39,6 +39,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace devicekit {
@@ -51,6 +52,14 @@ struct collective_options {
   /// Compare the structure across ranks before each collective (one small all-gather). Turning
   /// it off saves that round trip, and turns a mismatched tree into a hang or garbage.
   bool check_structure = true;
+};
+
+/// What the tree layer adds to a call, per local rank: a hash of the tree's structure (node
+/// kinds, names, lengths) mixed into the summary, and a problem found locally (a leaf in memory
+/// the backend cannot use). A problem on any rank makes every rank throw before any data moves.
+struct tree_info {
+  std::uint64_t tag = 0;
+  std::string problem;
 };
 
 namespace detail {
@@ -69,13 +78,38 @@ inline std::string hex(std::uint64_t v) {
   return buf;
 }
 
-/// Throws structure_mismatch_error (on every rank) when the summaries differ across ranks.
+/// Throws structure_mismatch_error (on every rank) when the summaries differ across ranks, and
+/// config_error (on every rank) when a rank reported a problem with its own arguments.
 template <class B>
-void verify_structure(B& b, std::string_view operation, std::span<const structure_summary> mine,
-                      const collective_options& o) {
-  if (!o.check_structure) return;
+void verify_structure(B& b, std::string_view operation, std::vector<structure_summary> mine,
+                      std::span<const tree_info> info, const collective_options& o) {
+  std::string my_problem;
+  for (std::size_t p = 0; p < mine.size() && p < info.size(); ++p) {
+    structure_hasher h;
+    h.add(mine[p].hash);
+    h.add(info[p].tag);
+    mine[p].hash = h.value();
+    mine[p].problem = info[p].problem.empty() ? 0 : 1;
+    if (!info[p].problem.empty() && my_problem.empty()) my_problem = info[p].problem;
+  }
+  if (!o.check_structure) {
+    if (!my_problem.empty()) throw config_error(std::string(operation) + ": " + my_problem);
+    return;
+  }
   std::vector<structure_summary> all(static_cast<std::size_t>(b.size()));
   b.exchange(mine.data(), sizeof(structure_summary), all.data());
+  std::string bad;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].problem != 0) bad += (bad.empty() ? "" : ",") + std::to_string(r);
+  }
+  if (!bad.empty()) {
+    if (!my_problem.empty()) {
+      throw config_error(std::string(operation) + " on rank " + std::to_string(b.rank(0)) + ": " + my_problem +
+                         "; nothing was sent");
+    }
+    throw config_error(std::string(operation) + " on rank " + std::to_string(b.rank(0)) + ": rank(s) " + bad +
+                       " passed leaves they cannot send (their own error says which); nothing was sent");
+  }
   if (std::all_of(all.begin(), all.end(), [&](const auto& s) { return s == all.front(); })) return;
   // Every rank holds the same table, so every rank throws the same message.
   std::string msg = "the ranks passed different trees or arguments, so nothing was sent:";
@@ -142,7 +176,8 @@ void types_and_counts(std::span<const Span> leaves, std::vector<element_type>& t
 // --- broadcast ------------------------------------------------------------------------------------
 
 template <class B>
-void broadcast(B& b, per_participant<leaf_span> parts, int root, const collective_options& o) {
+void broadcast(B& b, per_participant<leaf_span> parts, int root, const collective_options& o,
+               std::span<const tree_info> info = {}) {
   constexpr std::string_view op = "broadcast";
   const int np = b.participants();
   std::vector<structure_summary> mine;
@@ -150,7 +185,7 @@ void broadcast(B& b, per_participant<leaf_span> parts, int root, const collectiv
     mine.push_back(summarize(parts[static_cast<std::size_t>(p)]));
     mine.back().root = root;
   }
-  verify_structure(b, op, mine, o);
+  verify_structure(b, op, std::move(mine), info, o);
   check_root(b, op, root);
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
@@ -195,12 +230,13 @@ void broadcast(B& b, per_participant<leaf_span> parts, int root, const collectiv
 // --- all-reduce -------------------------------------------------------------------------------------
 
 template <class B>
-void all_reduce(B& b, per_participant<leaf_span> parts, reduce_op rop, const collective_options& o) {
+void all_reduce(B& b, per_participant<leaf_span> parts, reduce_op rop, const collective_options& o,
+                std::span<const tree_info> info = {}) {
   constexpr std::string_view op = "all_reduce";
   const int np = b.participants();
   std::vector<structure_summary> mine;
   for (int p = 0; p < np; ++p) mine.push_back(summarize(parts[static_cast<std::size_t>(p)]));
-  verify_structure(b, op, mine, o);
+  verify_structure(b, op, std::move(mine), info, o);
   check_reducible(b, op, as_const(parts[0]));
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
@@ -278,7 +314,7 @@ inline void check_scaled(std::string_view operation, std::span<const const_leaf_
 
 template <class B>
 void all_gather(B& b, per_participant<const_leaf_span> ins, per_participant<leaf_span> outs,
-                const collective_options& o) {
+                const collective_options& o, std::span<const tree_info> info = {}) {
   constexpr std::string_view op = "all_gather";
   const int np = b.participants();
   const int n = b.size();
@@ -286,7 +322,7 @@ void all_gather(B& b, per_participant<const_leaf_span> ins, per_participant<leaf
   for (int p = 0; p < np; ++p) {
     mine.push_back(summarize_pair(ins[static_cast<std::size_t>(p)], outs[static_cast<std::size_t>(p)]));
   }
-  verify_structure(b, op, mine, o);
+  verify_structure(b, op, std::move(mine), info, o);
   check_scaled(op, ins[0], as_const(outs[0]), n, "the input", "the output");
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
@@ -338,7 +374,7 @@ void all_gather(B& b, per_participant<const_leaf_span> ins, per_participant<leaf
 
 template <class B>
 void reduce_scatter(B& b, per_participant<const_leaf_span> ins, per_participant<leaf_span> outs, reduce_op rop,
-                    const collective_options& o) {
+                    const collective_options& o, std::span<const tree_info> info = {}) {
   constexpr std::string_view op = "reduce_scatter";
   const int np = b.participants();
   const int n = b.size();
@@ -346,7 +382,7 @@ void reduce_scatter(B& b, per_participant<const_leaf_span> ins, per_participant<
   for (int p = 0; p < np; ++p) {
     mine.push_back(summarize_pair(ins[static_cast<std::size_t>(p)], outs[static_cast<std::size_t>(p)]));
   }
-  verify_structure(b, op, mine, o);
+  verify_structure(b, op, std::move(mine), info, o);
   check_scaled(op, as_const(outs[0]), ins[0], n, "the output", "the input");
   check_reducible(b, op, ins[0]);
   std::vector<element_type> types;
@@ -403,7 +439,7 @@ void reduce_scatter(B& b, per_participant<const_leaf_span> ins, per_participant<
 /// own output leaf. `ins` matters on the root only (other ranks may pass empty lists).
 template <class B>
 void scatter(B& b, per_participant<const_leaf_span> ins, per_participant<leaf_span> outs, int root,
-             const collective_options& o) {
+             const collective_options& o, std::span<const tree_info> info = {}) {
   constexpr std::string_view op = "scatter";
   const int np = b.participants();
   const int n = b.size();
@@ -415,7 +451,7 @@ void scatter(B& b, per_participant<const_leaf_span> ins, per_participant<leaf_sp
     mine.back().root = root;
     mine.back().total_bytes = 0;
   }
-  verify_structure(b, op, mine, o);
+  verify_structure(b, op, std::move(mine), info, o);
   check_root(b, op, root);
   // Every rank learns every rank's counts, and what the root holds: per rank, per leaf,
   // (own count, root's input count, root's input type). Every rank then checks the same table.

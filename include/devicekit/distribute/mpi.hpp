@@ -9,6 +9,7 @@
 #include <devicekit/core/config.hpp>
 
 #if DEVICEKIT_HAS_MPI
+#  include <devicekit/core/device.hpp>
 #  include <devicekit/distribute/collectives.hpp>
 
 #  include <mpi.h>
@@ -278,6 +279,12 @@ class mpi_communicator {
   mpi_communicator& set_bucket_bytes(std::size_t bytes) noexcept {
     options_.bucket_bytes = bytes;
     return *this;
+  }
+
+  /// MPI moves host memory: leaves must be on the cpu (no CUDA-aware MPI is assumed).
+  [[nodiscard]] bool accepts(device d, int = 0) const noexcept { return d.is_cpu(); }
+  [[nodiscard]] std::string memory_description(int = 0) const {
+    return "the MPI communicator cannot use: it moves host (cpu) memory; use an nccl_communicator for GPU leaves";
   }
 
   /// Root's leaves to every rank, in place.

@@ -450,6 +450,12 @@ class nccl_communicator {
   /// Runs this local rank's work on `s` (owned by the caller) instead of the communicator's stream.
   void set_stream(int local, cudaStream_t s) { backend_.set_stream(local, s); }
 
+  /// NCCL moves the memory of each local rank's device.
+  [[nodiscard]] bool accepts(device d, int local = 0) const { return d == device_of(local); }
+  [[nodiscard]] std::string memory_description(int local = 0) const {
+    return "NCCL local rank " + std::to_string(local) + " cannot use: it works on " + device_of(local).str();
+  }
+
   [[nodiscard]] const collective_options& options() const noexcept { return options_; }
   nccl_communicator& set_options(const collective_options& o) noexcept {
     options_ = o;
