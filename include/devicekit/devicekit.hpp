@@ -12,7 +12,15 @@
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/detect/host.hpp>
 #include <devicekit/detect/properties.hpp>
+#include <devicekit/distribute/assignment.hpp>
+#include <devicekit/distribute/bucket.hpp>
+#include <devicekit/distribute/collectives.hpp>
+#include <devicekit/distribute/leaf.hpp>
+#include <devicekit/distribute/mpi.hpp>   // empty without MPI (DEVICEKIT_HAS_MPI 0)
+#include <devicekit/distribute/nccl.hpp>  // empty without NCCL (DEVICEKIT_HAS_NCCL 0)
 #include <devicekit/distribute/scheme.hpp>
+#include <devicekit/distribute/self.hpp>
+#include <devicekit/distribute/tree_collectives.hpp>
 #include <devicekit/manager.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/report/report.hpp>

@@ -94,8 +94,31 @@ class device_manager {
   }
 
   [[nodiscard]] device_report report(cost_table costs = {}) const {
-    return {state_.caps, describe_strategy(strategy_), std::string(scheme_.name()), state_.default_device,
-            state_.environment_applied, std::move(costs)};
+    device_assignment assignment;
+    try {
+      assignment = plan(tree_summary{}).assignment();
+    } catch (const error&) {
+      // A custom scheme that cannot plan an empty tree: the report shows no assignment.
+    }
+    return {state_.caps,       describe_strategy(strategy_), std::string(scheme_.name()), std::move(assignment),
+            state_.default_device, state_.environment_applied, std::move(costs)};
+  }
+
+  /// The devices a scheme plans over: the default device first, then the others in order.
+  [[nodiscard]] std::vector<device> scheme_devices() const {
+    std::vector<device> out{state_.default_device};
+    for (const auto& d : state_.caps.devices) {
+      if (d.id != state_.default_device) out.push_back(d.id);
+    }
+    return out;
+  }
+
+  /// What the scheme does with a tree of this summary on this manager's devices (checked).
+  [[nodiscard]] distribution_plan plan(const tree_summary& tree) const {
+    const auto devs = scheme_devices();
+    distribution_plan p = scheme_.plan(tree, std::span<const device>(devs));
+    validate_plan(p, tree, devs, scheme_.name());
+    return p;
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/distribute/nccl.hpp>
+#include <devicekit/distribute/tree_collectives.hpp>
 #include <memory>
 
 #include <cstdint>
@@ -109,6 +110,23 @@ TEST_CASE("NCCL: argument errors, int16 reductions refused, abort makes later ca
   CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{s.span()}), Catch::Contains("was aborted (test)"));
 }
 
+TEST_CASE("NCCL on trees: device_array leaves on the communicator's device; host leaves refused", "[nccl][gpu]") {
+  auto comm = dk::nccl_communicator::one_rank(dk::device::cuda(0));
+  const auto f = ramp<float>(100, 2.0f, 0.5f);
+  const auto l = ramp<std::int64_t>(3, 5, 5);
+  dev_vec<float> df(0, f);
+  dev_vec<std::int64_t> dl(0, l);
+  auto tree = std::make_tuple(dk::device_array<float>::view(static_cast<float*>(df.span().data), f.size(), dk::device::cuda(0)),
+                              std::make_pair(dk::device_array<std::int64_t>::view(static_cast<std::int64_t*>(dl.span().data), l.size(), dk::device::cuda(0)), 0));
+  // The scalar (an int in host memory) is not on cuda:0: refused before anything moves.
+  CHECK_THROWS_WITH(dk::all_reduce(comm, tree), Catch::Contains("leaf '[1][1]' is in cpu:0 memory"));
+  auto device_only = std::make_tuple(std::get<0>(tree), std::get<1>(tree).first);
+  dk::all_reduce(comm, device_only, dk::reduce_op::sum);
+  dk::broadcast(comm, device_only, 0);
+  CHECK(df.host() == f);
+  CHECK(dl.host() == l);
+}
+
 TEST_CASE("ncclCommInitAll across every GPU: exact collectives per local rank", "[nccl][gpu][multi]") {
   int n = 0;
   DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
@@ -182,6 +200,18 @@ TEST_CASE("ncclCommInitAll across every GPU: exact collectives per local rank", 
     for (std::size_t k = 0; k < h.size(); ++k) CHECK(h[k] == static_cast<double>(off + k));
     off += h.size();
   }
+
+  // Trees, one per local rank: a device_array per GPU.
+  std::vector<std::tuple<dk::device_array<float>>> trees;
+  for (int g = 0; g < n; ++g) {
+    trees.emplace_back(dk::device_array<float>::view(static_cast<float*>(f[static_cast<std::size_t>(g)]->span().data),
+                                                     33, dk::device::cuda(g)));
+  }
+  const auto before = f[0]->host();
+  dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum);
+  auto times_n = before;  // every rank held `before` (after the broadcast): small integers, exact
+  for (auto& x : times_n) x *= static_cast<float>(n);
+  for (int g = 0; g < n; ++g) CHECK(f[static_cast<std::size_t>(g)]->host() == times_n);
 
   // A local rank with a different tree: the mismatch is reported, nothing hangs.
   per_rank.back().pop_back();

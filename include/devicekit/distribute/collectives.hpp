@@ -305,7 +305,7 @@ inline void check_scaled(std::string_view operation, std::span<const const_leaf_
   for (std::size_t i = 0; i < small.size(); ++i) {
     if (small[i].type != big[i].type || big[i].count != small[i].count * static_cast<std::size_t>(ranks)) {
       throw config_error(std::string(operation) + ": leaf " + std::to_string(i) + " of " + std::string(big_name) +
-                         " must hold " + std::to_string(ranks) + " x the " + std::string(small_name) + " leaf (" +
+                         " must hold " + std::to_string(ranks) + " x " + std::string(small_name) + " leaf (" +
                          std::to_string(small[i].count) + " " + std::string(to_string(small[i].type)) +
                          "), it holds " + std::to_string(big[i].count) + " " + std::string(to_string(big[i].type)));
     }

@@ -19,7 +19,7 @@
 /// given to NCCL) makes every rank throw config_error.
 ///
 /// An NCCL communicator that drives several local GPUs (init_all) takes one tree per local rank:
-/// `all_reduce(comm, per_device(trees))`.
+/// `all_reduce(comm, one_per_device(trees))`.
 #include <devicekit/distribute/collectives.hpp>
 #include <devicekit/tree/tree.hpp>
 
@@ -48,19 +48,19 @@ concept communicator = requires(C& c, const C& cc, device d) {
 /// One tree per local rank of a communicator that drives several (NCCL init_all), in the order
 /// of its devices.
 template <class Tree>
-struct per_device_trees {
+struct one_per_device_trees {
   std::span<Tree> trees;
 };
 template <class Tree>
-[[nodiscard]] per_device_trees<Tree> per_device(std::span<Tree> trees) noexcept {
+[[nodiscard]] one_per_device_trees<Tree> one_per_device(std::span<Tree> trees) noexcept {
   return {trees};
 }
 template <class Tree>
-[[nodiscard]] per_device_trees<Tree> per_device(std::vector<Tree>& trees) noexcept {
+[[nodiscard]] one_per_device_trees<Tree> one_per_device(std::vector<Tree>& trees) noexcept {
   return {std::span<Tree>(trees)};
 }
 template <class Tree>
-[[nodiscard]] per_device_trees<const Tree> per_device(const std::vector<Tree>& trees) noexcept {
+[[nodiscard]] one_per_device_trees<const Tree> one_per_device(const std::vector<Tree>& trees) noexcept {
   return {std::span<const Tree>(trees)};
 }
 
@@ -145,7 +145,7 @@ flat_list<Span, Comm, Tree> flatten_all(Comm& comm, std::span<Tree> trees, std::
   if (trees.size() != static_cast<std::size_t>(comm.backend().participants())) {
     throw config_error(std::string(operation) + ": " + std::to_string(trees.size()) + " tree(s) for a communicator with " +
                        std::to_string(comm.backend().participants()) +
-                       " local rank(s); a communicator over several local GPUs takes per_device(trees)");
+                       " local rank(s); a communicator over several local GPUs takes one_per_device(trees)");
   }
   flat_list<Span, Comm, Tree> out;
   for (std::size_t p = 0; p < trees.size(); ++p) {
@@ -274,23 +274,23 @@ void scatter(Comm& comm, const In& in, Out& out, int root = 0) {
 // --- one tree per local rank (NCCL over several local GPUs) ------------------------------------
 
 template <communicator Comm, class Tree>
-void broadcast(Comm& comm, per_device_trees<Tree> trees, int root = 0) {
+void broadcast(Comm& comm, one_per_device_trees<Tree> trees, int root = 0) {
   detail::broadcast_trees(comm, trees.trees, root);
 }
 template <communicator Comm, class Tree>
-void all_reduce(Comm& comm, per_device_trees<Tree> trees, reduce_op op = reduce_op::sum) {
+void all_reduce(Comm& comm, one_per_device_trees<Tree> trees, reduce_op op = reduce_op::sum) {
   detail::all_reduce_trees(comm, trees.trees, op);
 }
 template <communicator Comm, class In, class Out>
-void all_gather(Comm& comm, per_device_trees<In> in, per_device_trees<Out> out) {
+void all_gather(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Out> out) {
   detail::all_gather_trees(comm, in.trees, out.trees);
 }
 template <communicator Comm, class In, class Out>
-void reduce_scatter(Comm& comm, per_device_trees<In> in, per_device_trees<Out> out, reduce_op op = reduce_op::sum) {
+void reduce_scatter(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Out> out, reduce_op op = reduce_op::sum) {
   detail::reduce_scatter_trees(comm, in.trees, out.trees, op);
 }
 template <communicator Comm, class In, class Out>
-void scatter(Comm& comm, per_device_trees<In> in, per_device_trees<Out> out, int root = 0) {
+void scatter(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Out> out, int root = 0) {
   detail::scatter_trees(comm, in.trees, out.trees, root);
 }
 

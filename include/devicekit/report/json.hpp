@@ -63,6 +63,18 @@ namespace devicekit {
   j["memory_strategy"] = r.strategy.name;
   j["memory_fraction"] = r.strategy.fraction;
   j["distribution_scheme"] = r.scheme;
+  {
+    // replica x computation, as jaxlib's DeviceAssignment: rows of device names.
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t i = 0; i < r.assignment.replica_count(); ++i) {
+      nlohmann::json row = nlohmann::json::array();
+      for (std::size_t k = 0; k < r.assignment.computation_count(); ++k) row.push_back(r.assignment.at(i, k).str());
+      rows.push_back(std::move(row));
+    }
+    j["device_assignment"] = {{"replicas", r.assignment.replica_count()},
+                              {"computations", r.assignment.computation_count()},
+                              {"devices", std::move(rows)}};
+  }
   j["total_memory_bytes"] = c.total_memory_bytes;
   j["compute_capability"] = c.cc ? nlohmann::json(c.cc->str()) : nlohmann::json(nullptr);
   j["supports_mixed_precision"] = c.supports_mixed_precision();

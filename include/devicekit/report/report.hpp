@@ -4,6 +4,7 @@
 /// (`device_report`) and as text (`write_text`, the output of print_device_info). The JSON form
 /// is in <devicekit/report/json.hpp>.
 #include <devicekit/detect/capabilities.hpp>
+#include <devicekit/distribute/assignment.hpp>
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/memory/strategy.hpp>
 
@@ -18,6 +19,7 @@ struct device_report {
   capabilities caps;
   strategy_info strategy;
   std::string scheme = "single_device";
+  device_assignment assignment;  ///< the scheme's devices, replica x computation
   device default_device;
   std::vector<std::string> environment_applied;
   cost_table costs;
@@ -63,6 +65,7 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
   line("Memory Strategy", r.strategy.name);
   line("Memory Fraction", detail::format_fixed(r.strategy.fraction, 2));
   line("Distribution", r.scheme);
+  if (!r.assignment.empty()) line("Device Assignment", r.assignment.str());
   line("Default Device", r.default_device.str());
   line("CUDA Runtime Version", format_cuda_version(c.cuda_runtime_version));
   line("Driver Version", format_cuda_version(c.driver_version));

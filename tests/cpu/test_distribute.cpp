@@ -1,0 +1,440 @@
+// distribute/: schemes and their plans, custom schemes, device assignment (local rank and the
+// replica x computation table), element types and leaf spans, structure summaries, bucket
+// planning, and the collectives run through the one-rank self communicator (the same bucketing
+// and checks as MPI and NCCL, without either). The multi-rank behaviour is tested under mpirun
+// (tests/mpi, label mpi).
+#include <catch2/catch.hpp>
+
+#include <devicekit/distribute/assignment.hpp>
+#include <devicekit/distribute/bucket.hpp>
+#include <devicekit/distribute/scheme.hpp>
+#include <devicekit/distribute/self.hpp>
+#include <devicekit/distribute/tree_collectives.hpp>
+#include <devicekit/manager.hpp>
+#include <devicekit/report/json.hpp>
+#include <devicekit/tree/hana.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <array>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace {
+
+const std::vector<dk::device> four_gpus = {dk::device::cuda(0), dk::device::cuda(1), dk::device::cuda(2),
+                                           dk::device::cuda(3)};
+
+/// A custom scheme: the first half of the devices get a copy each (say, the ones on one NVLink
+/// island). A plain struct, no inheritance, no registration.
+struct first_half {
+  static constexpr std::string_view name() noexcept { return "first_half"; }
+  static dk::distribution_plan plan(const dk::tree_summary&, std::span<const dk::device> devices) {
+    dk::distribution_plan p;
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, devices.size() / 2); ++i) p.shares.push_back({devices[i]});
+    return p;
+  }
+};
+
+struct no_plan {  // has a name but no plan(): not a scheme
+  static constexpr std::string_view name() noexcept { return "no_plan"; }
+};
+
+struct wrong_plan {  // plan() returns the wrong type
+  static constexpr std::string_view name() noexcept { return "wrong_plan"; }
+  static int plan(const dk::tree_summary&, std::span<const dk::device>) { return 0; }
+};
+
+/// Sets (or unsets) environment variables for one test and restores them afterwards.
+class env_guard {
+ public:
+  /// (name, value) pairs; a null value unsets the variable.
+  env_guard(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      if (value != nullptr) {
+        ::setenv(name, value, 1);
+      } else {
+        ::unsetenv(name);
+      }
+    }
+  }
+  env_guard(const env_guard&) = delete;
+  env_guard& operator=(const env_guard&) = delete;
+  ~env_guard() {
+    for (auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+#define DK_NO_LOCAL_RANK                                                                                  \
+  env_guard clean {                                                                                       \
+    {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"SLURM_LOCALID", nullptr}, {"MV2_COMM_WORLD_LOCAL_RANK", nullptr}, \
+        {"LOCAL_RANK", nullptr}                                                                           \
+  }
+
+}  // namespace
+
+// --- schemes ----------------------------------------------------------------------------------------
+
+TEST_CASE("schemes model the concept; types without a plan() do not", "[distribute][scheme]") {
+  STATIC_REQUIRE(dk::distribution_scheme<dk::single_device>);
+  STATIC_REQUIRE(dk::distribution_scheme<dk::schemes::replicate>);
+  STATIC_REQUIRE(dk::distribution_scheme<dk::shard_batch>);
+  STATIC_REQUIRE(dk::distribution_scheme<dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::pad>>);
+  STATIC_REQUIRE(dk::distribution_scheme<first_half>);
+  STATIC_REQUIRE_FALSE(dk::distribution_scheme<no_plan>);
+  STATIC_REQUIRE_FALSE(dk::distribution_scheme<wrong_plan>);
+  STATIC_REQUIRE_FALSE(dk::distribution_scheme<int>);
+  // Stock schemes stay empty, so a manager pays nothing for them.
+  STATIC_REQUIRE(std::is_empty_v<dk::shard_batch>);
+  STATIC_REQUIRE(sizeof(dk::device_manager<dk::cpu_detector, dk::balanced, first_half>) ==
+                 sizeof(dk::detail::manager_state));
+}
+
+TEST_CASE("single_device and replicate plans", "[distribute][scheme]") {
+  const dk::tree_summary t{32, 3, 1024};
+  const auto one = dk::single_device::plan(t, four_gpus);
+  REQUIRE(one.shares.size() == 1);
+  CHECK(one.shares[0].dev == dk::device::cuda(0));
+  CHECK(one.shares[0].whole);
+  const auto all = dk::schemes::replicate::plan(t, four_gpus);
+  REQUIRE(all.shares.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(all.shares[i].dev == four_gpus[i]);
+    CHECK(all.shares[i].whole);
+  }
+  CHECK_THROWS_AS(dk::single_device::plan(t, {}), dk::config_error);
+}
+
+TEST_CASE("shard_batch: rows per device under each uneven policy", "[distribute][scheme]") {
+  using dk::schemes::uneven_batch;
+  const auto rows = [](const dk::distribution_plan& p) {
+    std::vector<std::size_t> out;
+    for (const auto& s : p.shares) out.push_back(s.count);
+    return out;
+  };
+  SECTION("even batch: the same under every policy") {
+    const dk::tree_summary t{8, 2, 0};
+    const auto p = dk::schemes::basic_shard_batch<uneven_batch::error>::plan(t, four_gpus);
+    CHECK(rows(p) == std::vector<std::size_t>{2, 2, 2, 2});
+    CHECK(p.shares[3].begin == 6);
+    CHECK_FALSE(p.shares[0].whole);
+    CHECK(dk::shard_batch::plan(t, four_gpus) == p);
+  }
+  SECTION("10 rows over 4 devices") {
+    const dk::tree_summary t{10, 2, 0};
+    CHECK_THROWS_WITH(dk::schemes::basic_shard_batch<uneven_batch::error>::plan(t, four_gpus),
+                      Catch::Contains("10 rows does not divide into 4 equal shards") && Catch::Contains("pad"));
+    const auto ragged = dk::shard_batch::plan(t, four_gpus);
+    CHECK(rows(ragged) == std::vector<std::size_t>{3, 3, 3, 1});
+    CHECK(ragged.shares[3].begin == 9);
+    CHECK(ragged.shares[3].padding == 0);
+    const auto pad = dk::schemes::basic_shard_batch<uneven_batch::pad>::plan(t, four_gpus);
+    CHECK(rows(pad) == std::vector<std::size_t>{3, 3, 3, 1});
+    CHECK(pad.shares[3].padding == 2);
+    CHECK(pad.shares[0].padding == 0);
+  }
+  SECTION("fewer rows than devices: the last shards are empty") {
+    const auto p = dk::shard_batch::plan({2, 1, 0}, four_gpus);
+    CHECK(rows(p) == std::vector<std::size_t>{1, 1, 0, 0});
+    CHECK(p.shares[3].begin == 2);
+  }
+}
+
+TEST_CASE("a plan's device assignment: one replica per share", "[distribute][scheme][assignment]") {
+  const auto a = dk::shard_batch::plan({8, 1, 0}, four_gpus).assignment();
+  CHECK(a.replica_count() == 4);
+  CHECK(a.computation_count() == 1);
+  CHECK(a.at(2, 0) == dk::device::cuda(2));
+  CHECK(a.str() == "4 replicas x 1 computation: [[cuda:0], [cuda:1], [cuda:2], [cuda:3]]");
+}
+
+TEST_CASE("validate_plan catches a custom scheme's bad share", "[distribute][scheme]") {
+  const dk::tree_summary t{4, 1, 16};
+  dk::distribution_plan p{{{dk::device::cuda(7)}}};
+  CHECK_THROWS_WITH(dk::validate_plan(p, t, four_gpus, "mine"), Catch::Contains("scheme 'mine', share 0 (cuda:7)"));
+  CHECK_THROWS_WITH(dk::validate_plan(p, t, four_gpus, "mine"), Catch::Contains("not one of the manager's devices"));
+  dk::distribution_plan rows{{{dk::device::cuda(0), false, 3, 2, 0}}};
+  CHECK_THROWS_WITH(dk::validate_plan(rows, t, four_gpus, "mine"), Catch::Contains("rows [3, 5) fall outside the batch of 4"));
+  CHECK_NOTHROW(dk::validate_plan(first_half::plan(t, four_gpus), t, four_gpus, "first_half"));
+}
+
+// --- device assignment ---------------------------------------------------------------------------
+
+TEST_CASE("local rank from the launcher's environment, in order of precedence", "[distribute][assignment]") {
+  DK_NO_LOCAL_RANK;
+  CHECK_FALSE(dk::local_rank_from_environment().has_value());
+  {
+    env_guard e{{"LOCAL_RANK", "2"}};
+    auto r = dk::local_rank_from_environment();
+    REQUIRE(r);
+    CHECK(r->rank == 2);
+    CHECK(r->source == "LOCAL_RANK");
+  }
+  {
+    env_guard e{{"LOCAL_RANK", "2"}, {"SLURM_LOCALID", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    auto r = dk::local_rank_from_environment();
+    REQUIRE(r);
+    CHECK(r->rank == 3);
+    CHECK(r->source == "OMPI_COMM_WORLD_LOCAL_RANK");
+  }
+  {
+    env_guard e{{"MV2_COMM_WORLD_LOCAL_RANK", "5"}};
+    CHECK(dk::local_rank_from_environment()->source == "MV2_COMM_WORLD_LOCAL_RANK");
+  }
+  {
+    env_guard e{{"SLURM_LOCALID", "one"}};
+    CHECK_THROWS_WITH(dk::local_rank_from_environment(),
+                      Catch::Contains("SLURM_LOCALID='one'") && Catch::Contains("non-negative integer"));
+  }
+}
+
+TEST_CASE("assign_device: visible[local_rank % n], overridden by settings", "[distribute][assignment]") {
+  DK_NO_LOCAL_RANK;
+  const std::vector<dk::device> two = {dk::device::cuda(0), dk::device::cuda(1)};
+  CHECK(dk::assign_device(two, {}, dk::local_rank_info{0, "test"}) == dk::device::cuda(0));
+  CHECK(dk::assign_device(two, {}, dk::local_rank_info{1, "test"}) == dk::device::cuda(1));
+  CHECK(dk::assign_device(two, {}, dk::local_rank_info{5, "test"}) == dk::device::cuda(1));  // 4 ranks per 2 GPUs
+  CHECK(dk::assign_device(two) == dk::device::cuda(0));  // no launcher: the first
+  {
+    env_guard e{{"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    CHECK(dk::assign_device(two) == dk::device::cuda(1));
+  }
+  dk::settings s;
+  s.set_device(dk::device::cuda(0));
+  CHECK(dk::assign_device(two, s, dk::local_rank_info{1, "test"}) == dk::device::cuda(0));
+  s.set_device(dk::device::cuda(4));
+  CHECK_THROWS_WITH(dk::assign_device(two, s), Catch::Contains("cuda:4 is not visible") && Catch::Contains("cuda:1"));
+  CHECK_THROWS_AS(dk::assign_device({}), dk::config_error);
+  const std::vector<dk::device> host = {dk::device::cpu()};
+  CHECK(dk::assign_device(host, {}, dk::local_rank_info{3, "test"}) == dk::device::cpu());
+}
+
+TEST_CASE("device_assignment: replica x computation table, printed and serialised", "[distribute][assignment]") {
+  const auto a = dk::device_assignment::create({{dk::device::cuda(0), dk::device::cuda(1)},
+                                                {dk::device::cuda(2), dk::device::cuda(3)}});
+  CHECK(a.replica_count() == 2);
+  CHECK(a.computation_count() == 2);
+  CHECK(a.at(1, 0) == dk::device::cuda(2));
+  CHECK(a.find(dk::device::cuda(3)) == std::pair<std::size_t, std::size_t>{1, 1});
+  CHECK_FALSE(a.find(dk::device::cpu()).has_value());
+  CHECK(a.str() == "2 replicas x 2 computations: [[cuda:0, cuda:1], [cuda:2, cuda:3]]");
+  std::ostringstream os;
+  os << a;
+  CHECK(os.str() == a.str());
+  CHECK(a.serialize() == "2x2:cuda:0,cuda:1,cuda:2,cuda:3");
+  CHECK(dk::device_assignment::parse(a.serialize()) == a);
+  CHECK(dk::device_assignment::parse(dk::device_assignment().serialize()) == dk::device_assignment());
+  CHECK_THROWS_WITH(a.at(2, 0), Catch::Contains("outside 2 x 2"));
+  CHECK_THROWS_WITH(dk::device_assignment::create({{dk::device::cuda(0)}, {}}), Catch::Contains("replica 1 has 0"));
+  CHECK_THROWS_WITH(dk::device_assignment::parse("2x1:cuda:0"), Catch::Contains("need 2 devices, got 1"));
+  CHECK_THROWS_WITH(dk::device_assignment::parse("cuda:0"), Catch::Contains("expected 'RxC:dev"));
+  CHECK_THROWS_AS(dk::device_assignment::parse("1x1:tpu:0"), dk::config_error);
+}
+
+// --- leaves, summaries, buckets -----------------------------------------------------------------
+
+TEST_CASE("element types of C++ types; opaque leaves count bytes", "[distribute][leaf]") {
+  STATIC_REQUIRE(dk::element_type_of<float> == dk::element_type::float32);
+  STATIC_REQUIRE(dk::element_type_of<const double> == dk::element_type::float64);
+  STATIC_REQUIRE(dk::element_type_of<std::int8_t> == dk::element_type::int8);
+  STATIC_REQUIRE(dk::element_type_of<std::uint16_t> == dk::element_type::uint16);
+  STATIC_REQUIRE(dk::element_type_of<int> == dk::element_type::int32);
+  STATIC_REQUIRE(dk::element_type_of<unsigned long long> == dk::element_type::uint64);
+  STATIC_REQUIRE(dk::element_type_of<bool> == dk::element_type::opaque);
+  STATIC_REQUIRE(dk::element_type_of<long double> == dk::element_type::opaque);
+  STATIC_REQUIRE(dk::size_of(dk::element_type::bfloat16) == 2);
+  STATIC_REQUIRE(dk::size_of(dk::element_type::int64) == 8);
+  struct rgb {
+    std::uint8_t r, g, b;
+  };
+  std::vector<rgb> px(5);
+  const auto s = dk::leaf_span::of(px);
+  CHECK(s.type == dk::element_type::opaque);
+  CHECK(s.count == 15);
+  CHECK(s.bytes() == 15);
+  std::vector<double> d(3);
+  const dk::const_leaf_span c = dk::leaf_span::of(d);
+  CHECK(c.count == 3);
+  CHECK(c.bytes() == 24);
+  CHECK(c.data == d.data());
+}
+
+TEST_CASE("structure summaries tell leaf lists apart", "[distribute][leaf]") {
+  std::vector<float> a(4), b(5);
+  std::vector<int> i(4);
+  const std::vector<dk::leaf_span> x = {dk::leaf_span::of(a)}, y = {dk::leaf_span::of(b)}, z = {dk::leaf_span::of(i)};
+  const auto sx = dk::summarize(std::span<const dk::leaf_span>(x));
+  CHECK(sx == dk::summarize(std::span<const dk::leaf_span>(x)));
+  CHECK(sx.leaf_count == 1);
+  CHECK(sx.total_bytes == 16);
+  CHECK(sx.hash != dk::summarize(std::span<const dk::leaf_span>(y)).hash);  // count
+  CHECK(sx.hash != dk::summarize(std::span<const dk::leaf_span>(z)).hash);  // type
+  // Without counts (scatter), only the types matter.
+  CHECK(dk::summarize(std::span<const dk::leaf_span>(x), false).hash ==
+        dk::summarize(std::span<const dk::leaf_span>(y), false).hash);
+}
+
+TEST_CASE("bucket planning: by type, bounded size, large leaves alone, empty leaves skipped", "[distribute][bucket]") {
+  using et = dk::element_type;
+  const std::vector<et> types = {et::float32, et::float32, et::int64, et::float32, et::float32, et::float32, et::int64};
+  const std::vector<std::size_t> counts = {10, 10, 2, 0, 100, 10, 3};
+  SECTION("by type with 64-byte buckets") {
+    const auto b = dk::plan_buckets(types, counts, 64, true);
+    // float32: 40 + 40 > 64, so {0} and {1} each; {4} (400 bytes) alone; {5} cannot join {1}
+    // (80 > 64). int64: {2, 6} (16 + 24 bytes) coalesced. Buckets appear in the order they open.
+    REQUIRE(b.size() == 5);
+    CHECK(b[0].leaves == std::vector<std::size_t>{0});
+    CHECK(b[1].leaves == std::vector<std::size_t>{1});
+    CHECK(b[2].type == et::int64);
+    CHECK(b[2].leaves == std::vector<std::size_t>{2, 6});
+    CHECK(b[2].count == 5);
+    CHECK(b[2].bytes() == 40);
+    CHECK(b[3].leaves == std::vector<std::size_t>{4});
+    CHECK(b[4].leaves == std::vector<std::size_t>{5});
+    CHECK(b[3].direct());
+  }
+  SECTION("by type with 96-byte buckets: small float leaves coalesce") {
+    const auto b = dk::plan_buckets(types, counts, 96, true);
+    REQUIRE(b.size() == 4);
+    CHECK(b[0].leaves == std::vector<std::size_t>{0, 1});
+    CHECK(b[0].count == 20);
+    CHECK_FALSE(b[0].direct());
+    CHECK(b[3].leaves == std::vector<std::size_t>{5});
+  }
+  SECTION("bytes, one big bucket") {
+    const auto b = dk::plan_buckets(types, counts, dk::default_bucket_bytes, false);
+    REQUIRE(b.size() == 1);
+    CHECK(b[0].type == et::opaque);
+    CHECK(b[0].leaves == std::vector<std::size_t>{0, 1, 2, 4, 5, 6});
+    CHECK(b[0].count == 40 + 40 + 16 + 400 + 40 + 24);
+  }
+  SECTION("bucket size 0: one leaf per bucket") {
+    const auto b = dk::plan_buckets(types, counts, 0, true);
+    CHECK(b.size() == 6);
+    for (const auto& x : b) CHECK(x.direct());
+  }
+}
+
+// --- collectives through the self communicator ---------------------------------------------------
+
+namespace {
+struct layer {
+  BOOST_HANA_DEFINE_STRUCT(layer, (std::vector<float>, w), (std::array<double, 2>, b), (int, step));
+  friend bool operator==(const layer&, const layer&) = default;
+};
+}  // namespace
+
+TEST_CASE("self communicator: every collective on a tree, bucketed and not", "[distribute][collectives]") {
+  for (const std::size_t bucket : {dk::default_bucket_bytes, std::size_t{0}, std::size_t{16}}) {
+    dk::self_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    std::tuple<layer, std::vector<std::int64_t>, std::vector<std::uint8_t>> t{
+        layer{{1.5f, 2.5f, 3.5f}, {4.0, 5.0}, 6}, {7, 8, 9, 10}, {11, 12}};
+    const auto copy = t;
+    dk::all_reduce(comm, t);
+    dk::all_reduce(comm, t, dk::reduce_op::average);
+    dk::broadcast(comm, t);
+    CHECK(t == copy);
+    auto g = dk::all_gathered(comm, t);
+    CHECK(dk::same_structure(g, t));
+    CHECK(std::get<1>(g) == std::get<1>(t));
+    CHECK(std::get<0>(g).template get<"step">() == std::vector<int>{6});
+    auto out = copy;
+    std::get<1>(out).assign(4, 0);
+    dk::reduce_scatter(comm, t, out);
+    CHECK(out == copy);
+    std::get<2>(out).assign(2, 0);
+    dk::scatter(comm, t, out);
+    CHECK(out == copy);
+  }
+}
+
+TEST_CASE("self communicator: argument errors name the problem", "[distribute][collectives]") {
+  dk::self_communicator comm;
+  std::vector<double> in(3), big(4);
+  CHECK_THROWS_WITH(comm.all_gather(std::vector<dk::const_leaf_span>{dk::const_leaf_span::of(in)},
+                                    std::vector<dk::leaf_span>{dk::leaf_span::of(big)}),
+                    Catch::Contains("leaf 0 of the output must hold 1 x the input leaf (3 float64), it holds 4"));
+  // A bool scalar is a leaf of opaque bytes: it moves, it is not reduced.
+  std::tuple<bool, std::vector<float>> t{true, {1.f}};
+  dk::broadcast(comm, t);  // bytes move fine
+  float x[2] = {1, 2};
+  std::tuple<dk::device_array<float>> on_gpu{dk::device_array<float>::view(x, 2, dk::device::cuda(0))};
+  CHECK_THROWS_WITH(dk::all_reduce(comm, on_gpu), Catch::Contains("leaf '[0]' is in cuda:0 memory"));
+  CHECK_THROWS_WITH(comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(in)}, 1), Catch::Contains("root 1 is not a rank"));
+}
+
+TEST_CASE("tree structure hashes: same structure, same hash; other names or lengths, another", "[distribute][leaf]") {
+  const layer a{{1.f}, {2.0, 3.0}, 4};
+  const layer b{{5.f, 6.f}, {7.0, 8.0}, 9};  // other values and lengths of leaves: same structure
+  CHECK(dk::structure_hash(a) == dk::structure_hash(b));
+  const std::vector<std::vector<float>> two(2), three(3);
+  CHECK(dk::structure_hash(two) != dk::structure_hash(three));
+  CHECK(dk::structure_hash(std::make_tuple(a)) != dk::structure_hash(a));
+  CHECK(dk::split_counts(10, 4) == std::vector<std::size_t>{3, 3, 2, 2});
+  CHECK(dk::split_counts(2, 4) == std::vector<std::size_t>{1, 1, 0, 0});
+  CHECK_THROWS_AS(dk::split_counts(1, 0), dk::config_error);
+}
+
+// --- the manager: its scheme's plan and the report's device assignment ----------------------
+
+namespace {
+dk::capabilities three_gpus() {
+  dk::capabilities caps;
+  caps.device_type = dk::device_kind::cuda;
+  for (int i = 0; i < 3; ++i) {
+    dk::device_properties p;
+    p.id = dk::device::cuda(i);
+    p.name = "simulated";
+    caps.devices.push_back(p);
+  }
+  caps.device_count = caps.gpu_count = 3;
+  return caps;
+}
+}  // namespace
+
+TEST_CASE("the manager plans with its scheme and reports the device assignment", "[distribute][manager]") {
+  using sharded = dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch>;
+  sharded dm{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{three_gpus()}};
+  // The default device comes first.
+  CHECK(dm.scheme_devices() == std::vector<dk::device>{dk::device::cuda(1), dk::device::cuda(0), dk::device::cuda(2)});
+  const auto p = dm.plan({7, 2, 0});
+  REQUIRE(p.shares.size() == 3);
+  CHECK(p.shares[0].dev == dk::device::cuda(1));
+  CHECK(p.shares[0].count == 3);
+  CHECK(p.shares[2].count == 1);
+  std::ostringstream os;
+  dk::print_device_info(dm, os);
+  CHECK_THAT(os.str(), Catch::Contains("Distribution: shard_batch") &&
+                           Catch::Contains("Device Assignment: 3 replicas x 1 computation: [[cuda:1], [cuda:0], [cuda:2]]"));
+
+  const auto j = dk::to_json(dm.report());
+  CHECK(j["device_assignment"]["replicas"] == 3);
+  CHECK(j["device_assignment"]["computations"] == 1);
+  CHECK(j["device_assignment"]["devices"][2][0] == "cuda:2");
+
+  using single = dk::device_manager<dk::fixed_detector, dk::balanced, dk::single_device>;
+  single one{dk::settings{}, dk::fixed_detector{three_gpus()}};
+  CHECK(one.report().assignment.str() == "1 replica x 1 computation: [[cuda:0]]");
+
+  using custom = dk::device_manager<dk::fixed_detector, dk::balanced, first_half>;
+  custom half{dk::settings{}, dk::fixed_detector{three_gpus()}};
+  CHECK(half.plan({}).shares.size() == 1);
+}
