@@ -23,6 +23,9 @@
 #include <devicekit/distribute/tree_collectives.hpp>
 #include <devicekit/manager.hpp>
 #include <devicekit/memory/strategy.hpp>
+#include <devicekit/place/place.hpp>
+#include <devicekit/place/prefetch.hpp>
+#include <devicekit/place/shard.hpp>
 #include <devicekit/report/report.hpp>
 #include <devicekit/tree/tree.hpp>
 // Hana structs as tree nodes: host code only (Hana does not support nvcc).

@@ -10,6 +10,9 @@
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/memory/strategy.hpp>
+#include <devicekit/place/place.hpp>
+#include <devicekit/place/prefetch.hpp>
+#include <devicekit/place/shard.hpp>
 #include <devicekit/report/report.hpp>
 
 #include <algorithm>
@@ -93,6 +96,41 @@ class device_manager {
     throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_list() + ")");
   }
 
+  // --- placement (place/): trees onto this manager's devices -----------------------------------
+
+  /// `tree` on the default device (or on `dev`), finished on return.
+  template <class T>
+  [[nodiscard]] auto place(const T& tree) const {
+    return devicekit::place(tree, state_.default_device, placement_resource(state_.default_device));
+  }
+  template <class T>
+  [[nodiscard]] auto place(const T& tree, device dev) const {
+    check_placement_device(dev);
+    return devicekit::place(tree, dev, placement_resource(dev));
+  }
+  /// `tree` on the default device, queued on `s` (a stream of that device).
+  template <class T>
+  [[nodiscard]] auto place(const T& tree, const stream& s) const {
+    check_placement_device(s.get_device());
+    return devicekit::place(tree, s.get_device(), s, placement_resource(s.get_device()));
+  }
+  /// A copy of `tree` on every device of this manager.
+  template <class T>
+  [[nodiscard]] auto replicate(const T& tree) const {
+    return devicekit::replicate(tree, devices(), resource_selector());
+  }
+  /// `tree` split along `axis` over this manager's devices (see place/shard.hpp).
+  template <class T>
+  [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) const {
+    return devicekit::shard(tree, devices(), axis, policy, resource_selector());
+  }
+  /// Trees of `source` placed on the default device up to `depth` ahead (see place/prefetch.hpp).
+  template <class R>
+  [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2) const {
+    return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
+                               placement_resource(state_.default_device));
+  }
+
   [[nodiscard]] device_report report(cost_table costs = {}) const {
     device_assignment assignment;
     try {
@@ -126,6 +164,19 @@ class device_manager {
     std::string s;
     for (const auto& p : state_.caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
     return s.empty() ? "none" : s;
+  }
+
+  // Placement allocates from placement's own resources until the memory layer's pool is merged.
+  [[nodiscard]] static auto& placement_resource(device dev) { return default_placement_resource(dev); }
+  [[nodiscard]] static auto resource_selector() { return detail::default_resource_selector{}; }
+
+  void check_placement_device(device dev) const {
+    if (dev.is_cpu()) return;
+    for (const auto& p : state_.caps.devices) {
+      if (p.id == dev) return;
+    }
+    throw device_mismatch("cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_list() +
+                          ")");
   }
 
   /// Makes a detector's answer self-consistent: a custom detector may give only counts.

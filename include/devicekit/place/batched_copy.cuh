@@ -1,0 +1,101 @@
+#pragma once
+/// \file
+/// Many small device-to-device copies in one launch: `cub::DeviceMemcpy::Batched` (nvcc only).
+///
+///   devicekit::batched_copy(srcs, dsts, sizes, stream);   // count buffers, one kernel
+///
+/// Including this header in any .cu file of a program also lets placement use it: moving a tree
+/// whose leaves lie in several allocations on one device (place(tree_on_dev, dev)) then takes one
+/// launch instead of one cudaMemcpyAsync per leaf, when there are at least
+/// detail::batched_copy_min_count leaves averaging at most detail::batched_copy_max_average_bytes
+/// (place/detail/copy.hpp; per-call cudaMemcpyAsync costs about 5-7 us, which a batched launch
+/// pays once). bench_place_cuda measures both sides.
+#if !defined(__CUDACC__)
+#  error "devicekit/place/batched_copy.cuh launches CUB kernels: include it from a .cu file compiled by nvcc"
+#endif
+#include <devicekit/place/place.hpp>
+
+#include <cub/device/device_memcpy.cuh>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace devicekit {
+
+/// Copies `sizes[i]` bytes from `srcs[i]` to `dsts[i]` for every i, device memory of the stream's
+/// device (or peers it can access), in one CUB launch queued on `s`. The pointer arrays are host
+/// arrays: they are staged to the device here, with the scratch memory stream-ordered
+/// (cudaMallocAsync / cudaFreeAsync), so nothing waits on the host.
+inline void batched_copy(std::span<const void* const> srcs, std::span<void* const> dsts,
+                         std::span<const std::size_t> sizes, cudaStream_t s) {
+  if (srcs.size() != dsts.size() || srcs.size() != sizes.size()) {
+    throw config_error("batched_copy: srcs, dsts and sizes must have one entry per buffer (got " +
+                       std::to_string(srcs.size()) + ", " + std::to_string(dsts.size()) + ", " +
+                       std::to_string(sizes.size()) + ")");
+  }
+  const std::size_t count = srcs.size();
+  if (count == 0) return;
+  const std::size_t array_bytes = count * sizeof(void*);
+  const std::size_t tables = (3 * array_bytes + 255) / 256 * 256;
+
+  std::size_t temp_bytes = 0;
+  DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, static_cast<const void* const*>(nullptr),
+                                                  static_cast<void* const*>(nullptr),
+                                                  static_cast<const std::size_t*>(nullptr),
+                                                  static_cast<std::int64_t>(count), s));
+
+  auto& pool = detail::staging_pool();
+  auto* host = static_cast<std::byte*>(pool.allocate(3 * array_bytes));
+  std::memcpy(host, srcs.data(), array_bytes);
+  std::memcpy(host + array_bytes, dsts.data(), array_bytes);
+  std::memcpy(host + 2 * array_bytes, sizes.data(), array_bytes);
+
+  void* scratch = nullptr;
+  const cudaError_t alloc = cudaMallocAsync(&scratch, tables + temp_bytes, s);
+  if (alloc != cudaSuccess) {
+    pool.deallocate(host, 3 * array_bytes);
+    DEVICEKIT_CUDA_CHECK(alloc);
+  }
+  auto* dev = static_cast<std::byte*>(scratch);
+  const cudaError_t up = cudaMemcpyAsync(dev, host, 3 * array_bytes, cudaMemcpyHostToDevice, s);
+  if (up != cudaSuccess) {
+    pool.deallocate(host, 3 * array_bytes);
+    (void)cudaFreeAsync(scratch, s);
+    DEVICEKIT_CUDA_CHECK(up);
+  }
+  pool.deallocate_after(host, 3 * array_bytes, detail::record_event(s));
+
+  const auto* d_srcs = reinterpret_cast<const void* const*>(dev);
+  const auto* d_dsts = reinterpret_cast<void* const*>(dev + array_bytes);
+  const auto* d_sizes = reinterpret_cast<const std::size_t*>(dev + 2 * array_bytes);
+  const cudaError_t run = cub::DeviceMemcpy::Batched(dev + tables, temp_bytes, d_srcs, d_dsts, d_sizes,
+                                                     static_cast<std::int64_t>(count), s);
+  (void)cudaFreeAsync(scratch, s);  // after the copy, in stream order
+  DEVICEKIT_CUDA_CHECK(run);
+}
+
+inline void batched_copy(std::span<const void* const> srcs, std::span<void* const> dsts,
+                         std::span<const std::size_t> sizes, const stream& s) {
+  batched_copy(srcs, dsts, sizes, s.native_handle());
+}
+
+namespace detail {
+
+inline bool cub_batched_copy(const void* const* srcs, void* const* dsts, const std::size_t* sizes, std::size_t count,
+                             native_stream_handle s) {
+  batched_copy(std::span<const void* const>(srcs, count), std::span<void* const>(dsts, count),
+               std::span<const std::size_t>(sizes, count), s);
+  return true;
+}
+
+/// Registers the CUB path with placement when the program starts (once, whichever .cu includes
+/// this first).
+inline const bool cub_batched_copy_registered = [] {
+  batched_copy_hook.store(&cub_batched_copy);
+  return true;
+}();
+
+}  // namespace detail
+}  // namespace devicekit

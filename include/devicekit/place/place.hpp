@@ -1,0 +1,350 @@
+#pragma once
+/// \file
+/// Placing a tree on a device, and bringing it back.
+///
+///   place(tree, device, stream, resource)   the same structure with leaves on `device`:
+///                                           contiguous ranges become device_array<T>, shaped
+///                                           leaves shaped_array<T, E, L>, scalars stay values.
+///                                           All array leaves share one block from `resource`,
+///                                           filled by one staged transfer (place/detail/copy.hpp).
+///                                           Queued on `stream`; returns before the copy ends.
+///   place(tree, device[, resource])         the same on an internal stream, finished on return
+///   place_view(tree)                        the zero-copy form for the host: views of the
+///                                           tree's own memory (valid while it lives), no copy
+///   to_host(tree)                           host containers again (std::vector<T>, host
+///                                           shaped_array, the original Hana struct type)
+///   device_of(tree), same_device(trees...)  where a tree lives; device_mismatch when leaves
+///                                           or trees disagree
+///
+/// Sources may be host trees or placed trees (moved between devices: peer copies where the pair
+/// allows it, staging otherwise). A placed source must be ready: work that produces it on another
+/// stream must have finished (the stream-less overloads finish their copies before returning).
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/stream.hpp>
+#include <devicekit/place/detail/copy.hpp>
+#include <devicekit/place/detail/nvtx.hpp>
+#include <devicekit/place/resource.hpp>
+#include <devicekit/tree/tree.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace devicekit {
+
+/// Trees, leaves or streams on different devices met in one operation. The message names both
+/// devices (and the leaves, where leaves disagree).
+class device_mismatch : public error {
+ public:
+  using error::error;
+};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_shaped_array_v = false;
+template <class T, class E, class L>
+inline constexpr bool is_shaped_array_v<shaped_array<T, E, L>> = true;
+
+template <class T>
+inline constexpr bool is_mdspan_view_v = false;
+#if DEVICEKIT_HAS_MDSPAN
+template <class T, class E, class L>
+inline constexpr bool is_mdspan_view_v<md::mdspan<T, E, L, md::default_accessor<T>>> = true;
+#endif
+
+template <class L>
+inline constexpr bool is_scalar_leaf_v = leaf_traits<std::remove_cvref_t<L>>::kind == leaf_kind::scalar;
+
+/// Identity of the allocation a leaf's memory belongs to (for merging copies); null if unknown.
+template <class L>
+[[nodiscard]] const void* owner_of(const L& leaf) noexcept {
+  if constexpr (self_describing_leaf<L>) {
+    return leaf.owner().get();
+  } else {
+    return nullptr;
+  }
+}
+
+/// The leaf that placing `leaf` gives, at `p` on `dev`, kept alive by `owner`.
+template <class L>
+[[nodiscard]] auto make_placed_leaf(const L& leaf, std::byte* p, const std::shared_ptr<void>& owner, device dev) {
+  using traits = leaf_traits<L>;
+  using E = typename traits::element_type;
+  if constexpr (traits::kind == leaf_kind::scalar) {
+    return leaf;
+  } else if constexpr (traits::kind == leaf_kind::contiguous) {
+    return device_array<E>(owner, reinterpret_cast<E*>(p), traits::size(leaf), dev);
+  } else if constexpr (is_shaped_array_v<L>) {
+    return L(owner, reinterpret_cast<E*>(p), leaf.mapping(), dev);
+#if DEVICEKIT_HAS_MDSPAN
+  } else if constexpr (is_mdspan_view_v<L>) {
+    return shaped_array<E, typename L::extents_type, typename L::layout_type>(owner, reinterpret_cast<E*>(p),
+                                                                             leaf.mapping(), dev);
+#endif
+  } else {
+    static_assert(sizeof(L) == 0, "place: a shaped leaf type of your own needs a placed form: use shaped_array");
+  }
+}
+
+/// An empty host leaf of the shape `leaf` has (what to_host fills).
+template <class L>
+[[nodiscard]] auto make_host_leaf(const L& leaf) {
+  using traits = leaf_traits<L>;
+  using E = typename traits::element_type;
+  if constexpr (traits::kind == leaf_kind::scalar) {
+    return leaf;
+  } else if constexpr (traits::kind == leaf_kind::contiguous) {
+    return std::vector<E>(traits::size(leaf));
+  } else if constexpr (is_shaped_array_v<L>) {
+    return L(leaf.mapping());
+#if DEVICEKIT_HAS_MDSPAN
+  } else if constexpr (is_mdspan_view_v<L>) {
+    return shaped_array<E, typename L::extents_type, typename L::layout_type>(leaf.mapping());
+#endif
+  } else {
+    static_assert(sizeof(L) == 0, "to_host: a shaped leaf type of your own needs a host form: use shaped_array");
+  }
+}
+
+template <class L>
+[[nodiscard]] std::byte* mutable_bytes(const L& leaf) noexcept {
+  using traits = leaf_traits<L>;
+  return reinterpret_cast<std::byte*>(const_cast<typename traits::element_type*>(traits::data(leaf)));
+}
+
+/// The device of a tree's array leaves that are not on the host, checked to be one: a tree is
+/// moved as a whole, in one transfer, from one place. Host leaves may be mixed in.
+template <class T>
+[[nodiscard]] std::optional<device> source_device(const T& tree, const char* operation) {
+  std::optional<device> found;
+  std::string found_path;
+  for_each_leaf_with_path(
+      [&](const tree_path& path, const auto& leaf) {
+        using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
+        if constexpr (traits::kind != leaf_kind::scalar) {
+          const device d = traits::device(leaf);
+          if (d.is_cpu()) return;
+          if (!found) {
+            found = d;
+            found_path = path.display();
+          } else if (*found != d) {
+            throw device_mismatch(std::string(operation) + ": the tree's leaves are on different devices: '" +
+                                  found_path + "' is on " + found->str() + ", '" + path.display() + "' is on " +
+                                  d.str() + "; place them on one device first");
+          }
+        }
+      },
+      tree);
+  return found;
+}
+
+inline void check_stream(const stream& s, device dev, const char* operation) {
+  const device sd = s.get_device();
+  if (sd == dev || (sd.is_cpu() && dev.is_cpu())) return;
+  throw device_mismatch(std::string(operation) + ": the stream is on " + sd.str() + " but the target device is " +
+                        dev.str() + "; pass a stream of " + dev.str() + " (or none)");
+}
+
+}  // namespace detail
+
+/// Places `tree` on `dev`: the same structure, array leaves in one block of `resource` on `dev`,
+/// filled by one staged transfer queued on `s` (a stream of `dev`; the copy may still run when
+/// this returns: synchronize `s`, or make later work on other streams wait for it). The source
+/// may be freed or changed as soon as this returns: host data has been staged by then.
+template <class T, placement_resource R>
+[[nodiscard]] auto place(const T& tree, device dev, const stream& s, R& resource) {
+  static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
+  detail::scoped_range range("devicekit.place");
+  detail::check_stream(s, dev, "place");
+  (void)detail::source_device(tree, "place");
+
+  // Pass 1: lay the array leaves out in one block, each aligned for any use on the device.
+  std::vector<std::size_t> offsets;
+  std::size_t total = 0;
+  for_each_leaf(
+      [&](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (!detail::is_scalar_leaf_v<L>) {
+          using traits = leaf_traits<L>;
+          offsets.push_back(total);
+          const std::size_t bytes = traits::size(leaf) * sizeof(typename traits::element_type);
+          total += (bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
+        }
+      },
+      tree);
+
+  std::shared_ptr<void> owner;
+  std::byte* base = nullptr;
+  if (total != 0) {
+    base = static_cast<std::byte*>(resource.allocate(total, placement_alignment));
+    owner = std::shared_ptr<void>(base, [res = &resource, total](void* p) { res->deallocate(p, total, placement_alignment); });
+  }
+
+  // Pass 2: what to copy where, then the copy.
+  std::vector<detail::copy_item> items;
+  items.reserve(offsets.size());
+  std::size_t k = 0;
+  for_each_leaf(
+      [&](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (!detail::is_scalar_leaf_v<L>) {
+          using traits = leaf_traits<L>;
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), traits::device(leaf),
+                           detail::owner_of(leaf), base + offsets[k++],
+                           traits::size(leaf) * sizeof(typename traits::element_type)});
+        }
+      },
+      tree);
+  detail::copy_items(items, dev, s.native_handle());
+
+  // Pass 3: the placed tree, leaves pointing into the block (same traversal order).
+  k = 0;
+  return tree_map(
+      [&](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (detail::is_scalar_leaf_v<L>) {
+          return leaf;
+        } else {
+          return detail::make_placed_leaf(leaf, base == nullptr ? nullptr : base + offsets[k++], owner, dev);
+        }
+      },
+      tree);
+}
+
+/// place on `s` with the default resource of `dev`.
+template <class T>
+[[nodiscard]] auto place(const T& tree, device dev, const stream& s) {
+  return place(tree, dev, s, default_placement_resource(dev));
+}
+
+/// place with `resource`, finished on return (an internal stream of `dev`, synchronized).
+template <class T, placement_resource R>
+[[nodiscard]] auto place(const T& tree, device dev, R& resource) {
+#if DEVICEKIT_HAS_CUDA
+  if (dev.is_cuda()) {
+    const stream& s = detail::placement_stream(dev);
+    auto out = place(tree, dev, s, resource);
+    s.synchronize();
+    return out;
+  }
+#endif
+  const stream inline_stream;
+  return place(tree, dev, inline_stream, resource);
+}
+
+/// place with the default resource of `dev`, finished on return.
+template <class T>
+[[nodiscard]] auto place(const T& tree, device dev) {
+  return place(tree, dev, default_placement_resource(dev));
+}
+
+/// The type `place` gives for a tree of type T.
+template <class T>
+using placed_t = decltype(place(std::declval<const T&>(), device{}));
+
+/// The zero-copy form on the host: the placed structure (device_array / shaped_array leaves on
+/// cpu:0) viewing `tree`'s own memory. Nothing is copied or allocated; the views are valid while
+/// `tree` lives and is not resized, and writing through them writes `tree`.
+template <class T>
+[[nodiscard]] auto place_view(T& tree) {
+  static_assert(require_tree<T>(), "place_view(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
+  if (const auto d = detail::source_device(tree, "place_view")) {
+    throw device_mismatch("place_view: views are of host memory, but the tree has leaves on " + d->str() +
+                          "; use to_host(tree) or place(tree, device::cpu())");
+  }
+  return tree_map(
+      [](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (detail::is_scalar_leaf_v<L>) {
+          return leaf;
+        } else {
+          return detail::make_placed_leaf(leaf, detail::mutable_bytes(leaf), nullptr, device::cpu());
+        }
+      },
+      tree);
+}
+
+/// Brings `tree` to host containers: contiguous leaves become std::vector<T>, shaped leaves host
+/// shaped_arrays, scalars stay; a Hana struct whose members are host containers again is the
+/// original struct type. Returns when the data is there.
+template <class T>
+[[nodiscard]] auto to_host(const T& tree) {
+  static_assert(require_tree<T>(), "to_host(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
+  detail::scoped_range range("devicekit.to_host");
+  (void)detail::source_device(tree, "to_host");
+  auto out = tree_map([](const auto& leaf) { return detail::make_host_leaf(leaf); }, tree);
+  std::vector<detail::copy_item> items;
+  for_each_leaf(
+      [&](const auto& src, auto& dst) {
+        using L = std::remove_cvref_t<decltype(src)>;
+        if constexpr (!detail::is_scalar_leaf_v<L>) {
+          using traits = leaf_traits<L>;
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(src)), traits::device(src),
+                           detail::owner_of(src), detail::mutable_bytes(dst),
+                           traits::size(src) * sizeof(typename traits::element_type)});
+        }
+      },
+      tree, out);
+  detail::copy_items(items, device::cpu(), nullptr);
+  return out;
+}
+
+/// The type `to_host` gives for a tree of type T.
+template <class T>
+using host_t = decltype(to_host(std::declval<const T&>()));
+
+/// The one device all array leaves of `tree` are on (host containers count as cpu:0); nullopt for
+/// a tree without array leaves. device_mismatch, naming two leaves, when they disagree.
+template <class T>
+[[nodiscard]] std::optional<device> device_of(const T& tree) {
+  std::optional<device> found;
+  std::string found_path;
+  for_each_leaf_with_path(
+      [&](const tree_path& path, const auto& leaf) {
+        using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
+        if constexpr (traits::kind != leaf_kind::scalar) {
+          const device d = traits::device(leaf);
+          if (!found) {
+            found = d;
+            found_path = path.display();
+          } else if (*found != d) {
+            throw device_mismatch("the tree's leaves are on different devices: '" + found_path + "' is on " +
+                                  found->str() + ", '" + path.display() + "' is on " + d.str());
+          }
+        }
+      },
+      tree);
+  return found;
+}
+
+/// The device shared by all `trees` (each checked with device_of); device_mismatch naming the
+/// two devices (and the trees' positions) otherwise. Trees without array leaves go with any.
+template <class T, class... Ts>
+[[nodiscard]] std::optional<device> same_device(const T& first, const Ts&... rest) {
+  std::optional<device> found = device_of(first);
+  std::size_t found_at = 1;
+  std::size_t at = 1;
+  auto one = [&](const auto& t) {
+    ++at;
+    const auto d = device_of(t);
+    if (!d) return;
+    if (!found) {
+      found = d;
+      found_at = at;
+    } else if (*found != *d) {
+      throw device_mismatch("trees on different devices: tree " + std::to_string(found_at) + " is on " +
+                            found->str() + ", tree " + std::to_string(at) + " is on " + d->str() +
+                            "; move one with place(tree, device) first");
+    }
+  };
+  (one(rest), ...);
+  return found;
+}
+
+}  // namespace devicekit

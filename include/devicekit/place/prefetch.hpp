@@ -1,0 +1,231 @@
+#pragma once
+/// \file
+/// `prefetch(range_of_host_trees, device, depth = 2)`: a C++20 input view that places the
+/// source's trees on `device` ahead of the consumer.
+///
+///   for (auto& batch : dk::prefetch(loader, dev, 2)) step(batch);   // batch: placed tree
+///
+/// A background thread walks the source, places each tree (pinned staging, copies on a copy
+/// stream of its own) and queues it; the consumer's stream waits for that copy on an event, not
+/// the host (pass the stream your kernels run on; by default the legacy default stream). At most
+/// `depth` trees are placed ahead of the consumer (queued or being placed), so with the one the
+/// consumer holds, at most depth + 1 placed trees exist: memory is bounded.
+///
+/// An exception thrown by the source (or by placement) reaches the consumer, in order: the trees
+/// placed before it are delivered first, then the increment that would pass it throws. Leaving
+/// the loop early (break, exception) stops the thread and joins it when the view is destroyed;
+/// a source blocked inside its own increment is waited for.
+///
+/// The source is iterated on the background thread only, and must allow that. The resource must
+/// be thread-safe (devicekit's are).
+#include <devicekit/place/place.hpp>
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ranges>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace devicekit {
+
+template <std::ranges::input_range R, placement_resource Res>
+class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> {
+ public:
+  using source_reference = std::ranges::range_reference_t<R>;
+  using placed_type = std::remove_cvref_t<decltype(place(std::declval<source_reference>(), device{},
+                                                         std::declval<const stream&>(), std::declval<Res&>()))>;
+
+ private:
+  struct item {
+    placed_type tree;
+#if DEVICEKIT_HAS_CUDA
+    cudaEvent_t ready = nullptr;
+#endif
+  };
+
+  struct state {
+    state(R src, device d, std::size_t n, Res* r, native_stream_handle consumer)
+        : source(std::move(src)), dev(d), depth(n), resource(r), consumer_stream(consumer) {}
+    R source;
+    device dev;
+    std::size_t depth;
+    Res* resource;
+    native_stream_handle consumer_stream;
+
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<item> queue;
+    std::optional<placed_type> current;
+    bool started = false;
+    bool finished = false;  // the worker has stopped producing
+    bool stop = false;      // the consumer has gone
+    std::exception_ptr error;
+    std::thread worker;
+
+    ~state() {
+      {
+        std::lock_guard lock(mutex);
+        stop = true;
+      }
+      changed.notify_all();
+      if (worker.joinable()) worker.join();
+#if DEVICEKIT_HAS_CUDA
+      for (auto& it : queue) {
+        if (it.ready != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(it.ready);
+      }
+#endif
+    }
+
+    void run() noexcept {
+      detail::scoped_range range("devicekit.prefetch");
+      try {
+#if DEVICEKIT_HAS_CUDA
+        std::optional<stream> copy_stream;
+        if (dev.is_cuda()) copy_stream.emplace(dev);
+        const stream host_stream;
+        const stream& s = copy_stream ? *copy_stream : host_stream;
+#else
+        const stream s;
+#endif
+        auto it = std::ranges::begin(source);
+        const auto end = std::ranges::end(source);
+        for (;;) {
+          {
+            // A slot first, then the next tree: at most `depth` trees ahead of the consumer.
+            std::unique_lock lock(mutex);
+            changed.wait(lock, [&] { return stop || queue.size() < depth; });
+            if (stop) break;
+          }
+          if (it == end) break;
+          item next{place(*it, dev, s, *resource)};
+#if DEVICEKIT_HAS_CUDA
+          if (dev.is_cuda()) next.ready = detail::record_event(s.native_handle());
+#endif
+          ++it;
+          {
+            std::lock_guard lock(mutex);
+            queue.push_back(std::move(next));
+          }
+          changed.notify_all();
+        }
+#if DEVICEKIT_HAS_CUDA
+        // The copy stream goes away with this thread: its queued copies must be done by then
+        // (the events recorded on it stay valid after it is destroyed).
+        if (copy_stream) copy_stream->synchronize();
+#endif
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex);
+        finished = true;
+      }
+      changed.notify_all();
+    }
+
+    /// Drops the current tree and takes the next one (nullopt at the end). Rethrows the source's
+    /// exception once everything placed before it has been handed out.
+    void advance() {
+      current.reset();
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return !queue.empty() || finished; });
+      if (queue.empty()) {
+        if (error) std::rethrow_exception(std::exchange(error, nullptr));
+        return;
+      }
+      item next = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      changed.notify_all();
+#if DEVICEKIT_HAS_CUDA
+      if (next.ready != nullptr) {
+        const cudaError_t r = cudaStreamWaitEvent(consumer_stream, next.ready, 0);
+        (void)cudaEventDestroy(next.ready);
+        DEVICEKIT_CUDA_CHECK(r);
+      }
+#endif
+      current.emplace(std::move(next.tree));
+    }
+  };
+
+ public:
+  class iterator {
+   public:
+    using value_type = placed_type;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+
+    iterator() = default;
+    explicit iterator(state* s) noexcept : state_(s) {}
+    [[nodiscard]] placed_type& operator*() const { return *state_->current; }
+    [[nodiscard]] placed_type* operator->() const { return &*state_->current; }
+    iterator& operator++() {
+      state_->advance();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& i, std::default_sentinel_t) noexcept {
+      return i.state_ == nullptr || !i.state_->current.has_value();
+    }
+
+   private:
+    state* state_ = nullptr;
+  };
+
+  prefetch_view() = default;
+  prefetch_view(R source, device dev, std::size_t depth, Res& resource, native_stream_handle consumer = nullptr) {
+    if (depth == 0) throw config_error("prefetch: depth must be at least 1 (trees placed ahead of the consumer)");
+    state_ = std::make_unique<state>(std::move(source), dev, depth, &resource, consumer);
+  }
+
+  /// Starts the background thread and waits for the first tree. Single pass: once only.
+  [[nodiscard]] iterator begin() {
+    if (!state_) throw config_error("prefetch_view: begin() on an empty (moved-from) view");
+    if (state_->started) throw config_error("prefetch_view: begin() called twice; a prefetch view is single-pass");
+    state_->started = true;
+    state_->worker = std::thread([s = state_.get()] { s->run(); });
+    state_->advance();
+    return iterator(state_.get());
+  }
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+  /// The device trees are placed on and the most trees placed ahead of the consumer.
+  [[nodiscard]] device target() const noexcept { return state_ ? state_->dev : device{}; }
+  [[nodiscard]] std::size_t depth() const noexcept { return state_ ? state_->depth : 0; }
+
+ private:
+  std::unique_ptr<state> state_;
+};
+
+/// A view placing the trees of `source` on `dev`, up to `depth` ahead, allocating from
+/// `resource`; the consumer's stream `consumer` (cuda) waits for each tree's copy.
+template <std::ranges::viewable_range R, placement_resource Res>
+[[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth, Res& resource,
+                            native_stream_handle consumer = nullptr) {
+  return prefetch_view<std::views::all_t<R>, Res>(std::views::all(std::forward<R>(source)), dev, depth, resource,
+                                                  consumer);
+}
+
+/// prefetch with the default resource of `dev`; the consumer stream `consumer` waits for each
+/// copy (cuda; the legacy default stream if none).
+template <std::ranges::viewable_range R>
+[[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth = 2, native_stream_handle consumer = nullptr) {
+  return prefetch(std::forward<R>(source), dev, depth, default_placement_resource(dev), consumer);
+}
+
+/// prefetch for kernels on `consumer` (a stream of `dev`).
+template <std::ranges::viewable_range R>
+[[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth, const stream& consumer) {
+  detail::check_stream(consumer, dev, "prefetch");
+  return prefetch(std::forward<R>(source), dev, depth, default_placement_resource(dev), consumer.native_handle());
+}
+
+}  // namespace devicekit

@@ -1,0 +1,579 @@
+// place/: place, place_view, to_host, device mismatch, resources, NVTX ranges; shard (axes, every
+// uneven policy, the mismatched-batch message, meshes), replicate, prefetch (order, bounded
+// depth, exceptions, early exit) and the manager's members -- all on the CPU.
+#include <catch2/catch.hpp>
+
+#include <devicekit/manager.hpp>
+#include <devicekit/place/prefetch.hpp>
+#include <devicekit/place/shard.hpp>
+#include <devicekit/tree/hana.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace place_test {
+using images_t = dk::shaped_array<float, dk::md::extents<std::size_t, dk::md::dynamic_extent, 2, 3>>;
+struct batch {
+  BOOST_HANA_DEFINE_STRUCT(batch, (images_t, images), (std::vector<std::int32_t>, labels), (double, lr));
+};
+}  // namespace place_test
+using namespace place_test;
+
+namespace {
+
+batch make_batch(std::size_t n, int seed = 1) {
+  batch b{images_t(images_t::extents_type(n)), std::vector<std::int32_t>(n), 0.5 * seed};
+  for (std::size_t i = 0; i < b.images.size(); ++i) b.images.data()[i] = static_cast<float>(seed * 1000 + static_cast<int>(i));
+  for (std::size_t i = 0; i < n; ++i) b.labels[i] = static_cast<std::int32_t>(seed * 100 + static_cast<int>(i));
+  return b;
+}
+
+/// Counts what placement asks of it; memory from the heap.
+struct counting_resource {
+  std::atomic<int> allocations{0};
+  std::atomic<int> deallocations{0};
+  std::atomic<std::size_t> live_bytes{0};
+  std::size_t last_alignment = 0;
+  void* allocate(std::size_t bytes, std::size_t alignment) {
+    ++allocations;
+    live_bytes += bytes;
+    last_alignment = alignment;
+    return ::operator new(bytes, std::align_val_t{alignment});
+  }
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) {
+    ++deallocations;
+    live_bytes -= bytes;
+    ::operator delete(p, std::align_val_t{alignment});
+  }
+};
+
+std::vector<std::string>& range_log() {
+  static std::vector<std::string> log;
+  return log;
+}
+std::mutex range_mutex;
+void record_range(std::string_view name) {
+  std::lock_guard lock(range_mutex);
+  range_log().emplace_back(name);
+}
+
+}  // namespace
+
+TEST_CASE("place on the cpu copies every leaf kind into one block of the pool", "[place]") {
+  std::vector<float> v{1.5f, 2.5f, 3.5f};
+  std::array<std::uint16_t, 4> a{1, 2, 3, 65535};
+  std::vector<double> backing{9.0, 8.0};
+  std::span<const double> sp(backing);
+  std::vector<int> raw(6);
+  std::iota(raw.begin(), raw.end(), 10);
+  dk::md::mdspan<int, dk::md::extents<std::size_t, 2, 3>> view(raw.data());
+  const auto tree = std::make_tuple(v, a, sp, view, std::int64_t{-7}, make_batch(2));
+
+  counting_resource res;
+  const dk::stream cpu_stream;
+  {
+    auto placed = dk::place(tree, dk::device::cpu(), cpu_stream, res);
+    CHECK(res.allocations == 1);  // one block for the whole tree
+    CHECK(res.last_alignment == dk::placement_alignment);
+
+    const auto& pv = std::get<0>(placed);
+    STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(pv)>, dk::device_array<float>>);
+    CHECK(pv.device() == dk::device::cpu());
+    CHECK(pv.data() != v.data());
+    CHECK(std::vector<float>(pv.data(), pv.data() + pv.size()) == v);
+    CHECK(reinterpret_cast<std::uintptr_t>(pv.data()) % dk::placement_alignment == 0);
+    const auto& pa = std::get<1>(placed);
+    CHECK(pa.data()[3] == 65535);
+    CHECK(std::get<2>(placed).data()[1] == 8.0);
+    const auto& pview = std::get<3>(placed);
+    STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(pview)>,
+                                  dk::shaped_array<int, dk::md::extents<std::size_t, 2, 3>>>);
+    CHECK(pview(1, 2) == 15);
+    CHECK(std::get<4>(placed) == -7);  // scalars by value
+    const auto& pb = std::get<5>(placed);
+    CHECK(pb.get<"images">()(1, 1, 2) == 1000.f + 11.f);
+    CHECK(pb.get<"labels">().data()[1] == 101);
+    CHECK(pb.get<"lr">() == 0.5);
+    // Every array leaf shares the one owner.
+    CHECK(pv.owner() == pb.get<"labels">().owner());
+    CHECK(pv.owner() == pview.owner());
+    CHECK(dk::same_structure(tree, placed));
+
+    // The source can change: the placed copy does not.
+    v[0] = -1.f;
+    CHECK(pv.data()[0] == 1.5f);
+    CHECK(res.deallocations == 0);
+  }
+  CHECK(res.deallocations == 1);  // the block went back when the last leaf did
+  CHECK(res.live_bytes == 0);
+}
+
+TEST_CASE("to_host brings a placed tree back to host containers and the original struct type", "[place]") {
+  const batch b = make_batch(3, 2);
+  const auto placed = dk::place(b, dk::device::cpu());
+  const auto back = dk::to_host(placed);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(back)>, batch>);
+  CHECK(back.labels == b.labels);
+  CHECK(back.lr == b.lr);
+  CHECK(back.images.data() != b.images.data());
+  CHECK(std::equal(b.images.data(), b.images.data() + b.images.size(), back.images.data()));
+
+  const auto t = std::make_tuple(std::vector<std::uint8_t>{1, 2, 3}, std::vector<std::vector<float>>{{1.f}, {2.f, 3.f}});
+  const auto t_back = dk::to_host(dk::place(t, dk::device::cpu()));
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(t_back)>, std::remove_cvref_t<decltype(t)>>);
+  CHECK(t_back == t);
+}
+
+TEST_CASE("empty trees and zero-length leaves place and come back", "[place]") {
+  counting_resource res;
+  const dk::stream s;
+  const std::tuple<> nothing;
+  (void)dk::place(nothing, dk::device::cpu(), s, res);
+  CHECK(res.allocations == 0);
+
+  const auto zeros = std::make_tuple(std::vector<float>{}, std::vector<int>{}, 3);
+  const auto placed = dk::place(zeros, dk::device::cpu(), s, res);
+  CHECK(res.allocations == 0);  // nothing to hold
+  CHECK(std::get<0>(placed).empty());
+  CHECK(std::get<2>(placed) == 3);
+  CHECK(dk::to_host(placed) == zeros);
+
+  const auto mixed = std::make_tuple(std::vector<float>{}, std::vector<int>{4, 5});
+  const auto pm = dk::place(mixed, dk::device::cpu(), s, res);
+  CHECK(res.allocations == 1);
+  CHECK(std::get<1>(pm).data()[1] == 5);
+  CHECK(dk::to_host(pm) == mixed);
+}
+
+TEST_CASE("place_view is the zero-copy host form: views of the tree's own memory", "[place]") {
+  batch b = make_batch(2);
+  auto v = dk::place_view(b);
+  CHECK(v.get<"labels">().data() == b.labels.data());
+  CHECK_FALSE(v.get<"labels">().owns());
+  v.get<"images">()(0, 0, 0) = 42.f;
+  CHECK(b.images(0, 0, 0) == 42.f);
+
+  std::tuple<dk::device_array<float>> on_gpu{dk::device_array<float>::view(nullptr, 0, dk::device::cuda(0))};
+  CHECK_THROWS_AS(dk::place_view(on_gpu), dk::device_mismatch);
+}
+
+TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "[place][mismatch]") {
+  // Views of (fake) device memory: the check comes before any copy, so it runs without a GPU.
+  float dummy[4] = {};
+  const std::tuple<dk::device_array<float>, dk::device_array<float>> split{
+      dk::device_array<float>::view(dummy, 4, dk::device::cuda(0)),
+      dk::device_array<float>::view(dummy, 4, dk::device::cuda(1))};
+  CHECK_THROWS_AS((void)dk::place(split, dk::device::cpu()), dk::device_mismatch);
+  CHECK_THROWS_WITH((void)dk::place(split, dk::device::cpu()),
+                    Catch::Matchers::Contains("'[0]' is on cuda:0") && Catch::Matchers::Contains("'[1]' is on cuda:1"));
+  CHECK_THROWS_WITH((void)dk::to_host(split), Catch::Matchers::Contains("cuda:0") && Catch::Matchers::Contains("cuda:1"));
+  CHECK_THROWS_WITH((void)dk::device_of(split), Catch::Matchers::Contains("'[1]' is on cuda:1"));
+
+  const auto a = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(0)));
+  const auto b = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(2)), 3);
+  CHECK(dk::device_of(a) == dk::device::cuda(0));
+  CHECK_THROWS_WITH((void)dk::same_device(a, b),
+                    Catch::Matchers::Contains("tree 1 is on cuda:0") && Catch::Matchers::Contains("tree 2 is on cuda:2"));
+  CHECK(dk::same_device(a, std::make_tuple(1, 2.0)) == dk::device::cuda(0));
+
+  // A stream of one device used for another.
+  const dk::stream cpu_stream;
+  counting_resource res;
+  CHECK_THROWS_WITH((void)dk::place(std::vector<float>{1.f}, dk::device::cuda(0), cpu_stream, res),
+                    Catch::Matchers::Contains("the stream is on cpu:0 but the target device is cuda:0"));
+  CHECK(res.allocations == 0);
+}
+
+TEST_CASE("placement opens NVTX ranges for place, shard, replicate and prefetch", "[place][nvtx]") {
+  {
+    std::lock_guard lock(range_mutex);
+    range_log().clear();
+  }
+  dk::detail::range_observer = &record_range;
+  const auto b = make_batch(4);
+  const std::vector<dk::device> two(2, dk::device::cpu());
+  (void)dk::place(b, dk::device::cpu());
+  (void)dk::shard(b, two);
+  (void)dk::replicate(b, two);
+  {
+    std::vector<batch> src{b};
+    for (auto& x : dk::prefetch(src, dk::device::cpu())) (void)x;
+  }
+  dk::detail::range_observer = nullptr;
+  std::lock_guard lock(range_mutex);
+  const std::set<std::string> seen(range_log().begin(), range_log().end());
+  CHECK(seen.count("devicekit.place") == 1);
+  CHECK(seen.count("devicekit.shard") == 1);
+  CHECK(seen.count("devicekit.replicate") == 1);
+  CHECK(seen.count("devicekit.prefetch") == 1);
+}
+
+TEST_CASE("the default host pool reuses freed blocks", "[place][resource]") {
+  dk::detail::host_pool pool;
+  void* p = pool.allocate(5000, 256);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % 256 == 0);
+  pool.deallocate(p, 5000, 256);
+  CHECK(pool.cached_bytes() == 8192);
+  void* q = pool.allocate(6000, 256);  // same size class
+  CHECK(q == p);
+  pool.deallocate(q, 6000, 256);
+  pool.release_cached();
+  CHECK(pool.cached_bytes() == 0);
+  CHECK(dk::detail::size_class(3u << 20) == (3u << 20));
+  CHECK(dk::detail::size_class((3u << 20) + 1) == (4u << 20));
+}
+
+TEST_CASE("copy runs merge leaves that lie in one allocation in the same order", "[place][copy]") {
+  std::vector<std::byte> src(4096);
+  std::vector<std::byte> dst(4096);
+  int owner = 0;
+  const std::vector<dk::detail::copy_item> items{
+      {src.data(), dk::device::cuda(0), &owner, dst.data(), 100},
+      {src.data() + 256, dk::device::cuda(0), &owner, dst.data() + 256, 100},
+      {src.data() + 512, dk::device::cuda(0), &owner, dst.data() + 1024, 100},  // moved: new run
+      {src.data() + 2048, dk::device::cuda(0), nullptr, dst.data() + 2048, 10},  // unknown owner: alone
+  };
+  const auto runs = dk::detail::coalesce(items);
+  REQUIRE(runs.size() == 3);
+  CHECK(runs[0].bytes == 356);
+  CHECK(runs[1].dst == dst.data() + 1024);
+  CHECK(runs[2].bytes == 10);
+}
+
+// --- shard ------------------------------------------------------------------------------------
+
+TEST_CASE("shard splits every leaf along the batch axis; scalars go to every shard", "[shard]") {
+  const batch b = make_batch(4);
+  const std::vector<dk::device> devs(2, dk::device::cpu());
+  const auto s = dk::shard(b, devs);
+  REQUIRE(s.size() == 2);
+  CHECK(s.batch_axis == 0u);
+  CHECK(s.batch_size == 4);
+  CHECK(s.pad == 0);
+  CHECK(s.valid == std::vector<std::size_t>{2, 2});
+  const auto& second = s[1];
+  CHECK(second.get<"images">().extent(0) == 2);
+  CHECK(second.get<"images">()(0, 0, 0) == b.images(2, 0, 0));
+  CHECK(second.get<"images">()(1, 1, 2) == b.images(3, 1, 2));
+  CHECK(second.get<"labels">().size() == 2);
+  CHECK(second.get<"labels">().data()[0] == b.labels[2]);
+  CHECK(second.get<"lr">() == b.lr);
+  // Each shard is its own placed copy.
+  CHECK(second.get<"labels">().data() != b.labels.data() + 2);
+  CHECK(s[0].get<"labels">().owner() != s[1].get<"labels">().owner());
+}
+
+TEST_CASE("shard along other axes and layouts gathers the right elements", "[shard]") {
+  using e2 = dk::md::dextents<std::size_t, 2>;
+  dk::shaped_array<int, e2> right(e2(3, 4));
+  dk::shaped_array<int, e2, dk::md::layout_left> left(e2(3, 4));
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      right(i, j) = static_cast<int>(10 * i + j);
+      left(i, j) = static_cast<int>(10 * i + j);
+    }
+  }
+  const auto t = std::make_tuple(right, left);
+  const auto s = dk::shard(t, std::vector<dk::device>(2, dk::device::cpu()), 1);
+  REQUIRE(s.size() == 2);
+  const auto& r1 = std::get<0>(s[1]);
+  const auto& l1 = std::get<1>(s[1]);
+  CHECK(r1.extent(0) == 3);
+  CHECK(r1.extent(1) == 2);
+  CHECK(l1.extent(1) == 2);
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t j = 0; j < 2; ++j) {
+      CHECK(r1(i, j) == static_cast<int>(10 * i + j + 2));
+      CHECK(l1(i, j) == static_cast<int>(10 * i + j + 2));
+    }
+  }
+  STATIC_REQUIRE(std::is_same_v<typename std::remove_cvref_t<decltype(l1)>::layout_type, dk::md::layout_left>);
+
+  // A rank-1 leaf has no axis 1.
+  const auto bad = std::make_tuple(right, std::vector<int>(3));
+  CHECK_THROWS_WITH((void)dk::shard(bad, std::vector<dk::device>(2, dk::device::cpu()), 1),
+                    Catch::Matchers::Contains("leaf '[1]' has rank 1, so it has no axis 1"));
+}
+
+TEST_CASE("uneven batches: error (like JAX), pad (with the count), ragged (last shard smaller)", "[shard]") {
+  const batch b = make_batch(5);
+  const std::vector<dk::device> two(2, dk::device::cpu());
+
+  CHECK_THROWS_AS((void)dk::shard(b, two), dk::config_error);
+  CHECK_THROWS_WITH((void)dk::shard(b, two),
+                    Catch::Matchers::Contains("axis 0 of size 5 cannot be split evenly over 2 devices") &&
+                        Catch::Matchers::Contains("5 = 2 x 2 + 1") && Catch::Matchers::Contains("uneven::pad") &&
+                        Catch::Matchers::Contains("uneven::ragged"));
+
+  const auto padded = dk::shard(b, two, 0, dk::uneven::pad);
+  CHECK(padded.pad == 1);
+  CHECK(padded.valid == std::vector<std::size_t>{3, 2});
+  CHECK(padded[0].get<"labels">().size() == 3);
+  CHECK(padded[1].get<"labels">().size() == 3);
+  CHECK(padded[1].get<"labels">().data()[0] == b.labels[3]);
+  CHECK(padded[1].get<"labels">().data()[1] == b.labels[4]);
+  CHECK(padded[1].get<"labels">().data()[2] == 0);  // padding is zero
+  CHECK(padded[1].get<"images">().extent(0) == 3);
+  CHECK(padded[1].get<"images">()(1, 1, 2) == b.images(4, 1, 2));
+  CHECK(padded[1].get<"images">()(2, 1, 2) == 0.f);
+
+  const std::vector<dk::device> three(3, dk::device::cpu());
+  const auto ragged = dk::shard(b, three, 0, dk::uneven::ragged);
+  CHECK(ragged.pad == 0);
+  CHECK(ragged.valid == std::vector<std::size_t>{2, 2, 1});
+  CHECK(ragged[2].get<"labels">().size() == 1);
+  CHECK(ragged[2].get<"labels">().data()[0] == b.labels[4]);
+  CHECK(ragged[2].get<"images">().extent(0) == 1);
+
+  // More devices than rows: trailing shards are empty.
+  const auto tiny = dk::shard(make_batch(1), three, 0, dk::uneven::ragged);
+  CHECK(tiny.valid == std::vector<std::size_t>{1, 0, 0});
+  CHECK(tiny[2].get<"labels">().empty());
+  const auto tiny_pad = dk::shard(make_batch(1), three, 0, dk::uneven::pad);
+  CHECK(tiny_pad.pad == 2);
+  CHECK(tiny_pad[2].get<"labels">().size() == 1);
+  CHECK(tiny_pad[2].get<"labels">().data()[0] == 0);
+
+  // Even batches are the same under every policy.
+  for (auto policy : {dk::uneven::error, dk::uneven::pad, dk::uneven::ragged}) {
+    const auto even = dk::shard(make_batch(6), three, 0, policy);
+    CHECK(even.pad == 0);
+    CHECK(even.valid == std::vector<std::size_t>{2, 2, 2});
+  }
+}
+
+TEST_CASE("leaves that disagree on the batch size are named with their sizes", "[shard]") {
+  const auto t = std::make_tuple(std::vector<float>(8), std::vector<int>(7), std::vector<short>(8), std::vector<char>(7));
+  const std::vector<dk::device> two(2, dk::device::cpu());
+  CHECK_THROWS_AS((void)dk::shard(t, two), dk::config_error);
+  CHECK_THROWS_WITH((void)dk::shard(t, two),
+                    Catch::Matchers::Contains("disagree on the batch size along axis 0") &&
+                        Catch::Matchers::Contains("'[1]', '[3]' have 7") &&
+                        Catch::Matchers::Contains("'[0]', '[2]' have 8"));
+  batch b = make_batch(4);
+  b.labels.resize(3);
+  CHECK_THROWS_WITH((void)dk::shard(b, two, 0, dk::uneven::ragged),
+                    Catch::Matchers::Contains("'labels' has 3") && Catch::Matchers::Contains("'images' has 4"));
+}
+
+TEST_CASE("shard of empty trees and zero-length batches", "[shard]") {
+  const std::vector<dk::device> two(2, dk::device::cpu());
+  const auto none = dk::shard(std::tuple<>{}, two);
+  CHECK(none.size() == 2);
+  CHECK(none.batch_axis == 0u);  // the split dimension, even with no leaf to split
+  CHECK(none.batch_size == 0);
+  const auto empty = dk::shard(std::make_tuple(std::vector<float>{}, 1), two);
+  CHECK(empty.batch_size == 0);
+  CHECK(std::get<0>(empty[1]).empty());
+  CHECK(std::get<1>(empty[1]) == 1);
+}
+
+TEST_CASE("mesh + partition spec: 2-D meshes, named axes, unnamed axes replicated", "[shard][mesh]") {
+  const batch b = make_batch(4);
+  const dk::mesh m(std::vector<dk::device>(4, dk::device::cpu()), 2, 2, "data", "model");
+  CHECK(m.str() == "mesh(data=2, model=2)");
+
+  // Batch over "data"; "model" unnamed: the two devices of a row hold the same rows.
+  const auto by_data = dk::shard(b, m, dk::partition_spec{"data", std::nullopt});
+  REQUIRE(by_data.size() == 4);
+  CHECK(by_data.mesh_coords[3] == std::vector<std::size_t>{1, 1});
+  CHECK(by_data.valid == std::vector<std::size_t>{2, 2, 2, 2});
+  CHECK(by_data[2].get<"labels">().data()[0] == b.labels[2]);
+  CHECK(by_data[3].get<"labels">().data()[0] == b.labels[2]);
+  CHECK(by_data[1].get<"labels">().data()[1] == b.labels[1]);
+  CHECK(by_data[1].get<"images">().extent(1) == 2);
+
+  // Two dimensions split; the rank-1 labels are split along the batch only.
+  const auto both = dk::shard(b, m, dk::partition_spec{"data", "model"});
+  const auto& im = both[1].get<"images">();  // coords (0, 1)
+  CHECK(im.extent(0) == 2);
+  CHECK(im.extent(1) == 1);
+  CHECK(im(1, 0, 2) == b.images(1, 1, 2));
+  CHECK(both[1].get<"labels">().size() == 2);
+
+  // A 1-D mesh: seed 001's distribute_batch(data, NamedSharding(mesh, P("data"))).
+  const dk::mesh line(std::vector<dk::device>(2, dk::device::cpu()));
+  const auto halves = dk::shard(b, line, dk::partition_spec{"data"});
+  CHECK(halves[1].get<"labels">().data()[0] == b.labels[2]);
+
+  CHECK_THROWS_WITH((void)dk::shard(b, m, dk::partition_spec{"batch"}),
+                    Catch::Matchers::Contains("names mesh axis 'batch', which mesh(data=2, model=2) does not have"));
+  CHECK_THROWS_WITH((void)dk::shard(b, m, dk::partition_spec{"data", "data"}),
+                    Catch::Matchers::Contains("two dimensions over mesh axis 'data'"));
+  CHECK_THROWS_AS(dk::mesh(std::vector<dk::device>(3, dk::device::cpu()), 2, 2, "a", "b"), dk::config_error);
+  CHECK_THROWS_AS(dk::mesh(std::vector<dk::device>(4, dk::device::cpu()), 2, 2, "a", "a"), dk::config_error);
+  // Non-batch dimensions that do not divide: the leaf is named.
+  const dk::mesh three(std::vector<dk::device>(3, dk::device::cpu()), 1, 3, "data", "model");
+  CHECK_THROWS_WITH((void)dk::shard(b, three, dk::partition_spec{"data", "model"}),
+                    Catch::Matchers::Contains("leaf 'images': axis 1 of size 2 cannot be split evenly over 3"));
+}
+
+TEST_CASE("replicate puts a full copy on every device", "[replicate]") {
+  const batch b = make_batch(3);
+  const std::vector<dk::device> devs(3, dk::device::cpu());
+  const auto r = dk::replicate(b, devs);
+  REQUIRE(r.size() == 3);
+  for (const auto& copy : r) {
+    CHECK(dk::to_host(copy).labels == b.labels);
+    CHECK(copy.get<"images">()(2, 1, 2) == b.images(2, 1, 2));
+  }
+  CHECK(r[0].get<"labels">().data() != r[2].get<"labels">().data());
+  CHECK_THROWS_AS((void)dk::replicate(b, std::vector<dk::device>{}), dk::config_error);
+}
+
+// --- prefetch -----------------------------------------------------------------------------------
+
+namespace {
+/// An input range of host trees that counts how far it has been pulled and can throw.
+class counting_source : public std::ranges::view_interface<counting_source> {
+ public:
+  struct shared {
+    std::atomic<int> pulled{0};
+    int count = 0;
+    int throw_at = -1;
+  };
+  class iterator {
+   public:
+    using value_type = std::vector<int>;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    explicit iterator(shared* s) : s_(s) {}
+    value_type operator*() const {
+      if (i_ == s_->throw_at) throw std::runtime_error("source failed at " + std::to_string(i_));
+      s_->pulled = i_ + 1;
+      return std::vector<int>(16, i_);
+    }
+    iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    void operator++(int) { ++i_; }
+    friend bool operator==(const iterator& it, std::default_sentinel_t) { return it.i_ >= it.s_->count; }
+
+   private:
+    shared* s_ = nullptr;
+    int i_ = 0;
+  };
+  explicit counting_source(shared* s) : s_(s) {}
+  iterator begin() const { return iterator(s_); }
+  std::default_sentinel_t end() const { return {}; }
+
+ private:
+  shared* s_;
+};
+}  // namespace
+
+TEST_CASE("prefetch delivers the source's trees in order, placed", "[prefetch]") {
+  std::vector<batch> batches;
+  for (int i = 0; i < 6; ++i) batches.push_back(make_batch(2, i + 1));
+  auto view = dk::prefetch(batches, dk::device::cpu(), 3);
+  STATIC_REQUIRE(std::ranges::input_range<decltype(view)>);
+  STATIC_REQUIRE(std::ranges::view<decltype(view)>);
+  int k = 0;
+  for (auto& placed : view) {
+    CHECK(placed.get<"labels">().data()[0] == batches[static_cast<std::size_t>(k)].labels[0]);
+    CHECK(placed.get<"labels">().data() != batches[static_cast<std::size_t>(k)].labels.data());
+    ++k;
+  }
+  CHECK(k == 6);
+
+  std::vector<std::vector<int>> none;
+  int n = 0;
+  for (auto& x : dk::prefetch(none, dk::device::cpu())) {
+    (void)x;
+    ++n;
+  }
+  CHECK(n == 0);
+  CHECK_THROWS_AS(dk::prefetch(none, dk::device::cpu(), 0), dk::config_error);
+  auto once = dk::prefetch(none, dk::device::cpu());
+  (void)once.begin();
+  CHECK_THROWS_AS(once.begin(), dk::config_error);
+}
+
+TEST_CASE("prefetch keeps at most depth trees ahead of a slow consumer", "[prefetch]") {
+  for (const int depth : {1, 2, 4}) {
+    counting_source::shared s;
+    s.count = 12;
+    int consumed = 0;
+    int worst_ahead = 0;
+    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), static_cast<std::size_t>(depth))) {
+      ++consumed;
+      CHECK(tree.data()[0] == consumed - 1);
+      // Give the producer every chance to run ahead.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      worst_ahead = std::max(worst_ahead, s.pulled.load() - consumed);
+    }
+    CHECK(consumed == 12);
+    CHECK(worst_ahead <= depth);
+    CHECK(worst_ahead == std::min(depth, 12 - 1));  // it does run ahead, as far as allowed
+  }
+}
+
+TEST_CASE("an exception from the source reaches the consumer after the trees before it", "[prefetch]") {
+  counting_source::shared s;
+  s.count = 10;
+  s.throw_at = 3;
+  std::vector<int> seen;
+  auto consume = [&] {
+    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), 2)) seen.push_back(tree.data()[0]);
+  };
+  CHECK_THROWS_WITH(consume(), "source failed at 3");
+  CHECK(seen == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("leaving a prefetch loop early stops the thread and joins it", "[prefetch]") {
+  counting_source::shared s;
+  s.count = 1000000;
+  {
+    int taken = 0;
+    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), 2)) {
+      (void)tree;
+      if (++taken == 3) break;
+    }
+  }
+  // The view is gone and its thread joined: the source is not pulled any more.
+  const int after = s.pulled.load();
+  CHECK(after <= 3 + 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(s.pulled.load() == after);
+
+  // An exception in the loop body leaves the same way.
+  auto body_throws = [&] {
+    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), 2)) {
+      if (tree.data()[0] == 1) throw std::logic_error("consumer failed");
+    }
+  };
+  CHECK_THROWS_AS(body_throws(), std::logic_error);
+}
+
+// --- the manager ----------------------------------------------------------------------------------
+
+TEST_CASE("the manager places, replicates, shards and prefetches on its devices", "[place][manager]") {
+  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  const batch b = make_batch(4);
+  const auto placed = dm.place(b);
+  CHECK(dk::device_of(placed) == dk::device::cpu());
+  CHECK(dk::to_host(placed).labels == b.labels);
+  CHECK(dm.replicate(b).size() == dm.devices().size());
+  const auto shards = dm.shard(b);
+  CHECK(shards.size() == dm.devices().size());
+  CHECK(shards.valid.front() == 4 / dm.devices().size());
+  std::vector<batch> src{b, make_batch(4, 2)};
+  int n = 0;
+  for (auto& x : dm.prefetch(src)) n += static_cast<int>(x.get<"labels">().size());
+  CHECK(n == 8);
+  CHECK_THROWS_AS((void)dm.place(b, dk::device::cuda(7)), dk::device_mismatch);
+}
