@@ -20,6 +20,7 @@
 #include <devicekit/distribute/nccl.hpp>  // empty without NCCL (DEVICEKIT_HAS_NCCL 0)
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/self.hpp>
+#include <devicekit/distribute/summary.hpp>
 #include <devicekit/distribute/tree_collectives.hpp>
 #include <devicekit/manager.hpp>
 #include <devicekit/memory/strategy.hpp>

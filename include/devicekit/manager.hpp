@@ -9,6 +9,7 @@
 /// `default_device()` and `print_device_info()`.
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
+#include <devicekit/distribute/summary.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
@@ -124,6 +125,41 @@ class device_manager {
   [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) const {
     return devicekit::shard(tree, devices(), axis, policy, resource_selector());
   }
+  /// `tree` spread over this manager's devices as its scheme plans it (dm.plan): one placed
+  /// tree per share, in plan order, as `per_device` (single_device: one; replicate: one per
+  /// device) or, for schemes that split the batch, as `sharded` (shard_batch: one shard per
+  /// device, its uneven policy applied). A custom scheme's plan is checked (validate_plan); its
+  /// row shares must be the ragged split of the batch over its devices, which is what
+  /// place/shard can make (config_error otherwise).
+  template <class T>
+  [[nodiscard]] auto distribute(const T& tree) const {
+    const tree_summary summary = summarize_tree(tree);
+    const distribution_plan p = plan(summary);
+    std::vector<device> devs;
+    bool whole = true;
+    for (const auto& s : p.shares) {
+      devs.push_back(s.dev);
+      whole = whole && s.whole;
+    }
+    if constexpr (requires { Scheme::uneven; }) {
+      return devicekit::shard(tree, devs, 0, to_place_policy(Scheme::uneven), resource_selector());
+    } else if constexpr (requires { Scheme::splits_batch; }) {
+      // A custom scheme that declares row shares: only the split place/shard makes is possible.
+      if (whole || schemes::shard_batch::plan(summary, devs) != p) {
+        throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
+                           "' declares splits_batch, but its plan is not the ragged split of the batch over its "
+                           "devices, the only split place/shard makes");
+      }
+      return devicekit::shard(tree, devs, 0, uneven::ragged, resource_selector());
+    } else {
+      if (!whole) {
+        throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
+                           "' gives row shares; declare 'static constexpr bool splits_batch = true' in it to shard");
+      }
+      return devicekit::replicate(tree, devs, resource_selector());
+    }
+  }
+
   /// Trees of `source` placed on the default device up to `depth` ahead (see place/prefetch.hpp).
   template <class R>
   [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2) const {
@@ -164,6 +200,14 @@ class device_manager {
     std::string s;
     for (const auto& p : state_.caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
     return s.empty() ? "none" : s;
+  }
+
+  static constexpr uneven to_place_policy(schemes::uneven_batch u) noexcept {
+    switch (u) {
+      case schemes::uneven_batch::error: return uneven::error;
+      case schemes::uneven_batch::pad: return uneven::pad;
+      default: return uneven::ragged;
+    }
   }
 
   // Placement allocates from placement's own resources until the memory layer's pool is merged.

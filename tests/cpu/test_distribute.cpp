@@ -438,3 +438,95 @@ TEST_CASE("the manager plans with its scheme and reports the device assignment",
   custom half{dk::settings{}, dk::fixed_detector{three_gpus()}};
   CHECK(half.plan({}).shares.size() == 1);
 }
+
+// --- dm.distribute: the scheme applied to a tree -------------------------------------------------
+
+namespace {
+struct batch {
+  BOOST_HANA_DEFINE_STRUCT(batch, (std::vector<float>, x), (std::vector<std::int32_t>, y));
+};
+batch make_batch(std::size_t rows) {
+  batch b;
+  for (std::size_t i = 0; i < rows; ++i) {
+    b.x.push_back(static_cast<float>(i) + 0.5f);
+    b.y.push_back(static_cast<std::int32_t>(10 * i));
+  }
+  return b;
+}
+/// Two host "devices" (cpu:0, cpu:1): enough to see a plan spread a tree without a GPU.
+dk::capabilities two_cpus() {
+  dk::capabilities caps;
+  caps.device_type = dk::device_kind::cpu;
+  for (int i = 0; i < 2; ++i) {
+    dk::device_properties p;
+    p.id = dk::device::cpu(i);
+    p.name = "host";
+    caps.devices.push_back(p);
+  }
+  caps.device_count = 2;
+  return caps;
+}
+struct whole_on_second {  // custom: one copy, on the second device
+  static constexpr std::string_view name() noexcept { return "whole_on_second"; }
+  static dk::distribution_plan plan(const dk::tree_summary&, std::span<const dk::device> devices) {
+    return {{{devices.back()}}};
+  }
+};
+template <class Leaf>
+std::vector<typename Leaf::element_type> host_values(const Leaf& leaf) {
+  return {leaf.data(), leaf.data() + leaf.size()};
+}
+}  // namespace
+
+TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[distribute][manager]") {
+  const batch b = make_batch(5);
+  CHECK(dk::summarize_tree(b).batch == 5);
+  CHECK(dk::summarize_tree(b).leaf_count == 2);
+  CHECK(dk::summarize_tree(b).total_bytes == 40);
+  SECTION("single_device: one copy on the default device") {
+    dk::device_manager<dk::fixed_detector, dk::balanced, dk::single_device> dm{
+        dk::settings{}.set_device(dk::device::cpu(1)), dk::fixed_detector{two_cpus()}};
+    const auto d = dm.distribute(b);
+    REQUIRE(d.size() == 1);
+    CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(1)});
+    CHECK(host_values(d[0].template get<"x">()) == b.x);
+  }
+  SECTION("replicate: a copy per device") {
+    dk::device_manager<dk::fixed_detector, dk::balanced, dk::schemes::replicate> dm{dk::settings{},
+                                                                                   dk::fixed_detector{two_cpus()}};
+    const auto d = dm.distribute(b);
+    REQUIRE(d.size() == 2);
+    CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(0), dk::device::cpu(1)});
+    CHECK(host_values(d[1].template get<"y">()) == b.y);
+  }
+  SECTION("shard_batch (ragged): 5 rows as 3 + 2") {
+    dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch> dm{dk::settings{},
+                                                                            dk::fixed_detector{two_cpus()}};
+    const auto d = dm.distribute(b);
+    REQUIRE(d.size() == 2);
+    CHECK(d.valid == std::vector<std::size_t>{3, 2});
+    CHECK(host_values(d[1].template get<"y">()) == std::vector<std::int32_t>{30, 40});
+    CHECK(dm.plan(dk::summarize_tree(b)).shares[1].count == 2);
+  }
+  SECTION("shard_batch with the error policy refuses 5 rows over 2 devices") {
+    dk::device_manager<dk::fixed_detector, dk::balanced,
+                       dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::error>>
+        dm{dk::settings{}, dk::fixed_detector{two_cpus()}};
+    CHECK_THROWS_WITH((void)dm.distribute(b), Catch::Contains("5 rows does not divide into 2"));
+    CHECK(dm.distribute(make_batch(4)).valid == std::vector<std::size_t>{2, 2});
+  }
+  SECTION("shard_batch with padding") {
+    dk::device_manager<dk::fixed_detector, dk::balanced,
+                       dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::pad>>
+        dm{dk::settings{}, dk::fixed_detector{two_cpus()}};
+    const auto d = dm.distribute(b);
+    CHECK(d.pad == 1);
+    CHECK(host_values(d[1].template get<"y">()) == std::vector<std::int32_t>{30, 40, 0});
+  }
+  SECTION("a custom scheme") {
+    dk::device_manager<dk::fixed_detector, dk::balanced, whole_on_second> dm{dk::settings{},
+                                                                            dk::fixed_detector{two_cpus()}};
+    const auto d = dm.distribute(b);
+    CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(1)});
+  }
+}

@@ -45,6 +45,19 @@ concept communicator = requires(C& c, const C& cc, device d) {
   c.backend();
 };
 
+template <class Tree>
+struct per_device;  // place/shard.hpp: what replicate and shard return
+
+namespace detail {
+template <class T>
+std::true_type is_per_device_test(const per_device<T>*);
+std::false_type is_per_device_test(...);
+/// True for per_device<T> and what derives from it (sharded<T>).
+template <class T>
+inline constexpr bool is_per_device_v =
+    decltype(is_per_device_test(std::declval<std::remove_cvref_t<T>*>()))::value;
+}  // namespace detail
+
 /// One tree per local rank of a communicator that drives several (NCCL init_all), in the order
 /// of its devices.
 template <class Tree>
@@ -223,12 +236,14 @@ void scatter_trees(Comm& comm, std::span<In> in, std::span<Out> out, int root) {
 
 /// Root's leaves to every rank, in place. Every rank passes a tree of the same structure.
 template <communicator Comm, class Tree>
+  requires(!detail::is_per_device_v<Tree>)
 void broadcast(Comm& comm, Tree& tree, int root = 0) {
   detail::broadcast_trees(comm, std::span<Tree>(&tree, 1), root);
 }
 
 /// Every leaf becomes the element-wise reduction over the ranks, in place.
 template <communicator Comm, class Tree>
+  requires(!detail::is_per_device_v<Tree>)
 void all_reduce(Comm& comm, Tree& tree, reduce_op op = reduce_op::sum) {
   detail::all_reduce_trees(comm, std::span<Tree>(&tree, 1), op);
 }
@@ -292,6 +307,18 @@ void reduce_scatter(Comm& comm, one_per_device_trees<In> in, one_per_device_tree
 template <communicator Comm, class In, class Out>
 void scatter(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Out> out, int root = 0) {
   detail::scatter_trees(comm, in.trees, out.trees, root);
+}
+
+// --- what replicate / shard / dm.distribute return: one tree per device ---------------------------
+
+/// `dk::all_reduce(comm, dm.replicate(grads))` over an NCCL communicator of the same devices.
+template <communicator Comm, class Tree>
+void broadcast(Comm& comm, per_device<Tree>& trees, int root = 0) {
+  detail::broadcast_trees(comm, std::span<Tree>(trees.trees), root);
+}
+template <communicator Comm, class Tree>
+void all_reduce(Comm& comm, per_device<Tree>& trees, reduce_op op = reduce_op::sum) {
+  detail::all_reduce_trees(comm, std::span<Tree>(trees.trees), op);
 }
 
 /// Balanced counts for scatter: `total` split over `parts`, the first `total % parts` parts one
