@@ -48,8 +48,10 @@ namespace detail {
 
 template <class T>
 inline constexpr bool is_shaped_array_v = false;
+#if DEVICEKIT_HAS_MDSPAN
 template <class T, class E, class L>
 inline constexpr bool is_shaped_array_v<shaped_array<T, E, L>> = true;
+#endif
 
 template <class T>
 inline constexpr bool is_mdspan_view_v = false;
