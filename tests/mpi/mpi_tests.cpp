@@ -312,6 +312,33 @@ MPI_TEST("argument errors: the same config_error on every rank, no hang") {
   comm.barrier();
 }
 
+MPI_TEST("an MPI failure becomes communication_error naming the operation, call, rank and MPI's text") {
+  dk::mpi_communicator comm;
+  std::vector<int> v(4, 1);
+  // Past the argument checks, straight to the backend: MPI itself refuses the root (every rank
+  // does, so none waits). The communicator returns errors instead of aborting the job.
+  comm.backend().set_operation("broadcast");
+  bool thrown = false;
+  try {
+    comm.backend().broadcast(0, v.data(), v.size(), dk::element_type::int32, size_ + 5);
+  } catch (const dk::communication_error& e) {
+    thrown = true;
+    CHECK_EQ(e.backend(), std::string("MPI"));
+    CHECK_EQ(e.operation(), std::string("broadcast"));
+    CHECK_EQ(e.call(), std::string("MPI_Bcast"));
+    CHECK_EQ(e.rank(), rank_);
+    CHECK_EQ(e.size(), size_);
+    CHECK(e.code() != 0);
+    CHECK(!e.detail().empty());
+    const std::string what = e.what();
+    CHECK(what.find("MPI broadcast: MPI_Bcast failed on rank " + std::to_string(rank_) + " of " +
+                    std::to_string(size_)) != std::string::npos);
+  }
+  CHECK(thrown);
+  comm.all_reduce(std::vector<dk::leaf_span>{dk::leaf_span::of(v)});  // still usable
+  CHECK_EQ(v[0], size_);
+}
+
 MPI_TEST("empty leaf lists and zero-length leaves") {
   dk::mpi_communicator comm;
   comm.all_reduce(std::vector<dk::leaf_span>{});
