@@ -49,8 +49,9 @@ struct collective_options {
   /// Leaves are coalesced into buckets of at most this many bytes (a larger leaf goes alone).
   /// 0: one collective per leaf.
   std::size_t bucket_bytes = default_bucket_bytes;
-  /// Compare the structure across ranks before each collective (one small all-gather). Turning
-  /// it off saves that round trip, and turns a mismatched tree into a hang or garbage.
+  /// Compare the structure across ranks before each collective (one small all-gather; on NCCL
+  /// also a wait for the stream, since the host reads the answer). Turning it off saves that
+  /// round trip, and turns a mismatched tree into a hang or garbage.
   bool check_structure = true;
 };
 
