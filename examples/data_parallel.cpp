@@ -102,8 +102,10 @@ class gradient_reducer {
   }
 
   [[nodiscard]] std::string engine() const {
-    return nccl_ ? "NCCL over " + std::to_string(gpus_.size()) + " GPU(s) in this process"
-                 : (host_.size() > 1 ? "MPI" : "the self communicator");
+#if DEVICEKIT_HAS_NCCL
+    if (nccl_) return "NCCL over " + std::to_string(gpus_.size()) + " GPU(s) in this process";
+#endif
+    return host_.size() > 1 ? "MPI" : "the self communicator";
   }
 
   /// One gradient tree per local replica in, their sum over every replica everywhere out.
