@@ -24,6 +24,9 @@
 
 namespace dk = devicekit;
 
+// The batches here are shaped arrays, which need an mdspan (CCCL from the CUDA toolkit, or a
+// standard library with <mdspan>).
+#if DEVICEKIT_HAS_MDSPAN
 namespace place_test {
 using images_t = dk::shaped_array<float, dk::md::extents<std::size_t, dk::md::dynamic_extent, 2, 3>>;
 struct batch {
@@ -577,3 +580,4 @@ TEST_CASE("the manager places, replicates, shards and prefetches on its devices"
   CHECK(n == 8);
   CHECK_THROWS_AS((void)dm.place(b, dk::device::cuda(7)), dk::device_mismatch);
 }
+#endif  // DEVICEKIT_HAS_MDSPAN
