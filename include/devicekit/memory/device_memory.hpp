@@ -65,6 +65,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -103,12 +104,12 @@ struct pool_config {
   std::optional<memory_budget> budget;
 };
 
-/// One live allocation, as tracking sees it.
+/// One live allocation.
 struct allocation_record {
   void* ptr = nullptr;
   std::size_t bytes = 0;
-  std::size_t alignment = 0;
-  std::source_location where{};  ///< empty unless tracking
+  std::size_t alignment = 0;     ///< as requested; 0 unless tracking
+  std::source_location where{};  ///< the allocating call; empty unless tracking
 };
 
 struct defragment_result {
@@ -283,9 +284,7 @@ class device_memory {
     std::lock_guard lock(mutex_);
     std::vector<allocation_record> out;
     out.reserve(live_.size());
-    live_.for_each([&](const detail::live_record& r) {
-      out.push_back({reinterpret_cast<void*>(r.key), r.requested, r.alignment, r.where});
-    });
+    live_.for_each([&](const detail::live_record& r) { out.push_back(record_of(r)); });
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ptr < b.ptr; });
     return out;
   }
@@ -443,8 +442,8 @@ class device_memory {
     }
     taken t = try_take(bytes, alignment, sid);
     if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
-    live_.insert({t.addr, bytes, t.owner, tracking_ ? where : std::source_location{},
-                  static_cast<std::uint32_t>(std::min<std::size_t>(alignment, UINT32_MAX)), t.kind});
+    live_.insert({t.addr, bytes, t.owner, t.kind});
+    if (tracking_) sites_[t.addr] = {where, alignment};
     allocated_ += bytes;
     in_use_ += t.size;
     ++active_;
@@ -905,18 +904,19 @@ class device_memory {
       throw invalid_free(invalid_free::kind::wrong_size,
                          "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
                              device_.str() + ": wrong size: it was allocated with " + std::to_string(rec->requested) +
-                             " bytes at " + detail::where_text(rec->where) +
+                             " bytes at " + detail::where_text(site_of(a).where) +
                              "; pass the size given to allocate. The pool is unchanged.");
     }
     const std::uint16_t sid = ordered && events_ ? stream_id(s) : 0;
     const detail::live_record r = *rec;
     live_.erase(rec);
-    if (r.kind == detail::live_kind::large) {
-      block* b = static_cast<block*>(r.owner);
+    if (tracking_) sites_.erase(a);
+    if (r.kind() == detail::live_kind::large) {
+      block* b = static_cast<block*>(r.owner());
       in_use_ -= b->size;
       insert_free(b, sid, sid != 0 ? streams_[sid - 1u]->next_seq++ : 0);
     } else {
-      slab* sl = static_cast<slab*>(r.owner);
+      slab* sl = static_cast<slab*>(r.owner());
       in_use_ -= sl->slot_size;
       if (sid != 0) {
         detail::stream_state& st = *streams_[sid - 1u];
@@ -976,9 +976,7 @@ class device_memory {
     if (live_.size() == 0) return {};
     std::vector<allocation_record> live;
     live.reserve(live_.size());
-    live_.for_each([&](const detail::live_record& r) {
-      live.push_back({reinterpret_cast<void*>(r.key), r.requested, r.alignment, r.where});
-    });
+    live_.for_each([&](const detail::live_record& r) { live.push_back(record_of(r)); });
     std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) { return x.ptr < y.ptr; });
     std::size_t total = 0;
     for (const auto& x : live) total += x.bytes;
@@ -996,6 +994,15 @@ class device_memory {
     }
     if (!tracking_) s += "  (set DEVICEKIT_MEMORY_DEBUG=1 to see where each was allocated)\n";
     return s;
+  }
+
+  [[nodiscard]] detail::allocation_site site_of(std::uintptr_t a) const {
+    const auto it = sites_.find(a);
+    return it == sites_.end() ? detail::allocation_site{} : it->second;
+  }
+  [[nodiscard]] allocation_record record_of(const detail::live_record& r) const {
+    const detail::allocation_site site = site_of(r.key);
+    return {reinterpret_cast<void*>(r.key), r.requested, site.alignment, site.where};
   }
 
   // --- profilers --------------------------------------------------------------------------------
@@ -1080,7 +1087,9 @@ class device_memory {
           ++used_large;
           used_large_bytes += b->size;
           const detail::live_record* r = live_.find(b->addr);
-          if (r == nullptr || r->owner != b) fail("a used block has no live record");
+          if (r == nullptr || r->owner() != b || r->kind() != detail::live_kind::large) {
+            fail("a used block has no live record");
+          }
         } else {
           ++slab_blocks;
         }
@@ -1096,7 +1105,7 @@ class device_memory {
     std::size_t indexed_bytes = ready_.bytes();
     ready_.for_each([&](block* b) {
       if (b->state != detail::block_state::free || b->stream != 0) fail("the ready list holds a block that is not ready");
-      if (detail::free_index::bin_of(b->size) != b->bin) fail("a free block sits in the wrong bin");
+      if (detail::free_index::bin_of(b->size) != b->bin || !ready_.holds(b)) fail("a free block sits in the wrong bin");
     });
     std::size_t pending_small = 0;
     std::size_t pending_small_bytes = 0;
@@ -1107,6 +1116,7 @@ class device_memory {
       st.large.for_each([&](block* b) {
         if (b->state != detail::block_state::free || b->stream != i + 1) fail("a stream list holds a foreign block");
         if (b->seq == 0 || b->seq >= st.next_seq) fail("a pending block has an impossible sequence number");
+        if (!st.large.holds(b)) fail("a pending block sits in the wrong bin");
       });
       std::size_t n = 0;
       for (const auto& v : st.small) {
@@ -1136,7 +1146,7 @@ class device_memory {
     std::size_t live_small = 0;
     live_.for_each([&](const detail::live_record& r) {
       live_bytes += r.requested;
-      if (r.kind == detail::live_kind::small) ++live_small;
+      if (r.kind() == detail::live_kind::small) ++live_small;
     });
     if (live_.size() != active_) fail("active blocks do not match the live records");
     if (live_bytes != allocated_) fail("allocated bytes do not match the live records");
@@ -1169,6 +1179,7 @@ class device_memory {
   std::vector<std::uint32_t> spare_chunk_ids_;
   std::vector<std::pair<std::uintptr_t, std::uint32_t>> chunk_order_;
   detail::live_map live_;
+  std::unordered_map<std::uintptr_t, detail::allocation_site> sites_;  ///< tracking only
   std::vector<block*> migrate_scratch_;
   std::vector<detail::profile_state*> profilers_;
   std::string last_upstream_error_;
