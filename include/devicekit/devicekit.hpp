@@ -14,6 +14,13 @@
 #include <devicekit/detect/properties.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/manager.hpp>
+#include <devicekit/memory/allocator.hpp>
+#include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/profiler.hpp>
+#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
