@@ -2,6 +2,7 @@
 //   devicekit-info            text report
 //   devicekit-info --json     the report as JSON
 //   devicekit-info --verbose  every device property
+// Each device's memory budget (total, headroom, fraction, budget) and pool stats are shown.
 // Exits 0 on a CPU fallback (that is an answer, not a failure); exits 2 on a bad flag or a bad
 // environment value (DEVICEKIT_PREFER=tpu), with the message on stderr.
 #include <devicekit/devicekit.hpp>
@@ -36,7 +37,15 @@ int main(int argc, char** argv) {
   try {
     dk::settings config = dk::settings::from_environment();
     if (!prefer.empty()) config.set_prefer(dk::parse_device_preference(prefer, "--prefer"));
-    auto emit = [&](const auto& dm) {
+    auto emit = [&](auto&& dm) {
+      // Make each device's (empty) pool so that the report shows its stats next to the budget.
+      for (const auto d : dm.devices()) {
+        try {
+          (void)dm.memory(d);
+        } catch (const dk::error& e) {
+          std::cerr << "devicekit-info: no memory pool on " << d << ": " << e.what() << "\n";
+        }
+      }
       if (json) {
         std::cout << dk::to_json(dm.report()).dump(2) << "\n";
       } else {

@@ -23,6 +23,13 @@
 #include <devicekit/distribute/summary.hpp>
 #include <devicekit/distribute/tree_collectives.hpp>
 #include <devicekit/manager.hpp>
+#include <devicekit/memory/allocator.hpp>
+#include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/profiler.hpp>
+#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>

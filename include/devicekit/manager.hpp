@@ -7,9 +7,18 @@
 ///
 /// Also here: the global `default_manager()` and the free functions `has_gpu()`,
 /// `default_device()` and `print_device_info()`.
+///
+/// Memory: the manager owns one caching pool per device (`memory(dev)`), sized by its strategy
+/// (fraction of total memory less the context headroom). Pools are made on first use, so a
+/// manager is cheap to construct and makes no CUDA call for memory until asked. A manager is
+/// move-only; destroying it (or re-initialising the global one) releases its pools, so memory
+/// from them must be freed first.
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
@@ -18,20 +27,42 @@
 
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace devicekit {
 
 namespace detail {
+/// The per-device pools of a manager, made on first use.
+struct memory_registry {
+  std::mutex mutex;
+  std::vector<std::pair<device, std::unique_ptr<device_memory>>> pools;
+};
+
 /// What a manager holds at run time; everything else is in its (usually empty) policies.
 struct manager_state {
   settings config;
   capabilities caps;
   device default_device;
   std::vector<std::string> environment_applied;
+  std::unique_ptr<memory_registry> memory = std::make_unique<memory_registry>();
 };
+
+template <class S>
+concept configures_pool = requires(const S& s, pool_config& c, const memory_budget& b) { s.configure_pool(c, b); };
 }  // namespace detail
+
+/// A strategy policy that turns allocation tracking on for the manager's pools (source location
+/// of every live allocation, leak report at destruction), whatever DEVICEKIT_MEMORY_DEBUG says.
+template <memory_strategy S>
+struct tracked : S {
+  void configure_pool(pool_config& config, const memory_budget& budget) const {
+    if constexpr (detail::configures_pool<S>) S::configure_pool(config, budget);
+    config.tracking = tracking_mode::on;
+  }
+};
 
 template <class Detector = first_available<cuda_detector, cpu_detector>, class Strategy = balanced,
           class Scheme = schemes::single_device>
@@ -98,41 +129,44 @@ class device_manager {
   }
 
   // --- placement (place/): trees onto this manager's devices -----------------------------------
+  // Placed trees allocate from memory(dev), the device's caching pool: they must be dropped
+  // before the manager, and only once no queued GPU work still reads them (synchronise the
+  // stream that uses them first: the pool hands freed memory out again at once).
 
   /// `tree` on the default device (or on `dev`), finished on return.
   template <class T>
-  [[nodiscard]] auto place(const T& tree) const {
-    return devicekit::place(tree, state_.default_device, placement_resource(state_.default_device));
+  [[nodiscard]] auto place(const T& tree) {
+    return devicekit::place(tree, state_.default_device, placement_memory(state_.default_device));
   }
   template <class T>
-  [[nodiscard]] auto place(const T& tree, device dev) const {
+  [[nodiscard]] auto place(const T& tree, device dev) {
     check_placement_device(dev);
-    return devicekit::place(tree, dev, placement_resource(dev));
+    return devicekit::place(tree, dev, placement_memory(dev));
   }
-  /// `tree` on the default device, queued on `s` (a stream of that device).
+  /// `tree` on the stream's device, queued on `s`.
   template <class T>
-  [[nodiscard]] auto place(const T& tree, const stream& s) const {
+  [[nodiscard]] auto place(const T& tree, const stream& s) {
     check_placement_device(s.get_device());
-    return devicekit::place(tree, s.get_device(), s, placement_resource(s.get_device()));
+    return devicekit::place(tree, s.get_device(), s, placement_memory(s.get_device()));
   }
   /// A copy of `tree` on every device of this manager.
   template <class T>
-  [[nodiscard]] auto replicate(const T& tree) const {
-    return devicekit::replicate(tree, devices(), resource_selector());
+  [[nodiscard]] auto replicate(const T& tree) {
+    return devicekit::replicate(tree, devices(), [this](device d) -> device_memory& { return placement_memory(d); });
   }
   /// `tree` split along `axis` over this manager's devices (see place/shard.hpp).
   template <class T>
-  [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) const {
-    return devicekit::shard(tree, devices(), axis, policy, resource_selector());
+  [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) {
+    return devicekit::shard(tree, devices(), axis, policy, [this](device d) -> device_memory& { return placement_memory(d); });
   }
   /// `tree` spread over this manager's devices as its scheme plans it (dm.plan): one placed
   /// tree per share, in plan order, as `per_device` (single_device: one; replicate: one per
   /// device) or, for schemes that split the batch, as `sharded` (shard_batch: one shard per
   /// device, its uneven policy applied). A custom scheme's plan is checked (validate_plan); its
   /// row shares must be the ragged split of the batch over its devices, which is what
-  /// place/shard can make (config_error otherwise).
+  /// place/shard can make (config_error otherwise). The placed trees allocate from memory(dev).
   template <class T>
-  [[nodiscard]] auto distribute(const T& tree) const {
+  [[nodiscard]] auto distribute(const T& tree) {
     const tree_summary summary = summarize_tree(tree);
     const distribution_plan p = plan(summary);
     std::vector<device> devs;
@@ -142,7 +176,7 @@ class device_manager {
       whole = whole && s.whole;
     }
     if constexpr (requires { Scheme::uneven; }) {
-      return devicekit::shard(tree, devs, 0, to_place_policy(Scheme::uneven), resource_selector());
+      return devicekit::shard(tree, devs, 0, to_place_policy(Scheme::uneven), placement_selector());
     } else if constexpr (requires { Scheme::splits_batch; }) {
       // A custom scheme that declares row shares: only the split place/shard makes is possible.
       if (whole || schemes::shard_batch::plan(summary, devs) != p) {
@@ -150,32 +184,46 @@ class device_manager {
                            "' declares splits_batch, but its plan is not the ragged split of the batch over its "
                            "devices, the only split place/shard makes");
       }
-      return devicekit::shard(tree, devs, 0, uneven::ragged, resource_selector());
+      return devicekit::shard(tree, devs, 0, uneven::ragged, placement_selector());
     } else {
       if (!whole) {
         throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
                            "' gives row shares; declare 'static constexpr bool splits_batch = true' in it to shard");
       }
-      return devicekit::replicate(tree, devs, resource_selector());
+      return devicekit::replicate(tree, devs, placement_selector());
     }
   }
 
-  /// Trees of `source` placed on the default device up to `depth` ahead (see place/prefetch.hpp).
+  /// Trees of `source` placed on the default device up to `depth` ahead (see place/prefetch.hpp);
+  /// on a GPU, kernels on `consumer` (default: the legacy default stream) wait for each copy, and
+  /// a tree's memory is reused only after `consumer` has passed the point where the loop moved on.
   template <class R>
-  [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2) const {
+  [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2, native_stream_handle consumer = nullptr) {
     return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
-                               placement_resource(state_.default_device));
+                               placement_memory(state_.default_device), consumer);
   }
 
   [[nodiscard]] device_report report(cost_table costs = {}) const {
-    device_assignment assignment;
+    device_report r;
+    r.caps = state_.caps;
+    r.strategy = describe_strategy(strategy_);
+    r.scheme = std::string(scheme_.name());
     try {
-      assignment = plan(tree_summary{}).assignment();
+      r.assignment = plan(tree_summary{}).assignment();
     } catch (const error&) {
       // A custom scheme that cannot plan an empty tree: the report shows no assignment.
     }
-    return {state_.caps,       describe_strategy(strategy_), std::string(scheme_.name()), std::move(assignment),
-            state_.default_device, state_.environment_applied, std::move(costs)};
+    r.default_device = state_.default_device;
+    r.environment_applied = state_.environment_applied;
+    r.costs = std::move(costs);
+    auto add = [&](device d) {
+      device_memory_info info{d, budget(d), std::nullopt};
+      if (const device_memory* m = find_memory(d)) info.pool = m->stats();
+      r.memory.push_back(std::move(info));
+    };
+    for (const auto& p : state_.caps.devices) add(p.id);
+    if (!r.memory.empty() && r.memory.front().id.is_cuda() && find_memory(device::cpu()) != nullptr) add(device::cpu());
+    return r;
   }
 
   /// The devices a scheme plans over: the default device first, then the others in order.
@@ -195,11 +243,88 @@ class device_manager {
     return p;
   }
 
+  // --- memory -------------------------------------------------------------------------------------
+  /// How the budget of `d` is reached: its total memory, the headroom, the strategy's fraction.
+  /// `d` is one of devices() or cpu:0 (config_error otherwise).
+  [[nodiscard]] memory_budget budget(device d) const {
+    return budget_for(strategy_, d.kind(), total_memory(d));
+  }
+
+  /// The configuration the pool of `d` gets: max_size = the budget, initial_size = the
+  /// strategy's start (if any), then the strategy's own configure_pool (if it has one).
+  [[nodiscard]] pool_config pool_config_for(device d) const {
+    pool_config c;
+    const memory_budget b = budget(d);
+    c.budget = b;
+    c.max_size = static_cast<std::size_t>(b.budget_bytes);
+    c.initial_size = static_cast<std::size_t>(b.start_bytes);
+    if constexpr (detail::configures_pool<Strategy>) strategy_.configure_pool(c, b);
+    return c;
+  }
+
+  /// The caching pool of `d` (made on first use: host memory for cpu:0, a driver-pool-backed
+  /// cuda_device_resource for a GPU). Thread-safe. config_error for a device this manager does
+  /// not have.
+  [[nodiscard]] device_memory& memory(device d) {
+    (void)total_memory(d);  // validates d
+    if (!state_.memory) state_.memory = std::make_unique<detail::memory_registry>();
+    std::lock_guard lock(state_.memory->mutex);
+    for (auto& [id, pool] : state_.memory->pools) {
+      if (id == d) return *pool;
+    }
+    pool_config c = pool_config_for(d);
+    std::unique_ptr<device_memory> pool;
+    if (d.is_cpu()) {
+      pool = std::make_unique<memory_pool<host_resource>>(host_resource{}, std::move(c));
+    } else {
+      // The driver pool keeps up to the budget when idle: its default threshold (0) would hand
+      // memory back at every synchronisation.
+      const std::uint64_t threshold = c.max_size.value_or(0);
+      pool = std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(d.ordinal(), threshold),
+                                                                 std::move(c));
+    }
+    state_.memory->pools.emplace_back(d, std::move(pool));
+    return *state_.memory->pools.back().second;
+  }
+  /// The pool of the default device.
+  [[nodiscard]] device_memory& memory() { return memory(state_.default_device); }
+
+  /// Stats of the pools made so far.
+  [[nodiscard]] std::vector<std::pair<device, pool_stats>> memory_stats() const {
+    std::vector<std::pair<device, pool_stats>> out;
+    if (!state_.memory) return out;
+    std::lock_guard lock(state_.memory->mutex);
+    for (const auto& [id, pool] : state_.memory->pools) out.emplace_back(id, pool->stats());
+    return out;
+  }
+
  private:
+  [[nodiscard]] std::uint64_t total_memory(device d) const {
+    for (const auto& p : state_.caps.devices) {
+      if (p.id == d) return p.total_memory_bytes;
+    }
+    if (d == device::cpu()) return state_.caps.host.total_memory_bytes;
+    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_list() +
+                       ", and cpu:0 for host memory)");
+  }
+
+  [[nodiscard]] const device_memory* find_memory(device d) const {
+    if (!state_.memory) return nullptr;
+    std::lock_guard lock(state_.memory->mutex);
+    for (const auto& [id, pool] : state_.memory->pools) {
+      if (id == d) return pool.get();
+    }
+    return nullptr;
+  }
+
   [[nodiscard]] std::string device_list() const {
     std::string s;
     for (const auto& p : state_.caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
     return s.empty() ? "none" : s;
+  }
+
+  [[nodiscard]] auto placement_selector() {
+    return [this](device d) -> device_memory& { return placement_memory(d); };
   }
 
   static constexpr uneven to_place_policy(schemes::uneven_batch u) noexcept {
@@ -210,9 +335,8 @@ class device_manager {
     }
   }
 
-  // Placement allocates from placement's own resources until the memory layer's pool is merged.
-  [[nodiscard]] static auto& placement_resource(device dev) { return default_placement_resource(dev); }
-  [[nodiscard]] static auto resource_selector() { return detail::default_resource_selector{}; }
+  /// The pool placement on `d` allocates from (every cpu ordinal is the host).
+  [[nodiscard]] device_memory& placement_memory(device d) { return memory(d.is_cpu() ? device::cpu() : d); }
 
   void check_placement_device(device dev) const {
     if (dev.is_cpu()) return;
@@ -297,7 +421,8 @@ inline default_manager_type& default_manager() {
 /// The process-wide manager under `config`. With `force_reinit` an existing manager is
 /// re-detected under the new settings in place (references to it stay valid); without it, an
 /// existing manager is returned unchanged. Re-initialising while other threads use the manager
-/// is a data race: do it at start-up.
+/// is a data race: do it at start-up. It also releases the manager's memory pools: free what
+/// was allocated from them first.
 inline default_manager_type& default_manager(settings config, bool force_reinit) {
   auto& g = detail::global();
   std::lock_guard lock(g.mutex);

@@ -13,7 +13,9 @@ print("null" if v is None else v)' "$1"; }
 out=$("$info" --json) || fail "--json exited $?"
 for key in backend device_type device_count gpu_count default_device cuda_runtime_version driver_version \
            fallback_reason memory_strategy memory_fraction devices.0.id devices.0.kind devices.0.name \
-           devices.0.total_memory_bytes; do
+           devices.0.total_memory_bytes devices.0.memory.total_bytes devices.0.memory.headroom_bytes \
+           devices.0.memory.fraction devices.0.memory.budget_bytes devices.0.memory.pool.reserved_bytes \
+           devices.0.memory.pool.fragmentation; do
   echo "$out" | json_get "$key" >/dev/null 2>&1 || fail "JSON lacks '$key'"
 done
 gpus=$(echo "$out" | json_get gpu_count)
@@ -43,6 +45,8 @@ text=$("$info") || fail "text report exited $?"
 for word in "Backend:" "Device Count:" "Memory Strategy: balanced" "Memory Fraction: 0.75" "Default Device:"; do
   echo "$text" | grep -q "$word" || fail "text report lacks '$word'"
 done
+echo "$text" | grep -q "Memory: budget" || fail "text report lacks the memory budget line"
+[ "$(echo "$out" | json_get devices.0.memory.fraction)" = "0.75" ] || fail "memory fraction in the device's budget is not 0.75"
 "$info" --verbose >/dev/null || fail "--verbose exited $?"
 "$info" --strategy aggressive | grep -q "Memory Fraction: 0.90" || fail "--strategy aggressive not reported"
 "$info" --help | grep -q -- "--json" || fail "--help does not list --json"

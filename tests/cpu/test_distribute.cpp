@@ -461,6 +461,7 @@ dk::capabilities two_cpus() {
     dk::device_properties p;
     p.id = dk::device::cpu(i);
     p.name = "host";
+    p.total_memory_bytes = std::uint64_t{1} << 30;  // the manager's host pool is sized from it
     caps.devices.push_back(p);
   }
   caps.device_count = 2;

@@ -24,6 +24,9 @@
 
 namespace dk = devicekit;
 
+// The batches here are shaped arrays, which need an mdspan (CCCL from the CUDA toolkit, or a
+// standard library with <mdspan>).
+#if DEVICEKIT_HAS_MDSPAN
 namespace place_test {
 using images_t = dk::shaped_array<float, dk::md::extents<std::size_t, dk::md::dynamic_extent, 2, 3>>;
 struct batch {
@@ -577,3 +580,24 @@ TEST_CASE("the manager places, replicates, shards and prefetches on its devices"
   CHECK(n == 8);
   CHECK_THROWS_AS((void)dm.place(b, dk::device::cuda(7)), dk::device_mismatch);
 }
+
+TEST_CASE("the manager's placement allocates from its pool, one block per tree", "[place][manager][memory]") {
+  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  auto& mem = dm.memory(dk::device::cpu());
+  const auto before = mem.stats();
+  {
+    const auto placed = dm.place(make_batch(8));
+    const auto during = mem.stats();
+    CHECK(during.allocation_count == before.allocation_count + 1);
+    CHECK(during.allocated_bytes >= dk::total_bytes(placed) - sizeof(double));
+    CHECK(during.active_blocks == before.active_blocks + 1);
+  }
+  CHECK(mem.stats().active_blocks == before.active_blocks);  // back to the pool with the tree
+  CHECK(mem.stats().free_count == before.free_count + 1);
+  {
+    const auto shards = dm.shard(make_batch(8));
+    CHECK(mem.stats().active_blocks == before.active_blocks + shards.size());
+  }
+  CHECK(mem.stats().active_blocks == before.active_blocks);
+}
+#endif  // DEVICEKIT_HAS_MDSPAN

@@ -9,11 +9,29 @@
 ///   aggressive        0.90   large models, dedicated GPUs
 ///   custom_fraction<N, D>    N/D, checked at compile time to lie in (0, 1]
 ///   runtime_fraction         a fraction chosen at run time, validated (config_error)
+///   fraction_range<...>, runtime_fraction_range
+///                            XLA's start/cap form ("0.75-0.90"): preallocate the start, grow
+///                            up to the cap
+///
+/// The **budget** of a device is its fraction of total memory less a headroom for the CUDA
+/// context (100-800 MB on current drivers, not counted by the fraction; otherwise nvidia-smi
+/// shows more than the fraction and users rightly complain). `memory_budget` carries the whole
+/// basis (total, headroom, fraction, budget) so that reports can show how it was reached.
+/// A strategy may add, all optional:
+///   std::uint64_t headroom_bytes() const      the headroom (default: 512 MiB on cuda, 0 on cpu)
+///   double start_fraction() const             preallocate this fraction (the XLA start)
+///   void configure_pool(pool_config&, const memory_budget&) const
+///                                             adjust the per-device pool (memory/device_memory.hpp)
+#include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/detect/capabilities.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -71,15 +89,154 @@ class runtime_fraction {
   double fraction_;
 };
 
+/// XLA's start/cap form, fixed at compile time: preallocate SN/SD of total memory, grow up to
+/// CN/CD. Both lie in (0, 1] (the start may be 0: no preallocation) and start <= cap.
+template <std::intmax_t SN, std::intmax_t SD, std::intmax_t CN, std::intmax_t CD>
+struct fraction_range {
+  static_assert(SD > 0 && CD > 0, "fraction_range<SN, SD, CN, CD>: the denominators must be positive");
+  static_assert(CN > 0 && CN <= CD, "fraction_range<SN, SD, CN, CD>: the cap CN/CD must lie in (0, 1]");
+  static_assert(SN >= 0 && SN * CD <= CN * SD,
+                "fraction_range<SN, SD, CN, CD>: the start SN/SD must lie in [0, cap]");
+  static constexpr std::string_view name() noexcept { return "custom"; }
+  static constexpr double fraction() noexcept { return static_cast<double>(CN) / static_cast<double>(CD); }
+  static constexpr double start_fraction() noexcept {
+    return static_cast<double>(SN) / static_cast<double>(SD);
+  }
+};
+
+/// The start/cap form chosen at run time; `parse` reads XLA's notation "0.75-0.90" (or a single
+/// fraction "0.8": a cap with no preallocation). config_error for anything outside
+/// 0 <= start <= cap <= 1, cap > 0.
+class runtime_fraction_range {
+ public:
+  runtime_fraction_range(double start, double cap) : start_(start), cap_(runtime_fraction::validate(cap)) {
+    if (!std::isfinite(start) || start < 0.0 || start > cap_) {
+      throw config_error("memory fraction range start " + std::to_string(start) + " is invalid: it must lie in [0, " +
+                         std::to_string(cap_) + "] (the cap), e.g. \"0.75-0.90\"");
+    }
+  }
+  [[nodiscard]] static runtime_fraction_range parse(std::string_view text) {
+    auto number = [&](std::string_view part) {
+      // std::from_chars for double is in libstdc++ 11+; strtod would accept trailing junk.
+      double v = 0.0;
+      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+      if (part.empty() || ec != std::errc{} || end != part.data() + part.size()) {
+        throw config_error("cannot parse memory fraction range '" + std::string(text) +
+                           "': expected a fraction like \"0.8\" or a start-cap pair like \"0.75-0.90\"");
+      }
+      return v;
+    };
+    const auto dash = text.find('-', 1);
+    if (dash == std::string_view::npos) return {0.0, number(text)};
+    return {number(text.substr(0, dash)), number(text.substr(dash + 1))};
+  }
+  static constexpr std::string_view name() noexcept { return "custom"; }
+  [[nodiscard]] double fraction() const noexcept { return cap_; }
+  [[nodiscard]] double start_fraction() const noexcept { return start_; }
+
+ private:
+  double start_;
+  double cap_;
+};
+
+/// Any strategy with a stated context headroom of `Bytes` instead of the default.
+template <memory_strategy S, std::uint64_t Bytes>
+struct with_headroom : S {
+  static constexpr std::uint64_t headroom_bytes() noexcept { return Bytes; }
+};
+
+/// The default headroom for the CUDA context: 512 MiB on a GPU (the middle of the 100-800 MB that
+/// contexts take), at most an eighth of a small device; nothing on the host.
+[[nodiscard]] constexpr std::uint64_t default_headroom_bytes(device_kind kind, std::uint64_t total_bytes) noexcept {
+  if (kind == device_kind::cpu) return 0;
+  return std::min<std::uint64_t>(512ull << 20, total_bytes / 8);
+}
+
+/// How a device's budget was reached: the figures a report shows.
+struct memory_budget {
+  std::uint64_t total_bytes = 0;     ///< the device's total memory
+  std::uint64_t headroom_bytes = 0;  ///< left for the CUDA context
+  double fraction = 0.75;            ///< the strategy's fraction (the cap) of total
+  double start_fraction = 0.0;       ///< preallocated fraction (0: none)
+  std::uint64_t budget_bytes = 0;    ///< fraction x total - headroom (never below 0)
+  std::uint64_t start_bytes = 0;     ///< start_fraction x total - headroom, at most the budget
+};
+
+/// The budget for `total_bytes` of memory at `fraction` (validated), less `headroom_bytes`.
+[[nodiscard]] inline memory_budget compute_budget(std::uint64_t total_bytes, double fraction,
+                                                  std::uint64_t headroom_bytes, double start_fraction = 0.0) {
+  memory_budget b;
+  b.total_bytes = total_bytes;
+  b.headroom_bytes = headroom_bytes;
+  b.fraction = runtime_fraction::validate(fraction);
+  b.start_fraction = runtime_fraction_range(start_fraction, fraction).start_fraction();
+  auto less_headroom = [&](double f) -> std::uint64_t {
+    const double bytes = std::floor(f * static_cast<double>(total_bytes));
+    const double h = static_cast<double>(headroom_bytes);
+    return bytes > h ? static_cast<std::uint64_t>(bytes - h) : 0;
+  };
+  b.budget_bytes = less_headroom(b.fraction);
+  b.start_bytes = start_fraction > 0.0 ? std::min(b.budget_bytes, less_headroom(start_fraction)) : 0;
+  return b;
+}
+
+namespace detail {
+template <class S>
+concept has_headroom = requires(const S& s) {
+  { s.headroom_bytes() } -> std::convertible_to<std::uint64_t>;
+};
+template <class S>
+concept has_start_fraction = requires(const S& s) {
+  { s.start_fraction() } -> std::convertible_to<double>;
+};
+}  // namespace detail
+
+/// The budget strategy `s` gives a device of kind `kind` with `total_bytes` of memory.
+template <memory_strategy S>
+[[nodiscard]] memory_budget budget_for(const S& s, device_kind kind, std::uint64_t total_bytes) {
+  std::uint64_t headroom = default_headroom_bytes(kind, total_bytes);
+  if constexpr (detail::has_headroom<S>) headroom = static_cast<std::uint64_t>(s.headroom_bytes());
+  double start = 0.0;
+  if constexpr (detail::has_start_fraction<S>) start = static_cast<double>(s.start_fraction());
+  return compute_budget(total_bytes, static_cast<double>(s.fraction()), headroom, start);
+}
+
 /// A strategy as plain values, for reports and run-time choices.
 struct strategy_info {
   std::string name;
   double fraction = 0.75;
+  double start_fraction = 0.0;                   ///< preallocated fraction (start/cap form)
+  std::optional<std::uint64_t> headroom_bytes;   ///< set when the strategy states its own
 };
 
 template <memory_strategy S>
 [[nodiscard]] strategy_info describe_strategy(const S& s) {
-  return {std::string(s.name()), static_cast<double>(s.fraction())};
+  strategy_info info{std::string(s.name()), static_cast<double>(s.fraction()), 0.0, std::nullopt};
+  if constexpr (detail::has_start_fraction<S>) info.start_fraction = static_cast<double>(s.start_fraction());
+  if constexpr (detail::has_headroom<S>) info.headroom_bytes = static_cast<std::uint64_t>(s.headroom_bytes());
+  return info;
+}
+
+/// A strategy_info as a run-time strategy (it satisfies memory_strategy): what a program uses
+/// after choosing a strategy at run time, e.g. from strategy_for_model_size.
+class dynamic_strategy {
+ public:
+  explicit dynamic_strategy(strategy_info info) : info_(std::move(info)) {
+    (void)runtime_fraction_range(info_.start_fraction, info_.fraction);  // validates both
+  }
+  [[nodiscard]] std::string_view name() const noexcept { return info_.name; }
+  [[nodiscard]] double fraction() const noexcept { return info_.fraction; }
+  [[nodiscard]] double start_fraction() const noexcept { return info_.start_fraction; }
+  [[nodiscard]] const strategy_info& info() const noexcept { return info_; }
+
+ private:
+  strategy_info info_;
+};
+
+/// The budget of a strategy chosen at run time.
+[[nodiscard]] inline memory_budget budget_for(const strategy_info& s, device_kind kind, std::uint64_t total_bytes) {
+  return compute_budget(total_bytes, s.fraction, s.headroom_bytes.value_or(default_headroom_bytes(kind, total_bytes)),
+                        s.start_fraction);
 }
 
 /// Artifex's model-size guideline: < 1M parameters conservative, < 100M balanced, otherwise
@@ -88,6 +245,25 @@ template <memory_strategy S>
   if (parameters < 1'000'000) return describe_strategy(conservative{});
   if (parameters < 100'000'000) return describe_strategy(balanced{});
   return describe_strategy(aggressive{});
+}
+
+/// Artifex's configure_for_generative_models: the balanced strategy, with mixed precision on
+/// where the hardware has it (bf16 preferred over fp16: same range as fp32, no loss scaling).
+struct generative_preset {
+  strategy_info strategy;
+  bool mixed_precision = false;
+  std::string_view compute_dtype = "fp32";  ///< "bf16", "fp16" or "fp32"
+};
+
+/// The generative-model preset for hardware that supports fp16 / bf16 as given.
+[[nodiscard]] inline generative_preset generative_model_preset(bool fp16, bool bf16) {
+  generative_preset p{describe_strategy(balanced{}), fp16 || bf16, bf16 ? "bf16" : (fp16 ? "fp16" : "fp32")};
+  return p;
+}
+
+/// The generative-model preset for what a detector found.
+[[nodiscard]] inline generative_preset generative_model_preset(const capabilities& caps) {
+  return generative_model_preset(caps.precision.fp16, caps.precision.bf16);
 }
 
 }  // namespace devicekit

@@ -8,8 +8,9 @@
 /// A background thread walks the source, places each tree (pinned staging, copies on a copy
 /// stream of its own) and queues it; the consumer's stream waits for that copy on an event, not
 /// the host (pass the stream your kernels run on; by default the legacy default stream). At most
-/// `depth` trees are placed ahead of the consumer (queued or being placed), so with the one the
-/// consumer holds, at most depth + 1 placed trees exist: memory is bounded.
+/// `depth` trees are placed ahead of the consumer (queued or being placed); on a GPU a tree the
+/// loop has moved past is kept until the consumer stream has got past that point too (at most
+/// `depth` of those), so memory is bounded and a caching pool never reuses memory a kernel reads.
 ///
 /// An exception thrown by the source (or by placement) reaches the consumer, in order: the trees
 /// placed before it are delivered first, then the increment that would pass it throws. Leaving
@@ -63,6 +64,12 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
     std::condition_variable changed;
     std::deque<item> queue;
     std::optional<placed_type> current;
+#if DEVICEKIT_HAS_CUDA
+    // Trees the consumer has moved past, kept until the consumer stream has passed an event
+    // recorded when it moved on: its kernels may still read them, and a caching pool would hand
+    // their memory out again at once.
+    std::deque<std::pair<placed_type, cudaEvent_t>> retired;
+#endif
     bool started = false;
     bool finished = false;  // the worker has stopped producing
     bool stop = false;      // the consumer has gone
@@ -80,8 +87,35 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       for (auto& it : queue) {
         if (it.ready != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(it.ready);
       }
+      while (!retired.empty()) {
+        if (cuda_calls_allowed()) {
+          (void)cudaEventSynchronize(retired.front().second);
+          (void)cudaEventDestroy(retired.front().second);
+        }
+        retired.pop_front();
+      }
 #endif
     }
+
+#if DEVICEKIT_HAS_CUDA
+    /// Keeps the current tree until the consumer stream gets past this point; frees the ones it
+    /// has got past; never keeps more than `depth` (waits for the oldest instead).
+    void retire_current() {
+      scoped_device on(dev.ordinal());
+      retired.emplace_back(std::move(*current), detail::record_event(consumer_stream));
+      current.reset();
+      while (!retired.empty()) {
+        const cudaError_t r = cudaEventQuery(retired.front().second);
+        if (r == cudaErrorNotReady) {
+          (void)cudaGetLastError();
+          if (retired.size() <= depth) break;
+          DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(retired.front().second));
+        }
+        (void)cudaEventDestroy(retired.front().second);
+        retired.pop_front();
+      }
+    }
+#endif
 
     void run() noexcept {
       detail::scoped_range range("devicekit.prefetch");
@@ -134,6 +168,9 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
     /// Drops the current tree and takes the next one (nullopt at the end). Rethrows the source's
     /// exception once everything placed before it has been handed out.
     void advance() {
+#if DEVICEKIT_HAS_CUDA
+      if (current && dev.is_cuda()) retire_current();
+#endif
       current.reset();
       std::unique_lock lock(mutex);
       changed.wait(lock, [&] { return !queue.empty() || finished; });
@@ -147,6 +184,7 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       changed.notify_all();
 #if DEVICEKIT_HAS_CUDA
       if (next.ready != nullptr) {
+        scoped_device on(dev.ordinal());
         const cudaError_t r = cudaStreamWaitEvent(consumer_stream, next.ready, 0);
         (void)cudaEventDestroy(next.ready);
         DEVICEKIT_CUDA_CHECK(r);

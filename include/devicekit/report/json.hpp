@@ -11,6 +11,39 @@
 
 namespace devicekit {
 
+[[nodiscard]] inline nlohmann::json to_json(const pool_stats& s) {
+  return {{"allocated_bytes", s.allocated_bytes},
+          {"peak_allocated_bytes", s.peak_allocated_bytes},
+          {"in_use_bytes", s.in_use_bytes},
+          {"reserved_bytes", s.reserved_bytes},
+          {"peak_reserved_bytes", s.peak_reserved_bytes},
+          {"free_bytes", s.free_bytes},
+          {"largest_free_block", s.largest_free_block},
+          {"fragmentation", s.fragmentation},
+          {"active_blocks", s.active_blocks},
+          {"peak_active_blocks", s.peak_active_blocks},
+          {"allocation_count", s.allocation_count},
+          {"free_count", s.free_count},
+          {"oom_count", s.oom_count},
+          {"alloc_retries", s.alloc_retries},
+          {"upstream_allocations", s.upstream_allocations},
+          {"upstream_frees", s.upstream_frees},
+          {"chunk_count", s.chunk_count},
+          {"pending_stream_frees", s.pending_stream_frees},
+          {"max_size", s.max_size}};
+}
+
+/// The budget basis of a device and its pool's stats (null until the pool exists).
+[[nodiscard]] inline nlohmann::json to_json(const device_memory_info& m) {
+  return {{"total_bytes", m.budget.total_bytes},
+          {"headroom_bytes", m.budget.headroom_bytes},
+          {"fraction", m.budget.fraction},
+          {"start_fraction", m.budget.start_fraction},
+          {"budget_bytes", m.budget.budget_bytes},
+          {"start_bytes", m.budget.start_bytes},
+          {"pool", m.pool ? to_json(*m.pool) : nlohmann::json(nullptr)}};
+}
+
 [[nodiscard]] inline nlohmann::json to_json(const device_properties& d, const cost_table& costs) {
   nlohmann::json j;
   j["id"] = d.id.str();
@@ -94,8 +127,15 @@ namespace devicekit {
                      {"from_table", rec.from_table},
                      {"multiplier", cfg.multiplier}};
   auto devices = nlohmann::json::array();
-  for (const auto& d : c.devices) devices.push_back(to_json(d, r.costs));
+  for (const auto& d : c.devices) {
+    auto dj = to_json(d, r.costs);
+    if (const auto* m = r.memory_of(d.id)) dj["memory"] = to_json(*m);
+    devices.push_back(std::move(dj));
+  }
   j["devices"] = devices;
+  const auto* host = r.memory_of(device::cpu());
+  const bool host_listed = std::any_of(c.devices.begin(), c.devices.end(), [](const auto& d) { return d.id.is_cpu(); });
+  j["host_memory"] = host != nullptr && !host_listed ? to_json(*host) : nlohmann::json(nullptr);
   return j;
 }
 

@@ -6,14 +6,25 @@
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/detect/hardware.hpp>
+#include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace devicekit {
+
+/// One device's memory in a report: how its budget is reached, and its pool's stats once the
+/// pool exists.
+struct device_memory_info {
+  device id;
+  memory_budget budget;
+  std::optional<pool_stats> pool;
+};
 
 struct device_report {
   capabilities caps;
@@ -23,6 +34,14 @@ struct device_report {
   device default_device;
   std::vector<std::string> environment_applied;
   cost_table costs;
+  std::vector<device_memory_info> memory;  ///< per device (and cpu:0 when its pool exists)
+
+  [[nodiscard]] const device_memory_info* memory_of(device d) const {
+    for (const auto& m : memory) {
+      if (m.id == d) return &m;
+    }
+    return nullptr;
+  }
 
   [[nodiscard]] std::string backend() const { return std::string(to_string(caps.device_type)); }
   [[nodiscard]] hardware_type default_hardware() const {
@@ -49,6 +68,21 @@ namespace detail {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+[[nodiscard]] inline std::string memory_line(const device_memory_info& m) {
+  std::string s = "budget " + format_bytes(m.budget.budget_bytes) + " = " + format_fixed(m.budget.fraction, 2) +
+                  " x " + format_bytes(m.budget.total_bytes) + " - " + format_bytes(m.budget.headroom_bytes) +
+                  " headroom";
+  if (m.budget.start_bytes > 0) s += ", " + format_bytes(m.budget.start_bytes) + " preallocated";
+  if (m.pool) {
+    s += "; pool: " + format_bytes(m.pool->allocated_bytes) + " allocated (peak " +
+         format_bytes(m.pool->peak_allocated_bytes) + "), " + format_bytes(m.pool->reserved_bytes) + " reserved, " +
+         std::to_string(m.pool->active_blocks) + " blocks, fragmentation " + format_fixed(m.pool->fragmentation, 2);
+  } else {
+    s += "; pool not created yet";
+  }
+  return s;
 }
 }  // namespace detail
 
@@ -87,6 +121,7 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
   for (const auto& d : c.devices) {
     os << "  " << d.id.str() << "  " << d.name << "  " << detail::format_bytes(d.total_memory_bytes) << "  "
        << to_string(d.hardware) << "  $" << detail::format_fixed(r.costs.per_hour(d.hardware), 2) << "/h\n";
+    if (const auto* m = r.memory_of(d.id)) os << "      Memory: " << detail::memory_line(*m) << '\n';
     if (!verbose || d.id.is_cpu()) continue;
     auto prop = [&](const char* key, const std::string& value) { os << "      " << key << ": " << value << '\n'; };
     prop("UUID", d.uuid);
@@ -108,6 +143,10 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
       if (d.peer_access[j]) peers += (peers.empty() ? "cuda:" : ", cuda:") + std::to_string(j);
     }
     prop("Peer Access", peers.empty() ? "none" : peers);
+  }
+  const bool host_listed = std::any_of(c.devices.begin(), c.devices.end(), [](const auto& d) { return d.id.is_cpu(); });
+  if (const auto* m = r.memory_of(device::cpu()); m != nullptr && !host_listed) {
+    os << "Host Memory: " << detail::memory_line(*m) << '\n';
   }
 }
 

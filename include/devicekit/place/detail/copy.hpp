@@ -6,7 +6,8 @@
 ///   host -> host      one memcpy per leaf into the block
 ///   host -> cuda      packed into pinned staging and sent in one cudaMemcpyAsync; above
 ///                     `single_stage_limit` in chunks through two pinned buffers, so the host
-///                     packs chunk k+1 while the copy engine moves chunk k
+///                     packs chunk k+1 while the copy engine moves chunk k; leaves of 1 MiB or
+///                     more that are pinned already are copied directly (no host memcpy)
 ///   cuda -> same cuda device-to-device copies; leaves that lie in one allocation in the same order
 ///                     are one copy; many small ones go to `cub::DeviceMemcpy::Batched` when a .cu
 ///                     file of the program includes place/batched_copy.cuh
@@ -16,6 +17,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/place/detail/host_copy.hpp>
 #include <devicekit/place/detail/resources.hpp>
 
 #include <algorithm>
@@ -102,7 +104,7 @@ inline copy_stats& stats() {
 
 inline void copy_host_items(std::span<const copy_item> items) {
   for (const auto& it : items) {
-    if (it.bytes != 0) std::memcpy(it.dst, it.src, it.bytes);
+    bulk_copy(it.dst, it.src, it.bytes);
   }
   stats().host_copies.fetch_add(items.size(), std::memory_order_relaxed);
 }
@@ -153,10 +155,43 @@ inline void copy_host_items(std::span<const copy_item> items) {
   return ok;
 }
 
+/// Host leaves at least this large are checked for being pinned already; those are read by the
+/// copy engine directly instead of being staged (a host memcpy would cost more than the copy).
+inline constexpr std::size_t pinned_source_min_bytes = std::size_t{1} << 20;
+
+[[nodiscard]] inline bool is_pinned_host(const void* p) noexcept {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
+inline void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s);
+
+/// Host items -> device memory on stream `s`. Large leaves in pinned memory go directly (the
+/// copy engine reads them after this returns: keep them unchanged until `s` gets there); the
+/// rest through pinned staging.
+inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
+  std::vector<copy_item> staged;
+  std::vector<copy_item> direct;
+  staged.reserve(items.size());
+  for (const auto& it : items) {
+    (it.bytes >= pinned_source_min_bytes && is_pinned_host(it.src) ? direct : staged).push_back(it);
+  }
+  // Staged first: its one copy spans the gaps between its leaves, which may hold direct ones.
+  copy_staged_host_items_to_device(staged, s);
+  for (const auto& it : direct) {
+    DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(it.dst, it.src, it.bytes, cudaMemcpyHostToDevice, s));
+  }
+  stats().host_to_device_transfers.fetch_add(direct.size(), std::memory_order_relaxed);
+}
+
 /// Host items -> device memory on stream `s`, through pinned staging (see the file comment). The
 /// destinations lie in one block in increasing order (placement lays them out so); the range they
 /// span goes in one copy, gaps included.
-inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
+inline void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
   std::byte* begin = nullptr;
   std::byte* end = nullptr;
   for (const auto& it : items) {
@@ -170,7 +205,7 @@ inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStre
   if (len <= single_stage_limit) {
     auto* staging = static_cast<std::byte*>(pool.allocate(len));
     for (const auto& it : items) {
-      if (it.bytes != 0) std::memcpy(staging + (it.dst - begin), it.src, it.bytes);
+      bulk_copy(staging + (it.dst - begin), it.src, it.bytes);
     }
     const cudaError_t r = cudaMemcpyAsync(begin, staging, len, cudaMemcpyHostToDevice, s);
     if (r != cudaSuccess) {
@@ -211,7 +246,7 @@ inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStre
         const auto& it = items[k];
         const std::size_t a = std::max(lo, first(it));
         const std::size_t z = std::min(hi, first(it) + it.bytes);
-        if (a < z) std::memcpy(buf[b] + (a - lo), it.src + (a - first(it)), z - a);
+        if (a < z) bulk_copy(buf[b] + (a - lo), it.src + (a - first(it)), z - a);
       }
       DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin + lo, buf[b], hi - lo, cudaMemcpyHostToDevice, s));
       done[b] = record_event(s);
@@ -269,7 +304,7 @@ inline void copy_device_items_to_host(std::span<const copy_item> items) {
     for (std::size_t k = 0; k < items.size(); ++k) {
       const auto& it = items[k];
       const auto& r = runs[run_of[k]];
-      if (it.bytes != 0) std::memcpy(it.dst, staging + r.staging_at + (it.src - r.src), it.bytes);
+      bulk_copy(it.dst, staging + r.staging_at + (it.src - r.src), it.bytes);
     }
   } catch (...) {
     pool.deallocate(staging, total);
@@ -350,6 +385,11 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
 /// (a stream of `dst`) and may still run when this returns; for a cpu `dst` they are done. For a
 /// cuda `dst`, the destinations of host items must lie in one allocation (see above).
 inline void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s) {
+  const bool all_host = std::all_of(items.begin(), items.end(), [](const copy_item& it) { return it.src_device.is_cpu(); });
+  if (dst.is_cpu() && all_host) {
+    copy_host_items(items);  // the common host case, without sorting items by source
+    return;
+  }
   std::vector<copy_item> host;
   std::vector<copy_item> on_device;
   for (const auto& it : items) {

@@ -103,9 +103,12 @@ class caching_pool {
   std::size_t cache_limit_;
 };
 
+/// Page-aligned for blocks of a page or more: placement lays leaves out by page offset (see
+/// detail::page_offset_padding in place.hpp).
 struct aligned_new_upstream {
-  [[nodiscard]] void* allocate(std::size_t bytes) { return ::operator new(bytes, std::align_val_t{256}); }
-  void deallocate(void* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{256}); }
+  static constexpr std::size_t alignment(std::size_t bytes) noexcept { return bytes >= 4096 ? 4096 : 256; }
+  [[nodiscard]] void* allocate(std::size_t bytes) { return ::operator new(bytes, std::align_val_t{alignment(bytes)}); }
+  void deallocate(void* p, std::size_t bytes) noexcept { ::operator delete(p, std::align_val_t{alignment(bytes)}); }
 };
 
 /// Host memory, cached.

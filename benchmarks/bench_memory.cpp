@@ -1,0 +1,302 @@
+// The caching pool against its upstreams on RMM's `random_allocations` pattern: 2N steps; while
+// fewer than N allocations were made, a step allocates a uniformly random size in [1, 1 MiB] with
+// probability 0.73 (unless the live bytes would pass max_usage), otherwise it frees a random live
+// allocation; what is left is freed at the end. The trace is generated once, outside the timing,
+// and replayed identically through each resource. One operation = one allocate or one free.
+//
+//   pool.random_allocations.vs_upstream (cpu)   memory_pool<host_resource> vs host_resource alone
+//                                               (aligned operator new = glibc), ns per operation
+//   pool.fragmentation (cpu)                    peak reserved / peak live bytes of a fresh pool on
+//                                               the N = 10,000 trace (1.0 would be perfect)
+//   pool.random_allocations.vs_cudaMalloc        (GPU only) pool on cuda_device_resource, synchronous
+//   pool.random_allocations.vs_cudaMallocAsync   (GPU only) stream-ordered, one stream, vs the
+//                                               default driver pool with its release threshold
+//                                               raised (so it caches too)
+//   pool.random_allocations.vs_cub_caching      (GPU only) vs cub::CachingDeviceAllocator (bins
+//                                               8^3..8^7, unlimited cache), same stream
+//
+// The pool is warm (it is built once and keeps its chunks between repetitions, as in a training
+// loop); the cold first run is in the note. Timings are medians over alternating blocks of
+// repetitions (pool block, baseline block, ...). The cpu entries are timed in thread CPU time:
+// on a shared machine wall-clock time mostly measures the other processes (the workload is
+// single-threaded and makes no system call in steady state, so CPU time is its cost); the GPU
+// entries use wall-clock time, which includes the final stream synchronisation.
+// N: 10,000 in --quick mode (plus 1,000 and 100,000 for the cpu pair); 1,000 / 10,000 / 100,000
+// in the full mode.
+#include "bench_common.hpp"
+
+#include <devicekit/devicekit.hpp>
+
+#if DEVICEKIT_HAS_CUDA && __has_include(<cub/util_allocator.cuh>)
+#  include <cub/util_allocator.cuh>
+#  define DEVICEKIT_BENCH_CUB 1
+#else
+#  define DEVICEKIT_BENCH_CUB 0
+#endif
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace {
+
+struct step {
+  std::uint32_t value;  ///< size to allocate, or index (in the live list) to free
+  bool allocate;
+};
+
+struct trace {
+  std::size_t n = 0;
+  std::vector<step> steps;
+  std::size_t operations = 0;  ///< allocations + frees, including the final frees
+};
+
+trace make_trace(std::size_t n, std::size_t max_size, std::size_t max_usage, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<std::size_t> size_dist(1, max_size);
+  std::uniform_int_distribution<int> op_dist(0, 99);
+  trace t;
+  t.n = n;
+  std::vector<std::size_t> live;  // sizes, in the order the replay keeps them
+  std::size_t usage = 0;
+  std::size_t made = 0;
+  for (std::size_t i = 0; i < 2 * n; ++i) {
+    const std::size_t size = size_dist(gen);
+    bool alloc = true;
+    if (!live.empty()) alloc = op_dist(gen) < 73 && made < n && usage + size < max_usage;
+    if (alloc) {
+      t.steps.push_back({static_cast<std::uint32_t>(size), true});
+      live.push_back(size);
+      usage += size;
+      ++made;
+    } else {
+      const std::size_t k = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(gen);
+      t.steps.push_back({static_cast<std::uint32_t>(k), false});
+      usage -= live[k];
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  t.operations = t.steps.size() + live.size();
+  return t;
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+double wall_seconds() { return std::chrono::duration<double>(bench::clock::now().time_since_epoch()).count(); }
+
+/// Replays `t`: alloc(size) -> pointer, release(pointer, size). Returns seconds of `now`.
+template <class Alloc, class Release, class Finish>
+double replay(double (*now)(), const trace& t, Alloc&& alloc, Release&& release, Finish&& finish) {
+  std::vector<std::pair<void*, std::size_t>> live;
+  live.reserve(t.n);
+  const double t0 = now();
+  for (const step& s : t.steps) {
+    if (s.allocate) {
+      live.emplace_back(alloc(s.value), s.value);
+    } else {
+      const auto victim = live[s.value];
+      live[s.value] = live.back();
+      live.pop_back();
+      release(victim.first, victim.second);
+    }
+  }
+  for (const auto& [p, n] : live) release(p, n);
+  finish();
+  return now() - t0;
+}
+
+constexpr std::size_t max_size = 1u << 20;
+constexpr std::size_t host_max_usage = 4ull << 30;
+
+struct pair_timing {
+  double ours = 0;
+  double base = 0;
+  double cold = 0;  ///< first pool run, chunks taken from the upstream
+};
+
+/// After one cold pool run and one baseline run, `rounds` rounds of `block` pool runs then
+/// `block` baseline runs; medians.
+template <class Ours, class Base>
+pair_timing compare(int rounds, int block, Ours&& ours, Base&& base) {
+  pair_timing r;
+  r.cold = ours();
+  (void)base();  // warms the baseline the same way
+  std::vector<double> a;
+  std::vector<double> b;
+  for (int i = 0; i < rounds; ++i) {
+    for (int k = 0; k < block; ++k) a.push_back(ours());
+    for (int k = 0; k < block; ++k) b.push_back(base());
+  }
+  r.ours = bench::median(a);
+  r.base = bench::median(b);
+  return r;
+}
+
+std::string fmt(double v, int digits = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+void cpu_entries(bench::report& report, bool quick) {
+  const std::vector<std::size_t> sizes = {10'000, 1'000, 100'000};  // the first is the headline
+  for (const std::size_t n : sizes) {
+    const trace t = make_trace(n, max_size, host_max_usage, 42);
+    dk::memory_pool<dk::host_resource> pool;  // default configuration
+    dk::host_resource upstream;
+    const int rounds = quick ? 3 : 7;
+    const int block = n >= 100'000 ? 1 : (n >= 10'000 ? 3 : 10);
+    const auto r = compare(
+        rounds, block,
+        [&] {
+          return replay(
+              thread_cpu_seconds, t, [&](std::size_t bytes) { return pool.allocate(bytes); },
+              [&](void* p, std::size_t bytes) { pool.deallocate(p, bytes); }, [] {});
+        },
+        [&] {
+          return replay(
+              thread_cpu_seconds, t, [&](std::size_t bytes) { return upstream.allocate(bytes, 256); },
+              [&](void* p, std::size_t bytes) { upstream.deallocate(p, bytes, 256); }, [] {});
+        });
+    const double ops = static_cast<double>(t.operations);
+    const double ns = r.ours / ops * 1e9;
+    const double base_ns = r.base / ops * 1e9;
+    const std::string name =
+        n == sizes.front() ? "pool.random_allocations.vs_upstream" : "pool.random_allocations.vs_upstream.n" + std::to_string(n);
+    report.add({name, "cpu", "ns (thread CPU time) per allocate or free, warm pool (median)", ns, "ns",
+                "host_resource (aligned operator new) alone", base_ns, r.base / r.ours,
+                "N=" + std::to_string(n) + ", sizes 1 B..1 MiB, " + std::to_string(t.operations) +
+                    " ops; cold first run " + fmt(r.cold / ops * 1e9) + " ns/op; goal ratio >= 5, <= 100 ns/op"});
+
+    if (n == sizes.front()) {
+      dk::memory_pool<dk::host_resource> fresh;
+      (void)replay(
+          thread_cpu_seconds, t, [&](std::size_t bytes) { return fresh.allocate(bytes); },
+          [&](void* p, std::size_t bytes) { fresh.deallocate(p, bytes); }, [] {});
+      const auto s = fresh.stats();
+      const double ratio = static_cast<double>(s.peak_reserved_bytes) / static_cast<double>(s.peak_allocated_bytes);
+      report.add({"pool.fragmentation", "cpu", "peak reserved / peak live bytes, fresh pool", ratio, "x",
+                  "ideal (reserved = live)", 1.0, 1.0 / ratio,
+                  "N=" + std::to_string(n) + ": peak live " + fmt(static_cast<double>(s.peak_allocated_bytes) / (1 << 20)) +
+                      " MiB, peak reserved " + fmt(static_cast<double>(s.peak_reserved_bytes) / (1 << 20)) + " MiB in " +
+                      std::to_string(s.upstream_allocations) + " chunks; goal <= 1.15"});
+    }
+  }
+}
+
+#if DEVICEKIT_HAS_CUDA
+void gpu_entries(bench::report& report, bool quick) {
+  const std::vector<std::size_t> sizes = quick ? std::vector<std::size_t>{10'000} : std::vector<std::size_t>{10'000, 1'000, 100'000};
+  dk::check_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
+  cudaStream_t s = nullptr;
+  dk::check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  // The default driver pool keeps what it caches (its default threshold, 0, would release at every sync).
+  cudaMemPool_t driver_pool = nullptr;
+  dk::check_cuda(cudaDeviceGetDefaultMemPool(&driver_pool, 0), "cudaDeviceGetDefaultMemPool");
+  std::uint64_t keep = UINT64_MAX;
+  dk::check_cuda(cudaMemPoolSetAttribute(driver_pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
+  auto check = [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) dk::check_cuda(e, what);
+  };
+  for (const std::size_t n : sizes) {
+    const std::size_t max_usage = 4ull << 30;
+    const trace t = make_trace(n, max_size, max_usage, 42);
+    const double ops = static_cast<double>(t.operations);
+    const std::string suffix = n == sizes.front() ? "" : ".n" + std::to_string(n);
+    auto ours_sync = [&] {
+      return replay(
+          wall_seconds, t, [&](std::size_t b) { return pool.allocate(b); }, [&](void* p, std::size_t b) { pool.deallocate(p, b); },
+          [] {});
+    };
+    auto ours_stream = [&] {
+      return replay(
+          wall_seconds, t, [&](std::size_t b) { return pool.allocate_async(b, 256, s); },
+          [&](void* p, std::size_t b) { pool.deallocate_async(p, b, 256, s); },
+          [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+    };
+    auto add = [&](const std::string& base_name, const std::string& what, const pair_timing& r, const std::string& goal) {
+      report.add({"pool.random_allocations.vs_" + base_name + suffix, "cuda",
+                  "ns per allocate or free, warm pool (median)", r.ours / ops * 1e9, "ns", what, r.base / ops * 1e9,
+                  r.base / r.ours,
+                  "N=" + std::to_string(n) + ", sizes 1 B..1 MiB; cold first run " + fmt(r.cold / ops * 1e9) +
+                      " ns/op; goal " + goal + ", <= 100 ns/op"});
+    };
+
+    const int slow_reps = quick ? 1 : (n >= 100'000 ? 1 : 3);
+    add("cudaMalloc", "cudaMalloc / cudaFree",
+        compare(slow_reps, 1, ours_sync,
+                [&] {
+                  return replay(
+                      wall_seconds, t,
+                      [&](std::size_t b) {
+                        void* p = nullptr;
+                        check(cudaMalloc(&p, b), "cudaMalloc");
+                        return p;
+                      },
+                      [&](void* p, std::size_t) { check(cudaFree(p), "cudaFree"); }, [] {});
+                }),
+        "ratio >= 100");
+
+    const int reps = quick ? 5 : 11;
+    add("cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, one stream, threshold raised",
+        compare(reps, 1, ours_stream,
+                [&] {
+                  return replay(
+                      wall_seconds, t,
+                      [&](std::size_t b) {
+                        void* p = nullptr;
+                        check(cudaMallocAsync(&p, b, s), "cudaMallocAsync");
+                        return p;
+                      },
+                      [&](void* p, std::size_t) { check(cudaFreeAsync(p, s), "cudaFreeAsync"); },
+                      [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+                }),
+        "ratio >= 3");
+
+#  if DEVICEKIT_BENCH_CUB
+    cub::CachingDeviceAllocator cub_alloc(8, 3, 7, static_cast<std::size_t>(-1), false);
+    add("cub_caching", "cub::CachingDeviceAllocator(8, 3, 7, unlimited), one stream",
+        compare(reps, 1, ours_stream,
+                [&] {
+                  return replay(
+                      wall_seconds, t,
+                      [&](std::size_t b) {
+                        void* p = nullptr;
+                        check(cub_alloc.DeviceAllocate(&p, b, s), "DeviceAllocate");
+                        return p;
+                      },
+                      [&](void* p, std::size_t) { check(cub_alloc.DeviceFree(p), "DeviceFree"); },
+                      [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+                }),
+        "ratio >= 3");
+#  endif
+    pool.trim();
+  }
+  check(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto opt = bench::parse(argc, argv);
+  bench::report report;
+  cpu_entries(report, opt.quick);
+#if DEVICEKIT_HAS_CUDA
+  dk::device_manager<> probe{dk::settings{}};
+  if (probe.has_gpu()) gpu_entries(report, opt.quick);
+#endif
+  report.write(opt.json_path);
+  return 0;
+}

@@ -1,0 +1,1202 @@
+#pragma once
+/// \file
+/// `device_memory`: the caching pool of one device, whatever its upstream. Placement code takes
+/// a `device_memory&` and allocates on any device the same way; `memory_pool<Upstream>`
+/// (memory/pool.hpp) is the concrete pool, and `device_manager::memory(dev)` owns one per device.
+///
+/// How it allocates
+///   * Requests up to `small_size_limit` are served from size classes (4 per power of two,
+///     multiples of 256 bytes), carved from slabs; a slab goes back to the large blocks when
+///     all its slots are free (one empty slab per class is kept, against churn).
+///   * Larger requests take the best fit among the free blocks (segregated lists, bounded scan,
+///     see detail::free_index), split off the rest, and coalesce with free neighbours when freed.
+///   * Every block is 256-byte aligned (cudaMalloc's guarantee); larger power-of-two alignments
+///     are honoured by splitting off the front.
+///   * When nothing fits, the pool grows by a chunk from its upstream: at least the request, at
+///     least `min_chunk_size`, at least (growth_factor - 1) x reserved (capped at
+///     `max_chunk_size`), never past `max_size` (the budget).
+///
+/// Streams
+///   `allocate(bytes, stream)` / `deallocate(p, bytes, stream)` are stream-ordered: a block freed
+///   on stream s is reused at once by later allocations on s (stream order makes that safe), and
+///   by other streams only after an event recorded on s has completed. Events are recorded
+///   lazily, when another stream needs memory, so the common one-stream case records none. The
+///   synchronous forms mean "no work in flight uses this block": it is reusable at once by any
+///   stream. Upstreams without events (host memory) treat every free as synchronous. Synchronise
+///   a stream before destroying it if pool memory was freed on it.
+///
+/// Out of memory: the recovery ladder is: other streams' completed frees -> grow -> wait for
+/// other streams' frees -> release cached blocks (empty slabs and chunks) and grow -> the user's
+/// on_out_of_memory callback (called without the lock held, so it may free memory) -> throw
+/// out_of_memory with the request, the budget, the stats and what to do.
+///
+/// Bad input, defined behaviour (the pool is intact after each):
+///   allocate(0) returns nullptr and counts nothing; deallocate(nullptr, n) does nothing;
+///   an alignment that is not a power of two is invalid_request; a request over the budget is
+///   out_of_memory; a double free, a foreign pointer and a free with the wrong size are
+///   invalid_free. These checks are always on (the pool keeps a record of every live allocation
+///   anyway).
+///
+/// Tracking (opt-in: pool_config::tracking, the `tracked<Strategy>` policy, or
+/// DEVICEKIT_MEMORY_DEBUG=1): each live allocation keeps the std::source_location of the
+/// allocating call; `live_allocations()` lists them; the pool reports leaks when destroyed.
+///
+/// Thread-safe: one mutex per pool. Safe at exit: no CUDA call once the process is exiting.
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/runtime.hpp>
+#include <devicekit/core/stream.hpp>
+#include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/stats.hpp>
+#include <devicekit/memory/strategy.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace devicekit {
+
+/// Whether a pool records where each allocation came from.
+enum class tracking_mode {
+  environment,  ///< on when DEVICEKIT_MEMORY_DEBUG is 1/on/true/yes (the default)
+  off,
+  on,
+};
+
+/// A pool's configuration (FLAME's MemoryConfig, plus what a C++ pool needs).
+struct pool_config {
+  /// Preallocated as one chunk when the pool is made, and kept by trim() (the XLA "start").
+  std::size_t initial_size = 0;
+  /// Each growth asks for at least (growth_factor - 1) x reserved bytes: 2.0 doubles the pool,
+  /// 1.0 grows by what the request needs (rounded to min_chunk_size). Fewer, larger chunks mean
+  /// fewer upstream calls; smaller growth keeps reserved close to what is used.
+  double growth_factor = 1.0;
+  /// The most the pool may reserve. Unset: the balanced strategy's budget for the device.
+  std::optional<std::size_t> max_size;
+  /// defragment() releases empty chunks when fragmentation (1 - largest free / free) exceeds this.
+  double defrag_threshold = 0.5;
+  std::size_t min_chunk_size = 2u << 20;
+  std::size_t max_chunk_size = 1u << 30;
+  /// Requests up to this size use size classes; 0 disables them. At most 1 MiB.
+  std::size_t small_size_limit = 16u << 10;
+  tracking_mode tracking = tracking_mode::environment;
+  /// Called (without the pool's lock) before out_of_memory is thrown; return true to retry once.
+  std::function<bool(std::size_t bytes, const pool_stats&)> on_out_of_memory;
+  /// Receives the leak report when a tracking pool is destroyed with live allocations
+  /// (default: standard error).
+  std::function<void(const std::string&)> on_leak;
+  /// How the budget was reached, for reports and out_of_memory messages (the manager sets it).
+  std::optional<memory_budget> budget;
+};
+
+/// One live allocation.
+struct allocation_record {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  std::size_t alignment = 0;     ///< as requested; 0 unless tracking
+  std::source_location where{};  ///< the allocating call; empty unless tracking
+};
+
+struct defragment_result {
+  double fragmentation_before = 0.0;
+  double fragmentation_after = 0.0;
+  std::size_t released_bytes = 0;  ///< handed back upstream
+  std::size_t chunks_released = 0;
+};
+
+class memory_profiler;
+
+namespace detail {
+/// Reads DEVICEKIT_MEMORY_DEBUG.
+[[nodiscard]] inline bool memory_debug_from_environment() {
+  const char* v = std::getenv("DEVICEKIT_MEMORY_DEBUG");
+  if (v == nullptr) return false;
+  const std::string s(v);
+  if (s.empty() || s == "0" || s == "off" || s == "false" || s == "no") return false;
+  if (s == "1" || s == "on" || s == "true" || s == "yes") return true;
+  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s + "' is not valid; allowed values: 1, on, true, yes (tracking on) "
+                     "or 0, off, false, no, empty (tracking off)");
+}
+
+/// A profiler's state, updated by the pool under its lock.
+struct profile_state {
+  struct sample {
+    double t_us;
+    std::size_t allocated;
+    std::size_t reserved;
+  };
+  struct marker {
+    double t_us;
+    bool begin;
+    std::string name;
+  };
+  std::string name;
+  bool record_timeline = false;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::size_t start_allocated = 0;
+  std::size_t peak_allocated = 0;
+  std::size_t peak_reserved = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t ooms = 0;
+  std::size_t bytes_allocated = 0;
+  std::vector<sample> samples;
+  std::vector<marker> markers;
+
+  [[nodiscard]] double now_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+[[nodiscard]] inline std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+[[nodiscard]] inline std::string where_text(const std::source_location& w) {
+  if (w.file_name() == nullptr || w.file_name()[0] == '\0') return "unknown (tracking off)";
+  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + " in " + w.function_name();
+}
+}  // namespace detail
+
+class device_memory {
+ public:
+  device_memory(const device_memory&) = delete;
+  device_memory& operator=(const device_memory&) = delete;
+  virtual ~device_memory() = default;
+
+  // --- synchronous ------------------------------------------------------------------------------
+  /// `bytes` bytes aligned to `alignment` (a power of two; at least 256 is always given).
+  /// Returns nullptr for 0 bytes. Throws out_of_memory, invalid_request.
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = detail::pool_granule,
+                               std::source_location where = std::source_location::current()) {
+    return allocate_impl(bytes, alignment, false, native_stream_handle{}, where);
+  }
+  /// Frees `p`, which must come from this pool with the same `bytes`, with no work in flight on
+  /// it. Throws invalid_free (double free, foreign pointer, wrong size) and leaves the pool as it was.
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment = detail::pool_granule) {
+    (void)alignment;  // the record knows the alignment; CCCL passes it anyway
+    deallocate_impl(p, bytes, false, native_stream_handle{});
+  }
+
+  // --- stream-ordered ---------------------------------------------------------------------------
+  [[nodiscard]] void* allocate(std::size_t bytes, const stream& s,
+                               std::source_location where = std::source_location::current()) {
+    return allocate_impl(bytes, detail::pool_granule, true, s.native_handle(), where);
+  }
+  void deallocate(void* p, std::size_t bytes, const stream& s) { deallocate_impl(p, bytes, true, s.native_handle()); }
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, native_stream_handle s,
+                                     std::source_location where = std::source_location::current()) {
+    return allocate_impl(bytes, alignment, true, s, where);
+  }
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, native_stream_handle s) {
+    (void)alignment;
+    deallocate_impl(p, bytes, true, s);
+  }
+#if DEVICEKIT_HAS_CCCL_MR
+  /// CCCL's async_resource form.
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) {
+    return allocate_impl(bytes, alignment, true, s.get(), std::source_location::current());
+  }
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) {
+    (void)alignment;
+    deallocate_impl(p, bytes, true, s.get());
+  }
+#endif
+
+  // --- maintenance ------------------------------------------------------------------------------
+  /// Returns empty chunks (except the preallocated initial one) to the upstream, after taking in
+  /// other streams' completed frees. Never blocks on a stream. Returns the bytes released.
+  std::size_t trim() {
+    std::lock_guard lock(mutex_);
+    poll_streams(0, false);
+    release_empty_slabs();
+    const std::size_t released = release_empty_chunks(true).first;
+    notify_profilers(event::other, 0);
+    upstream_trim();
+    return released;
+  }
+
+  /// Waits for every stream's pending frees, then returns all unused memory (the initial chunk
+  /// too) to the upstream. Live allocations stay valid: clear() never frees them.
+  void clear() {
+    std::lock_guard lock(mutex_);
+    poll_streams(0, true);
+    release_empty_slabs();
+    release_empty_chunks(false);
+    notify_profilers(event::other, 0);
+    upstream_trim();
+  }
+
+  /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, when
+  /// fragmentation then exceeds `defrag_threshold` (or `force`), returns empty chunks upstream.
+  /// Live pointers never move.
+  defragment_result defragment(bool force = false) {
+    std::lock_guard lock(mutex_);
+    defragment_result r;
+    r.fragmentation_before = compute_stats().fragmentation;
+    poll_streams(0, false);
+    release_empty_slabs();
+    if (force || compute_stats().fragmentation > config_.defrag_threshold) {
+      std::tie(r.released_bytes, r.chunks_released) = release_empty_chunks(true);
+      upstream_trim();
+    }
+    r.fragmentation_after = compute_stats().fragmentation;
+    notify_profilers(event::other, 0);
+    return r;
+  }
+
+  // --- observation ------------------------------------------------------------------------------
+  [[nodiscard]] pool_stats stats() const {
+    std::lock_guard lock(mutex_);
+    return compute_stats();
+  }
+  /// Resets the peaks to the current values.
+  void reset_peak_stats() {
+    std::lock_guard lock(mutex_);
+    peak_allocated_ = allocated_;
+    peak_reserved_ = reserved_;
+    peak_active_ = active_;
+  }
+  [[nodiscard]] device get_device() const noexcept { return device_; }
+  [[nodiscard]] const pool_config& config() const noexcept { return config_; }
+  /// How the budget (max_size) was reached.
+  [[nodiscard]] const memory_budget& budget() const noexcept { return budget_; }
+  [[nodiscard]] bool tracking() const noexcept { return tracking_; }
+
+  /// Every live allocation (with its source location when tracking), by address.
+  [[nodiscard]] std::vector<allocation_record> live_allocations() const {
+    std::lock_guard lock(mutex_);
+    std::vector<allocation_record> out;
+    out.reserve(live_.size());
+    live_.for_each([&](const detail::live_record& r) { out.push_back(record_of(r)); });
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ptr < b.ptr; });
+    return out;
+  }
+
+  /// The live allocations as a report (what the destructor of a tracking pool prints); empty
+  /// when there are none.
+  [[nodiscard]] std::string leak_report() const {
+    std::lock_guard lock(mutex_);
+    return leak_report_locked(false);
+  }
+
+  /// Walks every structure and throws std::logic_error naming the first broken invariant: blocks
+  /// tile each chunk, free neighbours on the same stream are merged, the free lists hold exactly
+  /// the free blocks, and the counters match the records. For tests; O(size of the pool).
+  void check_consistency() const {
+    std::lock_guard lock(mutex_);
+    check_consistency_locked();
+  }
+
+  friend bool operator==(const device_memory& a, const device_memory& b) noexcept { return &a == &b; }
+
+ protected:
+  device_memory(device dev, pool_config config) : device_(dev), config_(std::move(config)) {
+    auto bad = [](const std::string& what) { throw config_error("pool_config: " + what); };
+    if (!std::isfinite(config_.growth_factor) || config_.growth_factor < 1.0) {
+      bad("growth_factor " + std::to_string(config_.growth_factor) + " must be >= 1 (1 grows by what is needed, 2 doubles)");
+    }
+    if (!(config_.defrag_threshold >= 0.0 && config_.defrag_threshold <= 1.0)) {
+      bad("defrag_threshold " + std::to_string(config_.defrag_threshold) + " must lie in [0, 1]");
+    }
+    if (config_.min_chunk_size == 0 || config_.min_chunk_size > config_.max_chunk_size) {
+      bad("min_chunk_size must be > 0 and <= max_chunk_size");
+    }
+    if (config_.small_size_limit > detail::size_classes::max_small) {
+      bad("small_size_limit " + std::to_string(config_.small_size_limit) + " must be at most 1 MiB");
+    }
+    tracking_ = config_.tracking == tracking_mode::on ||
+                (config_.tracking == tracking_mode::environment && detail::memory_debug_from_environment());
+    class_count_ = detail::size_classes::count_for(config_.small_size_limit);
+    classes_.resize(static_cast<std::size_t>(class_count_));
+    min_chunk_ = detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
+    max_chunk_ = detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule);
+  }
+
+  /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
+  void start(std::size_t default_total_bytes) {
+    events_ = upstream_has_events();
+    if (config_.budget) {
+      budget_ = *config_.budget;
+    } else {
+      budget_ = budget_for(balanced{}, device_.kind(), default_total_bytes);
+    }
+    if (config_.max_size) {
+      max_size_ = *config_.max_size;
+      if (!config_.budget) {
+        budget_.budget_bytes = max_size_;
+        budget_.fraction = budget_.total_bytes > 0
+                               ? std::min(1.0, static_cast<double>(max_size_) / static_cast<double>(budget_.total_bytes))
+                               : 1.0;
+      }
+    } else {
+      max_size_ = static_cast<std::size_t>(budget_.budget_bytes);
+    }
+    if (config_.initial_size > 0) {
+      std::lock_guard lock(mutex_);
+      const std::size_t n = detail::round_up_pow2(std::min(config_.initial_size, max_size_ & ~(detail::pool_granule - 1)),
+                                                  detail::pool_granule);
+      if (n > 0) {
+        void* p = upstream_allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
+        add_chunk(p, n, true);
+      }
+    }
+  }
+
+  /// Called by the concrete pool's destructor, while the upstream still exists.
+  void release_everything() noexcept {
+    std::lock_guard lock(mutex_);
+    if (tracking_ && live_.size() > 0) {
+      try {
+        const std::string report = leak_report_locked(true);
+        if (config_.on_leak) {
+          config_.on_leak(report);
+        } else {
+          std::cerr << report;
+        }
+      } catch (...) {
+      }
+    }
+    if (cuda_calls_allowed()) {
+      try {
+        poll_streams(0, true);  // in-flight work may still use pending blocks
+      } catch (...) {
+      }
+    }
+    for (auto& st : streams_) {
+      if (st->event != nullptr) upstream_destroy_event(st->event);
+      st->event = nullptr;
+    }
+    for (auto& c : chunks_) {
+      if (!c.live) continue;
+      upstream_deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
+      c.live = false;
+    }
+    chunks_.clear();
+    chunk_order_.clear();
+    reserved_ = 0;
+  }
+
+  // --- the upstream, implemented by memory_pool<Upstream> ------------------------------------
+  virtual void* upstream_allocate(std::size_t bytes, std::size_t alignment) = 0;
+  virtual void upstream_deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept = 0;
+  virtual bool upstream_has_events() const noexcept { return false; }
+  virtual void* upstream_create_event(native_stream_handle) { return nullptr; }
+  virtual void upstream_record_event(void*, native_stream_handle) {}
+  virtual bool upstream_event_complete(void*) { return true; }
+  virtual void upstream_wait_event(void*) {}
+  virtual void upstream_destroy_event(void*) noexcept {}
+  virtual void upstream_trim() noexcept {}
+
+ private:
+  friend class memory_profiler;
+  using block = detail::pool_block;
+  using slab = detail::pool_slab;
+
+  enum class event { allocate, free, other };
+
+  struct chunk {
+    std::uintptr_t base = 0;
+    std::size_t size = 0;
+    block* first = nullptr;
+    bool initial = false;
+    bool live = false;
+  };
+
+  struct taken {
+    std::uintptr_t addr = 0;
+    void* owner = nullptr;
+    std::size_t size = 0;
+    detail::live_kind kind = detail::live_kind::large;
+  };
+
+  // --- allocation -------------------------------------------------------------------------------
+  void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
+                      const std::source_location& where) {
+    detail::check_alignment(alignment);
+    if (bytes == 0) return nullptr;
+    std::unique_lock lock(mutex_);
+    const std::uint16_t sid = ordered && events_ ? stream_id(s) : 0;
+    // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
+    const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
+                            alignment > std::numeric_limits<std::size_t>::max() / 4;
+    if (impossible) {
+      throw_oom(bytes, "the request is larger than the pool's budget (max_size " +
+                           std::to_string(max_size_) + " bytes)");
+    }
+    taken t = try_take(bytes, alignment, sid);
+    if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
+    live_.insert({t.addr, bytes, t.owner, t.kind});
+    if (tracking_) sites_[t.addr] = {where, alignment};
+    allocated_ += bytes;
+    in_use_ += t.size;
+    ++active_;
+    ++alloc_count_;
+    peak_allocated_ = std::max(peak_allocated_, allocated_);
+    peak_active_ = std::max(peak_active_, active_);
+    if (!profilers_.empty()) notify_profilers(event::allocate, bytes);
+    return reinterpret_cast<void*>(t.addr);
+  }
+
+  [[nodiscard]] bool is_small(std::size_t bytes, std::size_t alignment) const noexcept {
+    return alignment <= detail::pool_granule && bytes <= config_.small_size_limit && class_count_ > 0;
+  }
+
+  /// What growing must provide for this request.
+  [[nodiscard]] std::size_t growth_need(std::size_t bytes, std::size_t alignment) const noexcept {
+    if (is_small(bytes, alignment)) return detail::size_classes::slab_bytes(detail::size_classes::class_of(bytes));
+    const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
+    return alignment > detail::pool_granule ? n + alignment - detail::pool_granule : n;
+  }
+
+  taken try_take(std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
+    if (is_small(bytes, alignment)) return take_small(detail::size_classes::class_of(bytes), sid);
+    const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
+    block* b = take_large(n, alignment, sid, detail::block_state::used);
+    if (b == nullptr) return {};
+    return {b->addr, b, b->size, detail::live_kind::large};
+  }
+
+  taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
+    const std::size_t need = growth_need(bytes, alignment);
+    taken t;
+    if (poll_streams(sid, false) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    ++retries_;
+    if (poll_streams(sid, true) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    release_empty_slabs();
+    release_empty_chunks(false);
+    if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    if (config_.on_out_of_memory) {
+      const pool_stats snapshot = compute_stats();
+      lock.unlock();
+      const bool again = config_.on_out_of_memory(bytes, snapshot);
+      lock.lock();
+      if (again) {
+        poll_streams(sid, true);
+        if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
+        if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+      }
+    }
+    std::string cause;
+    if (!last_upstream_error_.empty()) {
+      cause = "the upstream refused more memory (" + last_upstream_error_ + ")";
+    } else if (reserved_ + need > max_size_) {
+      cause = "growing by " + detail::human_bytes(need) + " would pass the budget";
+    }
+    throw_oom(bytes, cause);
+  }
+
+  [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause) {
+    ++oom_count_;
+    for (auto* p : profilers_) ++p->ooms;
+    const pool_stats s = compute_stats();
+    last_upstream_error_.clear();
+    throw out_of_memory(device_, bytes, s, budget_text(), cause);
+  }
+
+  [[nodiscard]] std::string budget_text() const {
+    if (budget_.total_bytes == 0) return {};
+    char frac[32];
+    std::snprintf(frac, sizeof frac, "%.2f", budget_.fraction);
+    return std::string(frac) + " of " + detail::human_bytes(budget_.total_bytes) + " total, less " +
+           detail::human_bytes(budget_.headroom_bytes) + " headroom";
+  }
+
+  // --- small requests ---------------------------------------------------------------------------
+  taken take_small(int cls, std::uint16_t sid) {
+    const std::size_t slot = detail::size_classes::slot_size(cls);
+    if (sid != 0) {
+      auto& pending = streams_[sid - 1u]->small[static_cast<std::size_t>(cls)];
+      if (!pending.empty()) {  // freed on this very stream: reusable in stream order
+        const detail::pending_slot p = pending.back();
+        pending.pop_back();
+        --streams_[sid - 1u]->small_pending;
+        return {p.addr, p.slab, slot, detail::live_kind::small};
+      }
+    }
+    detail::class_state& c = classes_[static_cast<std::size_t>(cls)];
+    slab* s = c.partial;
+    if (s == nullptr) {
+      s = make_slab(cls);
+      if (s == nullptr) return {};
+    }
+    std::uint32_t idx = 0;
+    if (!s->free_slots.empty()) {
+      idx = s->free_slots.back();
+      s->free_slots.pop_back();
+    } else {
+      idx = s->bump++;
+    }
+    ++s->used;
+    if (c.empty == s) c.empty = nullptr;
+    if (!s->has_ready_slot()) partial_remove(s);
+    return {s->base + static_cast<std::uintptr_t>(idx) * s->slot_size, s, slot, detail::live_kind::small};
+  }
+
+  slab* make_slab(int cls) {
+    const std::size_t bytes = detail::size_classes::slab_bytes(cls);
+    // Only ready blocks: a slab's slots go to any stream.
+    block* b = take_large(bytes, detail::pool_granule, 0, detail::block_state::slab);
+    if (b == nullptr) return nullptr;
+    slab* s = nullptr;
+    if (!spare_slabs_.empty()) {
+      s = spare_slabs_.back();
+      spare_slabs_.pop_back();
+    } else {
+      slab_store_.push_back(std::make_unique<slab>());
+      s = slab_store_.back().get();
+    }
+    s->blk = b;
+    s->base = b->addr;
+    s->slot_size = static_cast<std::uint32_t>(detail::size_classes::slot_size(cls));
+    s->capacity = static_cast<std::uint32_t>(bytes / s->slot_size);
+    s->used = 0;
+    s->bump = 0;
+    s->cls = static_cast<std::uint16_t>(cls);
+    s->free_slots.clear();
+    partial_push(s);
+    ++slab_count_;
+    return s;
+  }
+
+  void partial_push(slab* s) noexcept {
+    auto& c = classes_[s->cls];
+    s->prev = nullptr;
+    s->next = c.partial;
+    if (c.partial != nullptr) c.partial->prev = s;
+    c.partial = s;
+    s->in_partial = true;
+  }
+  void partial_remove(slab* s) noexcept {
+    auto& c = classes_[s->cls];
+    if (s->prev != nullptr) {
+      s->prev->next = s->next;
+    } else {
+      c.partial = s->next;
+    }
+    if (s->next != nullptr) s->next->prev = s->prev;
+    s->prev = s->next = nullptr;
+    s->in_partial = false;
+  }
+
+  /// A slot becomes ready again (freed synchronously, or its stream's event completed).
+  void release_slot(slab* s, std::uintptr_t addr) {
+    s->free_slots.push_back(static_cast<std::uint32_t>((addr - s->base) / s->slot_size));
+    --s->used;
+    if (!s->in_partial) partial_push(s);
+    if (s->used == 0) {
+      auto& c = classes_[s->cls];
+      if (c.empty == nullptr) {
+        c.empty = s;
+      } else if (c.empty != s) {
+        destroy_slab(s);
+      }
+    }
+  }
+
+  void destroy_slab(slab* s) {
+    auto& c = classes_[s->cls];
+    if (c.empty == s) c.empty = nullptr;
+    if (s->in_partial) partial_remove(s);
+    block* b = s->blk;
+    s->blk = nullptr;
+    s->free_slots.clear();
+    spare_slabs_.push_back(s);
+    --slab_count_;
+    insert_free(b, 0, 0);
+  }
+
+  void release_empty_slabs() {
+    for (auto& c : classes_) {
+      if (c.empty != nullptr) destroy_slab(c.empty);
+    }
+  }
+
+  // --- large blocks -----------------------------------------------------------------------------
+  detail::free_index& index_of(std::uint16_t sid) noexcept { return sid == 0 ? ready_ : streams_[sid - 1u]->large; }
+
+  block* take_large(std::size_t n, std::size_t alignment, std::uint16_t sid, detail::block_state as) {
+    const std::size_t need = alignment > detail::pool_granule ? n + alignment - detail::pool_granule : n;
+    block* b = nullptr;
+    std::uint16_t from = 0;
+    if (sid != 0) {
+      b = streams_[sid - 1u]->large.best_fit(need);
+      from = sid;
+    }
+    if (block* r = ready_.best_fit(need); r != nullptr && (b == nullptr || r->size < b->size)) {
+      b = r;
+      from = 0;
+    }
+    if (b == nullptr) return nullptr;
+    detail::free_index& idx = index_of(from);
+    idx.erase(b);
+    const std::uintptr_t start = (b->addr + alignment - 1) & ~static_cast<std::uintptr_t>(alignment - 1);
+    if (start != b->addr) {  // the front piece stays free, on the same stream
+      block* f = blocks_.make();
+      f->addr = b->addr;
+      f->size = start - b->addr;
+      f->chunk = b->chunk;
+      f->stream = b->stream;
+      f->seq = b->seq;
+      f->prev_phys = b->prev_phys;
+      f->next_phys = b;
+      if (b->prev_phys != nullptr) {
+        b->prev_phys->next_phys = f;
+      } else {
+        chunks_[b->chunk].first = f;
+      }
+      b->prev_phys = f;
+      b->addr = start;
+      b->size -= f->size;
+      idx.insert(f);
+    }
+    if (b->size > n) {  // so does the tail
+      block* t = blocks_.make();
+      t->addr = b->addr + n;
+      t->size = b->size - n;
+      t->chunk = b->chunk;
+      t->stream = b->stream;
+      t->seq = b->seq;
+      t->prev_phys = b;
+      t->next_phys = b->next_phys;
+      if (b->next_phys != nullptr) b->next_phys->prev_phys = t;
+      b->next_phys = t;
+      b->size = n;
+      idx.insert(t);
+    }
+    b->state = as;
+    b->stream = 0;
+    b->seq = 0;
+    return b;
+  }
+
+  /// Makes `b` (in no free list) free on stream slot `sid`, merging it with free neighbours on
+  /// the same stream.
+  void insert_free(block* b, std::uint16_t sid, std::uint64_t seq) {
+    b->state = detail::block_state::free;
+    b->stream = sid;
+    b->seq = seq;
+    detail::free_index& idx = index_of(sid);
+    if (block* p = b->prev_phys; p != nullptr && p->state == detail::block_state::free && p->stream == sid) {
+      idx.erase(p);
+      p->size += b->size;
+      p->next_phys = b->next_phys;
+      if (b->next_phys != nullptr) b->next_phys->prev_phys = p;
+      p->seq = std::max(p->seq, b->seq);
+      blocks_.recycle(b);
+      b = p;
+    }
+    if (block* n = b->next_phys; n != nullptr && n->state == detail::block_state::free && n->stream == sid) {
+      idx.erase(n);
+      b->size += n->size;
+      b->next_phys = n->next_phys;
+      if (n->next_phys != nullptr) n->next_phys->prev_phys = b;
+      b->seq = std::max(b->seq, n->seq);
+      blocks_.recycle(n);
+    }
+    idx.insert(b);
+  }
+
+  // --- growth and release -----------------------------------------------------------------------
+  bool grow(std::size_t need) {
+    const std::size_t room = max_size_ > reserved_ ? (max_size_ - reserved_) & ~(detail::pool_granule - 1) : 0;
+    if (need > room) return false;
+    std::size_t step = 0;
+    if (config_.growth_factor > 1.0) {
+      const double g = static_cast<double>(reserved_) * (config_.growth_factor - 1.0);
+      step = g >= static_cast<double>(max_chunk_) ? max_chunk_ : static_cast<std::size_t>(g);
+    }
+    // At least the request and min_chunk_size, in whole multiples of min_chunk_size (what is
+    // left over serves the next requests), at most max_chunk_size (unless the request is
+    // larger) and the room left in the budget.
+    std::size_t want = std::max({need, step, min_chunk_});
+    want = (want + min_chunk_ - 1) / min_chunk_ * min_chunk_;
+    want = std::min(want, std::max(max_chunk_, need));
+    want = std::max(std::min(want, room), need);
+    for (;;) {
+      void* p = nullptr;
+      try {
+        p = upstream_allocate(want, detail::pool_granule);
+      } catch (const std::exception& e) {
+        last_upstream_error_ = e.what();
+      }
+      if (p != nullptr) {
+        if ((reinterpret_cast<std::uintptr_t>(p) & (detail::pool_granule - 1)) != 0) {
+          upstream_deallocate(p, want, detail::pool_granule);
+          throw config_error("the pool's upstream on " + device_.str() +
+                             " returned memory not aligned to 256 bytes; an upstream must honour the alignment it is asked for");
+        }
+        last_upstream_error_.clear();
+        add_chunk(p, want, false);
+        return true;
+      }
+      if (want == need) return false;
+      want = need;  // a smaller chunk may still be there
+    }
+  }
+
+  void add_chunk(void* p, std::size_t bytes, bool initial) {
+    std::uint32_t id = 0;
+    if (!spare_chunk_ids_.empty()) {
+      id = spare_chunk_ids_.back();
+      spare_chunk_ids_.pop_back();
+    } else {
+      id = static_cast<std::uint32_t>(chunks_.size());
+      chunks_.emplace_back();
+    }
+    block* b = blocks_.make();
+    b->addr = reinterpret_cast<std::uintptr_t>(p);
+    b->size = bytes;
+    b->chunk = id;
+    chunks_[id] = chunk{b->addr, bytes, b, initial, true};
+    const auto pos = std::lower_bound(chunk_order_.begin(), chunk_order_.end(), std::make_pair(b->addr, std::uint32_t{0}));
+    chunk_order_.insert(pos, {b->addr, id});
+    reserved_ += bytes;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+    ++upstream_allocs_;
+    insert_free(b, 0, 0);
+    for (auto* prof : profilers_) prof->peak_reserved = std::max(prof->peak_reserved, reserved_);
+  }
+
+  /// Returns chunks that are one ready free block to the upstream. Returns (bytes, chunks).
+  std::pair<std::size_t, std::size_t> release_empty_chunks(bool keep_initial) {
+    std::size_t bytes = 0;
+    std::size_t count = 0;
+    for (std::uint32_t id = 0; id < chunks_.size(); ++id) {
+      chunk& c = chunks_[id];
+      if (!c.live || (keep_initial && c.initial)) continue;
+      block* b = c.first;
+      if (b->state != detail::block_state::free || b->stream != 0 || b->size != c.size) continue;
+      ready_.erase(b);
+      blocks_.recycle(b);
+      upstream_deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
+      reserved_ -= c.size;
+      ++upstream_frees_;
+      bytes += c.size;
+      ++count;
+      const auto pos = std::lower_bound(chunk_order_.begin(), chunk_order_.end(), std::make_pair(c.base, std::uint32_t{0}));
+      chunk_order_.erase(pos);
+      c = chunk{};
+      spare_chunk_ids_.push_back(id);
+    }
+    return {bytes, count};
+  }
+
+  [[nodiscard]] bool inside_chunk(std::uintptr_t a) const noexcept {
+    auto it = std::upper_bound(chunk_order_.begin(), chunk_order_.end(),
+                               std::make_pair(a, std::numeric_limits<std::uint32_t>::max()));
+    if (it == chunk_order_.begin()) return false;
+    --it;
+    const chunk& c = chunks_[it->second];
+    return a >= c.base && a < c.base + c.size;
+  }
+
+  // --- streams ----------------------------------------------------------------------------------
+  std::uint16_t stream_id(native_stream_handle h) {
+    if (last_sid_ != 0 && streams_[last_sid_ - 1u]->handle == h) return last_sid_;
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      if (streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
+    }
+    if (streams_.size() >= 65535) {
+      throw invalid_request("a memory pool serves at most 65535 distinct streams");
+    }
+    auto st = std::make_unique<detail::stream_state>();
+    st->handle = h;
+    st->small.resize(static_cast<std::size_t>(class_count_));
+    streams_.push_back(std::move(st));
+    return last_sid_ = static_cast<std::uint16_t>(streams_.size());
+  }
+
+  /// Takes in the frees of every stream but `except` whose event has completed (or, with `wait`,
+  /// waits for them). Records an event on a stream when none covers its latest frees. Returns
+  /// whether anything became ready.
+  bool poll_streams(std::uint16_t except, bool wait) {
+    bool any = false;
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      if (i + 1 == except) continue;
+      detail::stream_state& st = *streams_[i];
+      // Under the lock no new frees arrive, so two rounds cover everything when waiting.
+      for (int round = 0; round < 2 && st.pending() > 0; ++round) {
+        if (!st.event_in_flight) {
+          if (st.event == nullptr) st.event = upstream_create_event(st.handle);
+          upstream_record_event(st.event, st.handle);
+          st.recorded_seq = st.next_seq - 1;
+          st.event_in_flight = true;
+        }
+        if (wait) {
+          upstream_wait_event(st.event);
+        } else if (!upstream_event_complete(st.event)) {
+          break;
+        }
+        st.event_in_flight = false;
+        any = migrate(st, static_cast<std::uint16_t>(i + 1), st.recorded_seq) || any;
+        if (!wait) break;
+      }
+    }
+    return any;
+  }
+
+  bool migrate(detail::stream_state& st, std::uint16_t sid, std::uint64_t upto) {
+    bool any = false;
+    migrate_scratch_.clear();
+    st.large.for_each([&](block* b) {
+      if (b->seq <= upto) migrate_scratch_.push_back(b);
+    });
+    for (block* b : migrate_scratch_) {
+      st.large.erase(b);
+      insert_free(b, 0, 0);
+      any = true;
+    }
+    (void)sid;
+    for (auto& pending : st.small) {
+      std::size_t keep = 0;
+      for (std::size_t j = 0; j < pending.size(); ++j) {
+        if (pending[j].seq <= upto) {
+          release_slot(pending[j].slab, pending[j].addr);
+          --st.small_pending;
+          any = true;
+        } else {
+          pending[keep++] = pending[j];
+        }
+      }
+      pending.resize(keep);
+    }
+    return any;
+  }
+
+  // --- deallocation -----------------------------------------------------------------------------
+  void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
+    if (p == nullptr) return;
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard lock(mutex_);
+    detail::live_record* rec = live_.find(a);
+    if (rec == nullptr) {
+      const std::string head = "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
+                               device_.str() + ": ";
+      if (inside_chunk(a)) {
+        throw invalid_free(invalid_free::kind::double_free,
+                           head + "not a live allocation although it lies in this pool's memory: a double free, "
+                                  "or a pointer into the middle of an allocation. The pool is unchanged.");
+      }
+      throw invalid_free(invalid_free::kind::foreign_pointer,
+                         head + "this pointer was not allocated by this pool (it lies outside all of its memory): "
+                                "free it with the allocator that made it. The pool is unchanged.");
+    }
+    if (rec->requested != bytes) {
+      throw invalid_free(invalid_free::kind::wrong_size,
+                         "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
+                             device_.str() + ": wrong size: it was allocated with " + std::to_string(rec->requested) +
+                             " bytes at " + detail::where_text(site_of(a).where) +
+                             "; pass the size given to allocate. The pool is unchanged.");
+    }
+    const std::uint16_t sid = ordered && events_ ? stream_id(s) : 0;
+    const detail::live_record r = *rec;
+    live_.erase(rec);
+    if (tracking_) sites_.erase(a);
+    if (r.kind() == detail::live_kind::large) {
+      block* b = static_cast<block*>(r.owner());
+      in_use_ -= b->size;
+      insert_free(b, sid, sid != 0 ? streams_[sid - 1u]->next_seq++ : 0);
+    } else {
+      slab* sl = static_cast<slab*>(r.owner());
+      in_use_ -= sl->slot_size;
+      if (sid != 0) {
+        detail::stream_state& st = *streams_[sid - 1u];
+        st.small[sl->cls].push_back({a, sl, st.next_seq++});
+        ++st.small_pending;
+      } else {
+        release_slot(sl, a);
+      }
+    }
+    allocated_ -= bytes;
+    --active_;
+    ++free_count_;
+    if (!profilers_.empty()) notify_profilers(event::free, bytes);
+  }
+
+  // --- stats ------------------------------------------------------------------------------------
+  [[nodiscard]] pool_stats compute_stats() const {
+    pool_stats s;
+    s.allocated_bytes = allocated_;
+    s.peak_allocated_bytes = peak_allocated_;
+    s.in_use_bytes = in_use_;
+    s.reserved_bytes = reserved_;
+    s.peak_reserved_bytes = peak_reserved_;
+    s.free_bytes = reserved_ - in_use_;
+    std::size_t largest = 0;
+    if (const block* b = ready_.largest()) largest = b->size;
+    std::size_t pending = 0;
+    for (const auto& st : streams_) {
+      if (const block* b = st->large.largest()) largest = std::max(largest, b->size);
+      pending += st->pending();
+    }
+    for (std::size_t c = classes_.size(); c-- > 0;) {
+      const slab* sl = classes_[c].partial;
+      if (sl != nullptr) {
+        largest = std::max(largest, static_cast<std::size_t>(sl->slot_size));
+        break;
+      }
+    }
+    s.largest_free_block = largest;
+    s.fragmentation = s.free_bytes > 0 ? 1.0 - static_cast<double>(largest) / static_cast<double>(s.free_bytes) : 0.0;
+    if (s.fragmentation < 0.0) s.fragmentation = 0.0;
+    s.active_blocks = active_;
+    s.peak_active_blocks = peak_active_;
+    s.allocation_count = alloc_count_;
+    s.free_count = free_count_;
+    s.oom_count = oom_count_;
+    s.alloc_retries = retries_;
+    s.upstream_allocations = upstream_allocs_;
+    s.upstream_frees = upstream_frees_;
+    s.chunk_count = chunk_order_.size();
+    s.pending_stream_frees = pending;
+    s.max_size = max_size_;
+    return s;
+  }
+
+  [[nodiscard]] std::string leak_report_locked(bool destroyed) const {
+    if (live_.size() == 0) return {};
+    std::vector<allocation_record> live;
+    live.reserve(live_.size());
+    live_.for_each([&](const detail::live_record& r) { live.push_back(record_of(r)); });
+    std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) { return x.ptr < y.ptr; });
+    std::size_t total = 0;
+    for (const auto& x : live) total += x.bytes;
+    std::string s = "devicekit: memory pool on " + device_.str() + (destroyed ? " destroyed with " : " has ") +
+                    std::to_string(live.size()) + " live allocation(s), " + detail::human_bytes(total) +
+                    (destroyed ? " leaked:\n" : ":\n");
+    std::size_t shown = 0;
+    for (const auto& x : live) {
+      if (++shown > 100) {
+        s += "  ... and " + std::to_string(live.size() - 100) + " more\n";
+        break;
+      }
+      s += "  " + detail::pointer_text(x.ptr) + "  " + std::to_string(x.bytes) + " bytes  allocated at " +
+           detail::where_text(x.where) + "\n";
+    }
+    if (!tracking_) s += "  (set DEVICEKIT_MEMORY_DEBUG=1 to see where each was allocated)\n";
+    return s;
+  }
+
+  [[nodiscard]] detail::allocation_site site_of(std::uintptr_t a) const {
+    const auto it = sites_.find(a);
+    return it == sites_.end() ? detail::allocation_site{} : it->second;
+  }
+  [[nodiscard]] allocation_record record_of(const detail::live_record& r) const {
+    const detail::allocation_site site = site_of(r.key);
+    return {reinterpret_cast<void*>(r.key), r.requested, site.alignment, site.where};
+  }
+
+  // --- profilers --------------------------------------------------------------------------------
+  void notify_profilers(event e, std::size_t bytes) {
+    for (auto* p : profilers_) {
+      if (e == event::allocate) {
+        ++p->allocations;
+        p->bytes_allocated += bytes;
+      } else if (e == event::free) {
+        ++p->frees;
+      }
+      p->peak_allocated = std::max(p->peak_allocated, allocated_);
+      p->peak_reserved = std::max(p->peak_reserved, reserved_);
+      if (p->record_timeline) p->samples.push_back({p->now_us(), allocated_, reserved_});
+    }
+  }
+
+  void attach_profiler(detail::profile_state* p) {
+    std::lock_guard lock(mutex_);
+    p->start_allocated = p->peak_allocated = allocated_;
+    p->peak_reserved = reserved_;
+    for (auto* other : profilers_) {
+      if (other->record_timeline) other->markers.push_back({other->now_us(), true, p->name});
+    }
+    if (p->record_timeline) {
+      p->markers.push_back({p->now_us(), true, p->name});
+      p->samples.push_back({p->now_us(), allocated_, reserved_});
+    }
+    profilers_.push_back(p);
+  }
+
+  void detach_profiler(detail::profile_state* p) {
+    std::lock_guard lock(mutex_);
+    const auto it = std::find(profilers_.begin(), profilers_.end(), p);
+    if (it == profilers_.end()) return;
+    profilers_.erase(it);
+    if (p->record_timeline) {
+      p->samples.push_back({p->now_us(), allocated_, reserved_});
+      p->markers.push_back({p->now_us(), false, p->name});
+    }
+    for (auto* other : profilers_) {
+      if (other->record_timeline) other->markers.push_back({other->now_us(), false, p->name});
+    }
+  }
+
+  template <class F>
+  auto with_lock(F&& f) const {
+    std::lock_guard lock(mutex_);
+    return f();
+  }
+
+  // --- consistency ------------------------------------------------------------------------------
+  void check_consistency_locked() const {
+    auto fail = [](const std::string& what) { throw std::logic_error("memory pool invariant broken: " + what); };
+    std::size_t reserved = 0;
+    std::size_t free_blocks = 0;
+    std::size_t free_bytes_walk = 0;
+    std::size_t used_large = 0;
+    std::size_t used_large_bytes = 0;
+    std::size_t slab_blocks = 0;
+    std::size_t live_chunks = 0;
+    for (std::uint32_t id = 0; id < chunks_.size(); ++id) {
+      const chunk& c = chunks_[id];
+      if (!c.live) continue;
+      ++live_chunks;
+      reserved += c.size;
+      std::uintptr_t at = c.base;
+      const block* prev = nullptr;
+      for (const block* b = c.first; b != nullptr; b = b->next_phys) {
+        if (b->addr != at) fail("blocks do not tile chunk " + std::to_string(id));
+        if (b->size == 0 || b->size % detail::pool_granule != 0) fail("a block size is not a multiple of 256");
+        if (b->prev_phys != prev) fail("a block's prev link is wrong");
+        if (b->chunk != id) fail("a block names the wrong chunk");
+        if (b->state == detail::block_state::free) {
+          ++free_blocks;
+          free_bytes_walk += b->size;
+          if (prev != nullptr && prev->state == detail::block_state::free && prev->stream == b->stream) {
+            fail("two neighbouring free blocks on the same stream were not merged");
+          }
+          if (b->stream > streams_.size()) fail("a free block names an unknown stream");
+        } else if (b->state == detail::block_state::used) {
+          ++used_large;
+          used_large_bytes += b->size;
+          const detail::live_record* r = live_.find(b->addr);
+          if (r == nullptr || r->owner() != b || r->kind() != detail::live_kind::large) {
+            fail("a used block has no live record");
+          }
+        } else {
+          ++slab_blocks;
+        }
+        at += b->size;
+        prev = b;
+      }
+      if (at != c.base + c.size) fail("blocks do not cover chunk " + std::to_string(id));
+    }
+    if (live_chunks != chunk_order_.size()) fail("the chunk order index is out of date");
+    if (!std::is_sorted(chunk_order_.begin(), chunk_order_.end())) fail("the chunk order index is not sorted");
+    if (reserved != reserved_) fail("reserved bytes do not match the chunks");
+    std::size_t indexed = ready_.count();
+    std::size_t indexed_bytes = ready_.bytes();
+    ready_.for_each([&](block* b) {
+      if (b->state != detail::block_state::free || b->stream != 0) fail("the ready list holds a block that is not ready");
+      if (detail::free_index::bin_of(b->size) != b->bin || !ready_.holds(b)) fail("a free block sits in the wrong bin");
+    });
+    std::size_t pending_small = 0;
+    std::size_t pending_small_bytes = 0;
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      const auto& st = *streams_[i];
+      indexed += st.large.count();
+      indexed_bytes += st.large.bytes();
+      st.large.for_each([&](block* b) {
+        if (b->state != detail::block_state::free || b->stream != i + 1) fail("a stream list holds a foreign block");
+        if (b->seq == 0 || b->seq >= st.next_seq) fail("a pending block has an impossible sequence number");
+        if (!st.large.holds(b)) fail("a pending block sits in the wrong bin");
+      });
+      std::size_t n = 0;
+      for (const auto& v : st.small) {
+        n += v.size();
+        for (const auto& ps : v) pending_small_bytes += ps.slab->slot_size;
+      }
+      if (n != st.small_pending) fail("a stream's pending slot count is wrong");
+      pending_small += n;
+    }
+    if (indexed != free_blocks || indexed_bytes != free_bytes_walk) fail("the free lists do not hold exactly the free blocks");
+    std::size_t slab_used = 0;
+    std::size_t slab_used_bytes = 0;
+    std::size_t slabs_seen = 0;
+    for (const auto& owned : slab_store_) {
+      const slab* s = owned.get();
+      if (s->blk == nullptr) continue;
+      ++slabs_seen;
+      if (s->blk->state != detail::block_state::slab) fail("a slab's block is not marked as a slab");
+      if (s->used + s->free_slots.size() + (s->capacity - s->bump) != s->capacity) fail("a slab's slot counts do not add up");
+      if (s->in_partial != s->has_ready_slot()) fail("a slab with a ready slot is not in its class list, or the reverse");
+      slab_used += s->used;
+      slab_used_bytes += static_cast<std::size_t>(s->used) * s->slot_size;
+      if (s->used == 0 && classes_[s->cls].empty != s) fail("an empty slab is kept besides the class's one empty slab");
+    }
+    if (slabs_seen != slab_blocks || slabs_seen != slab_count_) fail("slab blocks and slab records disagree");
+    std::size_t live_bytes = 0;
+    std::size_t live_small = 0;
+    live_.for_each([&](const detail::live_record& r) {
+      live_bytes += r.requested;
+      if (r.kind() == detail::live_kind::small) ++live_small;
+    });
+    if (live_.size() != active_) fail("active blocks do not match the live records");
+    if (live_bytes != allocated_) fail("allocated bytes do not match the live records");
+    if (used_large + live_small != live_.size()) fail("live records do not match used blocks and slots");
+    if (slab_used != live_small + pending_small) fail("slab slot counts do not match live and pending slots");
+    if (used_large_bytes + slab_used_bytes - pending_small_bytes != in_use_) fail("in-use bytes do not match the blocks");
+  }
+
+  // --- state ------------------------------------------------------------------------------------
+  device device_;
+  pool_config config_;
+  memory_budget budget_;
+  std::size_t max_size_ = 0;
+  bool tracking_ = false;
+  bool events_ = false;
+  int class_count_ = 0;
+  std::size_t min_chunk_ = 0;
+  std::size_t max_chunk_ = 0;
+
+  mutable std::mutex mutex_;
+  detail::block_arena blocks_;
+  detail::free_index ready_;
+  std::vector<std::unique_ptr<detail::stream_state>> streams_;
+  std::uint16_t last_sid_ = 0;
+  std::vector<detail::class_state> classes_;
+  std::vector<std::unique_ptr<slab>> slab_store_;
+  std::vector<slab*> spare_slabs_;
+  std::size_t slab_count_ = 0;
+  std::vector<chunk> chunks_;
+  std::vector<std::uint32_t> spare_chunk_ids_;
+  std::vector<std::pair<std::uintptr_t, std::uint32_t>> chunk_order_;
+  detail::live_map live_;
+  std::unordered_map<std::uintptr_t, detail::allocation_site> sites_;  ///< tracking only
+  std::vector<block*> migrate_scratch_;
+  std::vector<detail::profile_state*> profilers_;
+  std::string last_upstream_error_;
+
+  std::size_t allocated_ = 0;
+  std::size_t peak_allocated_ = 0;
+  std::size_t in_use_ = 0;
+  std::size_t reserved_ = 0;
+  std::size_t peak_reserved_ = 0;
+  std::size_t active_ = 0;
+  std::size_t peak_active_ = 0;
+  std::uint64_t alloc_count_ = 0;
+  std::uint64_t free_count_ = 0;
+  std::uint64_t oom_count_ = 0;
+  std::uint64_t retries_ = 0;
+  std::uint64_t upstream_allocs_ = 0;
+  std::uint64_t upstream_frees_ = 0;
+};
+
+}  // namespace devicekit

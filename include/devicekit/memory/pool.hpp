@@ -1,0 +1,139 @@
+#pragma once
+/// \file
+/// `memory_pool<Upstream>`: the caching pool (device_memory, see memory/device_memory.hpp) on a
+/// given upstream resource (memory/resources.hpp). Any memory_pool is a device_memory, so code
+/// that allocates takes `device_memory&` whatever the upstream.
+///
+///   devicekit::memory_pool<devicekit::host_resource> pool;          // host memory, balanced budget
+///   void* p = pool.allocate(1 << 20);
+///   pool.deallocate(p, 1 << 20);
+///
+///   devicekit::memory_pool<devicekit::cuda_device_resource> gpu{devicekit::cuda_device_resource{0},
+///                                                                {.max_size = 8ull << 30}};
+///   void* q = gpu.allocate(bytes, stream);                           // stream-ordered
+///
+/// CCCL interop: with LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE defined before the first
+/// include, a memory_pool models `cuda::mr::resource` and `cuda::mr::async_resource` (CCCL 3.0)
+/// and has the accessibility properties of its upstream (`cuda::mr::device_accessible`,
+/// `cuda::mr::host_accessible`).
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/resources.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+#include <unistd.h>
+
+namespace devicekit {
+
+namespace detail {
+/// Total memory of the device an upstream serves: the basis of a pool's default budget.
+[[nodiscard]] inline std::uint64_t total_memory_of(device dev) {
+  if (dev.is_cpu()) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+  }
+#if DEVICEKIT_HAS_CUDA
+  scoped_device on(dev.ordinal());
+  std::size_t free_bytes = 0;
+  std::size_t total = 0;
+  DEVICEKIT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return total;
+#else
+  return 0;
+#endif
+}
+
+template <class U>
+concept has_upstream_trim = requires(U& u) { u.trim(); };
+}  // namespace detail
+
+template <class Upstream>
+class memory_pool final : public device_memory {
+  static_assert(upstream_resource<Upstream>,
+                "memory_pool<Upstream>: Upstream must provide 'void* allocate(size_t, size_t)', "
+                "'void deallocate(void*, size_t, size_t)' and 'device get_device() const' (see devicekit/memory/resources.hpp)");
+
+ public:
+  using upstream_type = Upstream;
+
+  /// A pool on a default-constructed upstream.
+  explicit memory_pool(pool_config config = {})
+    requires std::default_initializable<Upstream>
+      : memory_pool(Upstream{}, std::move(config)) {}
+
+  explicit memory_pool(Upstream upstream, pool_config config = {})
+      : device_memory(upstream.get_device(), std::move(config)), upstream_(std::move(upstream)) {
+    const bool need_total = !this->config().budget && !this->config().max_size;
+    start(need_total ? detail::total_memory_of(get_device()) : 0);
+  }
+
+  ~memory_pool() override { release_everything(); }
+
+  [[nodiscard]] Upstream& upstream() noexcept { return upstream_; }
+  [[nodiscard]] const Upstream& upstream() const noexcept { return upstream_; }
+
+#if DEVICEKIT_HAS_CCCL_MR
+  friend constexpr void get_property(const memory_pool&, ::cuda::mr::device_accessible) noexcept
+    requires(Upstream::is_device_accessible)
+  {}
+  friend constexpr void get_property(const memory_pool&, ::cuda::mr::host_accessible) noexcept
+    requires(Upstream::is_host_accessible)
+  {}
+#endif
+
+ private:
+  void* upstream_allocate(std::size_t bytes, std::size_t alignment) override {
+    return upstream_.allocate(bytes, alignment);
+  }
+  void upstream_deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept override {
+    upstream_.deallocate(p, bytes, alignment);
+  }
+  bool upstream_has_events() const noexcept override { return stream_event_source<Upstream>; }
+  void* upstream_create_event(native_stream_handle s) override {
+    if constexpr (stream_event_source<Upstream>) {
+      return upstream_.create_event(s);
+    } else {
+      (void)s;
+      return nullptr;
+    }
+  }
+  void upstream_record_event(void* ev, native_stream_handle s) override {
+    if constexpr (stream_event_source<Upstream>) {
+      upstream_.record_event(ev, s);
+    } else {
+      (void)ev;
+      (void)s;
+    }
+  }
+  bool upstream_event_complete(void* ev) override {
+    if constexpr (stream_event_source<Upstream>) {
+      return upstream_.event_complete(ev);
+    } else {
+      (void)ev;
+      return true;
+    }
+  }
+  void upstream_wait_event(void* ev) override {
+    if constexpr (stream_event_source<Upstream>) {
+      upstream_.wait_event(ev);
+    } else {
+      (void)ev;
+    }
+  }
+  void upstream_destroy_event(void* ev) noexcept override {
+    if constexpr (stream_event_source<Upstream>) {
+      upstream_.destroy_event(ev);
+    } else {
+      (void)ev;
+    }
+  }
+  void upstream_trim() noexcept override {
+    if constexpr (detail::has_upstream_trim<Upstream>) upstream_.trim();
+  }
+
+  Upstream upstream_;
+};
+
+}  // namespace devicekit

@@ -1,0 +1,129 @@
+#pragma once
+/// \file
+/// `memory_profiler`: a scoped view of one pool (FLAME's MemoryProfiler). While it lives it
+/// records the peak of allocated bytes and the number of allocations and frees; profilers nest
+/// (each sees every event while it lives, and a timeline-recording profiler marks the scopes of
+/// the profilers opened inside it). With a timeline it can write a Chrome trace JSON file that
+/// Perfetto (ui.perfetto.dev) and chrome://tracing open: a counter track of allocated and
+/// reserved bytes over time, and one slice per profiler scope.
+///
+///   {
+///     devicekit::memory_profiler prof(dm.memory(), "forward", {.record_timeline = true});
+///     model.forward(batch);
+///     std::cout << prof.peak_bytes() << " bytes at peak, " << prof.allocation_count() << " allocations\n";
+///     prof.write_chrome_trace("forward.trace.json");
+///   }
+///
+/// A profiler must not outlive its pool. Recording costs one sample per allocation or free
+/// (24 bytes) while a timeline is recorded, nothing otherwise.
+#include <devicekit/memory/device_memory.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace devicekit {
+
+struct profiler_options {
+  bool record_timeline = false;  ///< keep every sample for write_chrome_trace / timeline()
+};
+
+class memory_profiler {
+ public:
+  using sample = detail::profile_state::sample;
+
+  explicit memory_profiler(device_memory& memory, std::string name = "memory_profiler", profiler_options options = {})
+      : memory_(&memory) {
+    state_.name = std::move(name);
+    state_.record_timeline = options.record_timeline;
+    memory_->attach_profiler(&state_);
+  }
+  memory_profiler(const memory_profiler&) = delete;
+  memory_profiler& operator=(const memory_profiler&) = delete;
+  ~memory_profiler() { stop(); }
+
+  /// Ends the scope early; the figures stay readable.
+  void stop() {
+    if (!running_) return;
+    memory_->detach_profiler(&state_);
+    running_ = false;
+  }
+  [[nodiscard]] bool running() const noexcept { return running_; }
+  [[nodiscard]] const std::string& name() const noexcept { return state_.name; }
+
+  /// The highest allocated bytes (of the whole pool) seen while the profiler ran.
+  [[nodiscard]] std::size_t peak_bytes() const { return read([&] { return state_.peak_allocated; }); }
+  /// How far the peak rose above what was allocated when the profiler started.
+  [[nodiscard]] std::size_t peak_increase_bytes() const {
+    return read([&] { return state_.peak_allocated - std::min(state_.peak_allocated, state_.start_allocated); });
+  }
+  [[nodiscard]] std::size_t peak_reserved_bytes() const { return read([&] { return state_.peak_reserved; }); }
+  [[nodiscard]] std::uint64_t allocation_count() const { return read([&] { return state_.allocations; }); }
+  [[nodiscard]] std::uint64_t free_count() const { return read([&] { return state_.frees; }); }
+  [[nodiscard]] std::size_t bytes_allocated() const { return read([&] { return state_.bytes_allocated; }); }
+  [[nodiscard]] std::uint64_t oom_count() const { return read([&] { return state_.ooms; }); }
+  /// The samples so far (empty unless record_timeline).
+  [[nodiscard]] std::vector<sample> timeline() const { return read([&] { return state_.samples; }); }
+
+  /// Writes the timeline as Chrome trace event JSON (Perfetto opens it).
+  void write_chrome_trace(std::ostream& os) const {
+    const auto [samples, markers] = read([&] { return std::make_pair(state_.samples, state_.markers); });
+    const std::string dev = memory_->get_device().str();
+    os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"devicekit memory " << dev
+       << "\"}},\n";
+    os << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"profiler scopes\"}}";
+    char ts[64];
+    for (const auto& s : samples) {
+      std::snprintf(ts, sizeof ts, "%.3f", s.t_us);
+      os << ",\n{\"name\":\"memory " << dev << " (bytes)\",\"ph\":\"C\",\"pid\":1,\"ts\":" << ts
+         << ",\"args\":{\"allocated\":" << s.allocated << ",\"reserved\":" << s.reserved << "}}";
+    }
+    for (const auto& m : markers) {
+      std::snprintf(ts, sizeof ts, "%.3f", m.t_us);
+      os << ",\n{\"name\":\"" << escape(m.name) << "\",\"ph\":\"" << (m.begin ? 'B' : 'E')
+         << "\",\"pid\":1,\"tid\":1,\"ts\":" << ts << "}";
+    }
+    os << "\n]}\n";
+  }
+  /// Writes the trace to `path`; config_error if the file cannot be written.
+  void write_chrome_trace(const std::string& path) const {
+    std::ofstream f(path);
+    if (!f) throw config_error("memory_profiler: cannot open '" + path + "' for writing");
+    write_chrome_trace(f);
+    if (!f) throw config_error("memory_profiler: writing '" + path + "' failed");
+  }
+
+ private:
+  template <class F>
+  std::invoke_result_t<F&> read(F&& f) const {
+    return memory_->with_lock(f);
+  }
+
+  static std::string escape(const std::string& s) {
+    std::string out;
+    for (const char c : s) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        out += buf;
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
+
+  device_memory* memory_;
+  detail::profile_state state_;
+  bool running_ = true;
+};
+
+}  // namespace devicekit

@@ -1,0 +1,371 @@
+#pragma once
+/// \file
+/// Upstream resources: where a pool gets its chunks. Each has the shape of CCCL's synchronous
+/// resource (`allocate(bytes, alignment)`, `deallocate(p, bytes, alignment)`, `==`) and says
+/// which device it serves (`get_device()`):
+///   host_resource          aligned operator new: lets the whole pool run, be tested and be
+///                          benchmarked on a machine without a GPU
+///   pinned_host_resource   cudaMallocHost (page-locked host memory, reachable by copies on any
+///                          stream)
+///   cuda_device_resource   device memory, by cudaMallocFromPoolAsync from a driver pool whose
+///                          release threshold is set explicitly (its default, 0, hands memory
+///                          back at every synchronisation), or by plain cudaMalloc
+///
+/// A resource that serves streams also provides events (`create_event`, `record_event`,
+/// `event_complete`, `wait_event`, `destroy_event`): the pool uses them to learn when a block
+/// freed on one stream may be reused on another (the concept `stream_event_source`).
+///
+/// Exit safety: no CUDA call is made once the process is exiting (cuda_calls_allowed()); memory
+/// is then left to the process's end.
+///
+/// CCCL interop: with LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE defined before the first
+/// include, the resources carry the properties `cuda::mr::host_accessible` /
+/// `cuda::mr::device_accessible` (found by ADL through get_property).
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/runtime.hpp>
+#include <devicekit/core/stream.hpp>
+#include <devicekit/memory/stats.hpp>
+
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+
+#if !defined(DEVICEKIT_HAS_CCCL_MR)
+#  if DEVICEKIT_HAS_CUDA && defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) && \
+      __has_include(<cuda/memory_resource>)
+#    define DEVICEKIT_HAS_CCCL_MR 1
+#  else
+#    define DEVICEKIT_HAS_CCCL_MR 0
+#  endif
+#endif
+#if DEVICEKIT_HAS_CCCL_MR
+#  include <cuda/memory_resource>
+#  include <cuda/stream_ref>
+#endif
+
+namespace devicekit {
+
+/// An upstream the pool can take chunks from.
+template <class R>
+concept upstream_resource = requires(R& r, const R& cr, void* p, std::size_t n, std::size_t a) {
+  { r.allocate(n, a) } -> std::same_as<void*>;
+  { r.deallocate(p, n, a) } -> std::same_as<void>;
+  { cr.get_device() } -> std::same_as<device>;
+};
+
+/// An upstream whose memory is used by stream-ordered work, with the events that order it.
+/// Event handles are opaque (`void*`); `create_event(s)` makes one usable with stream `s`.
+template <class R>
+concept stream_event_source = requires(R& r, void* ev, native_stream_handle s) {
+  { r.create_event(s) } -> std::same_as<void*>;
+  { r.record_event(ev, s) } -> std::same_as<void>;
+  { r.event_complete(ev) } -> std::same_as<bool>;
+  { r.wait_event(ev) } -> std::same_as<void>;
+  { r.destroy_event(ev) } -> std::same_as<void>;
+};
+
+namespace detail {
+inline void check_alignment(std::size_t alignment) {
+  if (alignment == 0 || !std::has_single_bit(alignment)) {
+    throw invalid_request("alignment " + std::to_string(alignment) +
+                          " is not a power of two: pass 1, 2, 4, ..., 256 (the default), 512, ...");
+  }
+}
+
+#if DEVICEKIT_HAS_CUDA
+/// Events shared by the CUDA resources. Errors while the process exits are ignored.
+struct cuda_events {
+  static void* create(native_stream_handle s) {
+    int dev = 0;
+    if (s != nullptr) {
+      DEVICEKIT_CUDA_CHECK(cudaStreamGetDevice(s, &dev));
+    } else {
+      DEVICEKIT_CUDA_CHECK(cudaGetDevice(&dev));
+    }
+    scoped_device on(dev);
+    cudaEvent_t ev = nullptr;
+    DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    return ev;
+  }
+  static void record(void* ev, native_stream_handle s) {
+    DEVICEKIT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev), s));
+  }
+  static bool complete(void* ev) {
+    const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(ev));
+    if (r == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    DEVICEKIT_CUDA_CHECK(r);
+    return true;
+  }
+  static void wait(void* ev) { DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(ev))); }
+  static void destroy(void* ev) noexcept {
+    if (ev != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev));
+  }
+};
+#endif
+
+[[noreturn]] inline void no_cuda(const char* what) {
+  throw config_error(std::string(what) + " needs CUDA, but devicekit was built without it (DEVICEKIT_HAS_CUDA is 0)");
+}
+}  // namespace detail
+
+/// Host memory from aligned operator new. Stateless: all instances are equal.
+class host_resource {
+ public:
+  static constexpr bool is_host_accessible = true;
+  static constexpr bool is_device_accessible = false;
+
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t)) {
+    detail::check_alignment(alignment);
+    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment});
+  }
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t alignment = alignof(std::max_align_t)) noexcept {
+    ::operator delete(p, std::align_val_t{alignment});
+  }
+  [[nodiscard]] device get_device() const noexcept { return device::cpu(); }
+  friend bool operator==(const host_resource&, const host_resource&) noexcept { return true; }
+
+#if DEVICEKIT_HAS_CCCL_MR
+  friend constexpr void get_property(const host_resource&, ::cuda::mr::host_accessible) noexcept {}
+#endif
+};
+
+/// Page-locked host memory (cudaMallocHost): host and device accessible, usable by asynchronous
+/// copies on any stream, so it provides events.
+class pinned_host_resource {
+ public:
+  static constexpr bool is_host_accessible = true;
+  static constexpr bool is_device_accessible = true;
+
+  pinned_host_resource() {
+#if !DEVICEKIT_HAS_CUDA
+    detail::no_cuda("pinned_host_resource");
+#endif
+  }
+
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
+    detail::check_alignment(alignment);
+    if (alignment > 4096) {
+      throw invalid_request("pinned_host_resource gives page-aligned memory (4096 bytes); alignment " +
+                            std::to_string(alignment) + " is more: allocate through a memory_pool");
+    }
+    void* p = nullptr;
+#if DEVICEKIT_HAS_CUDA
+    DEVICEKIT_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+    note_cuda_runtime_used();
+#else
+    (void)bytes;
+#endif
+    return p;
+  }
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeHost(p);
+#else
+    (void)p;
+#endif
+  }
+  [[nodiscard]] device get_device() const noexcept { return device::cpu(); }
+  friend bool operator==(const pinned_host_resource&, const pinned_host_resource&) noexcept { return true; }
+
+#if DEVICEKIT_HAS_CUDA
+  [[nodiscard]] void* create_event(native_stream_handle s) { return detail::cuda_events::create(s); }
+  void record_event(void* ev, native_stream_handle s) { detail::cuda_events::record(ev, s); }
+  [[nodiscard]] bool event_complete(void* ev) { return detail::cuda_events::complete(ev); }
+  void wait_event(void* ev) { detail::cuda_events::wait(ev); }
+  void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
+#endif
+
+#if DEVICEKIT_HAS_CCCL_MR
+  friend constexpr void get_property(const pinned_host_resource&, ::cuda::mr::host_accessible) noexcept {}
+  friend constexpr void get_property(const pinned_host_resource&, ::cuda::mr::device_accessible) noexcept {}
+#endif
+};
+
+/// Device memory on one GPU. Copies share the underlying driver pool (and compare equal).
+class cuda_device_resource {
+ public:
+  static constexpr bool is_host_accessible = false;
+  static constexpr bool is_device_accessible = true;
+
+  enum class mode {
+    async_pool,   ///< cudaMallocFromPoolAsync from a driver pool of our own (falls back to
+                  ///< cudaMalloc where the device has no memory pools)
+    synchronous,  ///< cudaMalloc / cudaFree
+  };
+
+  /// `release_threshold`: bytes the driver pool keeps when idle (set explicitly; the manager uses
+  /// the device's budget). The resource's own stream orders chunk allocations; they are
+  /// synchronised before being handed out, so a chunk is usable on every stream.
+  explicit cuda_device_resource(int ordinal = 0, std::uint64_t release_threshold = UINT64_MAX,
+                                mode m = mode::async_pool)
+      : state_(std::make_shared<state>()) {
+    state_->ordinal = ordinal;
+#if DEVICEKIT_HAS_CUDA
+    scoped_device on(ordinal);
+    note_cuda_runtime_used();
+    int pools = 0;
+    DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal));
+    if (m == mode::async_pool && pools != 0) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.handleTypes = cudaMemHandleTypeNone;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = ordinal;
+      DEVICEKIT_CUDA_CHECK(cudaMemPoolCreate(&state_->pool, &props));
+      std::uint64_t threshold = release_threshold;  // the attribute is a cuuint64_t (64-bit)
+      DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+    }
+    state_->threshold = release_threshold;
+#else
+    (void)release_threshold;
+    (void)m;
+    detail::no_cuda("cuda_device_resource");
+#endif
+  }
+
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
+    detail::check_alignment(alignment);
+    if (alignment > 256) {
+      throw invalid_request("cuda_device_resource gives 256-byte aligned memory; alignment " +
+                            std::to_string(alignment) + " is more: allocate through a memory_pool");
+    }
+    void* p = nullptr;
+#if DEVICEKIT_HAS_CUDA
+    scoped_device on(state_->ordinal);
+    if (state_->pool != nullptr) {
+      DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, state_->stream));
+      const cudaError_t sync = cudaStreamSynchronize(state_->stream);
+      if (sync != cudaSuccess) {
+        (void)cudaFreeAsync(p, state_->stream);
+        check_cuda(sync, "cudaStreamSynchronize(resource stream)");
+      }
+    } else {
+      DEVICEKIT_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+    }
+#else
+    (void)bytes;
+#endif
+    return p;
+  }
+
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (p == nullptr || !cuda_calls_allowed()) return;
+    int previous = 0;
+    (void)cudaGetDevice(&previous);
+    (void)cudaSetDevice(state_->ordinal);
+    if (state_->pool != nullptr) {
+      (void)cudaFreeAsync(p, state_->stream);
+    } else {
+      (void)cudaFree(p);
+    }
+    (void)cudaSetDevice(previous);
+#else
+    (void)p;
+#endif
+  }
+
+  /// Stream-ordered forms (the resource alone, without a caching pool on top).
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, native_stream_handle s) {
+    detail::check_alignment(alignment);
+    void* p = nullptr;
+#if DEVICEKIT_HAS_CUDA
+    scoped_device on(state_->ordinal);
+    if (state_->pool != nullptr) {
+      DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, s));
+    } else {
+      DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s));
+    }
+#else
+    (void)bytes;
+    (void)s;
+#endif
+    return p;
+  }
+  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, native_stream_handle s) noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeAsync(p, s);
+#else
+    (void)p;
+    (void)s;
+#endif
+  }
+
+#if DEVICEKIT_HAS_CCCL_MR
+  /// CCCL's async_resource form.
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) {
+    return allocate_async(bytes, alignment, s.get());
+  }
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) noexcept {
+    deallocate_async(p, bytes, alignment, s.get());
+  }
+#endif
+
+  /// Hands memory the driver pool keeps back to the system (after the pool trimmed its chunks).
+  void trim() noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (state_->pool != nullptr && cuda_calls_allowed()) {
+      (void)cudaStreamSynchronize(state_->stream);
+      (void)cudaMemPoolTrimTo(state_->pool, 0);
+    }
+#endif
+  }
+
+  [[nodiscard]] device get_device() const noexcept { return device::cuda(state_->ordinal); }
+  [[nodiscard]] bool uses_driver_pool() const noexcept { return state_->pool != nullptr; }
+  [[nodiscard]] std::uint64_t release_threshold() const noexcept { return state_->threshold; }
+  friend bool operator==(const cuda_device_resource& a, const cuda_device_resource& b) noexcept {
+    return a.state_ == b.state_;
+  }
+
+#if DEVICEKIT_HAS_CUDA
+  [[nodiscard]] void* create_event(native_stream_handle s) { return detail::cuda_events::create(s); }
+  void record_event(void* ev, native_stream_handle s) { detail::cuda_events::record(ev, s); }
+  [[nodiscard]] bool event_complete(void* ev) { return detail::cuda_events::complete(ev); }
+  void wait_event(void* ev) { detail::cuda_events::wait(ev); }
+  void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
+#endif
+
+#if DEVICEKIT_HAS_CCCL_MR
+  friend constexpr void get_property(const cuda_device_resource&, ::cuda::mr::device_accessible) noexcept {}
+#endif
+
+ private:
+#if DEVICEKIT_HAS_CUDA
+  using pool_handle = cudaMemPool_t;
+#else
+  using pool_handle = void*;
+#endif
+  struct state {
+    int ordinal = 0;
+    std::uint64_t threshold = 0;
+    pool_handle pool = nullptr;
+    native_stream_handle stream = nullptr;
+    state() = default;
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+    ~state() {
+#if DEVICEKIT_HAS_CUDA
+      // After the runtime has shut down the driver reclaims everything; calling it would crash.
+      if (!cuda_calls_allowed()) return;
+      if (stream != nullptr) {
+        (void)cudaStreamSynchronize(stream);
+        (void)cudaStreamDestroy(stream);
+      }
+      if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
+#endif
+    }
+  };
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace devicekit

@@ -1,0 +1,893 @@
+// memory/: strategies and budgets, the caching pool (size classes, best fit, growth, the OOM
+// ladder, trim/clear/defragment, streams), bad inputs, tracking, the profiler, buffers and
+// allocators, and the manager's per-device pools in the report.
+#include "memory_test_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <devicekit/manager.hpp>
+#include <devicekit/memory/allocator.hpp>
+#include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/profiler.hpp>
+#include <devicekit/report/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace dk = devicekit;
+using dk_test::counting_upstream;
+using dk_test::event_upstream;
+using dk_test::fake_stream;
+using dk_test::test_config;
+
+namespace {
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * 1024;
+
+std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+/// Sets an environment variable for the life of the object and restores it after.
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~scoped_env() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+dk::capabilities host_with(std::uint64_t total) {
+  dk::capabilities caps;
+  caps.device_type = dk::device_kind::cpu;
+  caps.device_count = 1;
+  caps.total_memory_bytes = total;
+  return caps;
+}
+
+dk::capabilities simulated_gpus(int n) {
+  dk::capabilities caps;
+  caps.device_type = dk::device_kind::cuda;
+  caps.cc = dk::compute_capability{9, 0};
+  caps.precision = dk::precision_for(*caps.cc);
+  for (int i = 0; i < n; ++i) {
+    dk::device_properties p;
+    p.id = dk::device::cuda(i);
+    p.name = "NVIDIA H100 80GB HBM3";
+    p.total_memory_bytes = 80ull << 30;
+    p.cc = *caps.cc;
+    p.hardware = dk::classify_hardware(p.name);
+    caps.devices.push_back(p);
+  }
+  caps.device_count = caps.gpu_count = n;
+  return caps;
+}
+}  // namespace
+
+// --- strategies and budgets --------------------------------------------------------------------------
+
+TEST_CASE("stock strategies, compile-time and run-time fractions", "[memory][strategy]") {
+  STATIC_REQUIRE(dk::conservative::fraction() == 0.60);
+  STATIC_REQUIRE(dk::balanced::fraction() == 0.75);
+  STATIC_REQUIRE(dk::aggressive::fraction() == 0.90);
+  STATIC_REQUIRE(dk::custom_fraction<2, 5>::fraction() == 0.4);
+  STATIC_REQUIRE(dk::memory_strategy<dk::runtime_fraction>);
+  STATIC_REQUIRE(dk::memory_strategy<dk::runtime_fraction_range>);
+  STATIC_REQUIRE(dk::memory_strategy<dk::fraction_range<3, 4, 9, 10>>);
+  STATIC_REQUIRE(dk::memory_strategy<dk::dynamic_strategy>);
+  STATIC_REQUIRE(dk::memory_strategy<dk::tracked<dk::balanced>>);
+  STATIC_REQUIRE(std::is_empty_v<dk::with_headroom<dk::balanced, 1024>>);
+  CHECK(dk::runtime_fraction(0.5).fraction() == 0.5);
+  CHECK(dk::runtime_fraction(1.0).fraction() == 1.0);
+}
+
+TEST_CASE("a run-time fraction of 0, 1.5, NaN, -1 or infinity is a config_error", "[memory][strategy][bad-input]") {
+  for (const double f : {0.0, 1.5, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    INFO(f);
+    CHECK_THROWS_AS(dk::runtime_fraction(f), dk::config_error);
+    CHECK_THROWS_WITH(dk::runtime_fraction(f), Catch::Contains("must lie in (0, 1]"));
+    CHECK_THROWS_AS(dk::compute_budget(80ull << 30, f, 0), dk::config_error);
+  }
+}
+
+TEST_CASE("a budget is the fraction of total memory less the context headroom", "[memory][strategy]") {
+  const auto b = dk::compute_budget(80ull << 30, 0.75, 512ull << 20);
+  CHECK(b.total_bytes == (80ull << 30));
+  CHECK(b.headroom_bytes == (512ull << 20));
+  CHECK(b.fraction == 0.75);
+  CHECK(b.budget_bytes == (60ull << 30) - (512ull << 20));
+  CHECK(b.start_bytes == 0);
+  // Headroom larger than the fraction: nothing left, never negative.
+  CHECK(dk::compute_budget(1ull << 20, 0.5, 1ull << 20).budget_bytes == 0);
+  // Default headroom: 512 MiB on a GPU, an eighth of a small one, none on the host.
+  CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 80ull << 30) == (512ull << 20));
+  CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 2ull << 30) == (256ull << 20));
+  CHECK(dk::default_headroom_bytes(dk::device_kind::cpu, 64ull << 30) == 0);
+  CHECK(dk::budget_for(dk::aggressive{}, dk::device_kind::cuda, 80ull << 30).headroom_bytes == (512ull << 20));
+  CHECK(dk::budget_for(dk::with_headroom<dk::balanced, (1ull << 30)>{}, dk::device_kind::cuda, 80ull << 30).budget_bytes ==
+        (59ull << 30));
+  CHECK(dk::budget_for(dk::balanced{}, dk::device_kind::cpu, 64ull << 30).budget_bytes == (48ull << 30));
+}
+
+TEST_CASE("the start/cap form preallocates the start and grows to the cap", "[memory][strategy]") {
+  using range = dk::fraction_range<3, 4, 9, 10>;
+  STATIC_REQUIRE(range::start_fraction() == 0.75);
+  STATIC_REQUIRE(range::fraction() == 0.9);
+  const auto b = dk::budget_for(range{}, dk::device_kind::cpu, 100ull << 20);
+  CHECK(b.start_fraction == 0.75);
+  CHECK(b.start_bytes == 75ull << 20);
+  CHECK(b.budget_bytes == 90ull << 20);
+
+  const auto r = dk::runtime_fraction_range::parse("0.75-0.90");
+  CHECK(r.start_fraction() == 0.75);
+  CHECK(r.fraction() == 0.90);
+  CHECK(dk::runtime_fraction_range::parse("0.8").start_fraction() == 0.0);
+  CHECK(dk::runtime_fraction_range::parse("0.8").fraction() == 0.8);
+  CHECK_THROWS_WITH(dk::runtime_fraction_range::parse("0.9-0.75"), Catch::Contains("start") && Catch::Contains("cap"));
+  CHECK_THROWS_WITH(dk::runtime_fraction_range::parse("lots"), Catch::Contains("0.75-0.90"));
+  CHECK_THROWS_AS(dk::runtime_fraction_range::parse("0.5-1.5"), dk::config_error);
+  CHECK_THROWS_AS(dk::runtime_fraction_range::parse("0.5-"), dk::config_error);
+  const auto info = dk::describe_strategy(r);
+  CHECK(info.start_fraction == 0.75);
+  CHECK(dk::budget_for(info, dk::device_kind::cuda, 80ull << 30).start_bytes == (60ull << 30) - (512ull << 20));
+}
+
+TEST_CASE("model-size and generative presets return a strategy", "[memory][strategy]") {
+  CHECK(dk::strategy_for_model_size(500'000).name == "conservative");
+  CHECK(dk::strategy_for_model_size(50'000'000).name == "balanced");
+  CHECK(dk::strategy_for_model_size(150'000'000).fraction == 0.90);
+  const auto ampere = dk::generative_model_preset(true, true);
+  CHECK(ampere.strategy.name == "balanced");
+  CHECK(ampere.mixed_precision);
+  CHECK(ampere.compute_dtype == "bf16");
+  CHECK(dk::generative_model_preset(true, false).compute_dtype == "fp16");
+  const auto cpu = dk::generative_model_preset(host_with(1ull << 30));
+  CHECK_FALSE(cpu.mixed_precision);
+  CHECK(cpu.compute_dtype == "fp32");
+  // A strategy chosen at run time drives a manager like a stock one.
+  dk::device_manager<dk::fixed_detector, dk::dynamic_strategy> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)},
+                                                                  dk::dynamic_strategy{dk::strategy_for_model_size(150'000'000)}};
+  CHECK(dm.memory_fraction() == 0.90);
+}
+
+// --- the pool -------------------------------------------------------------------------------------
+
+TEST_CASE("a pool allocates aligned memory and counts what it hands out", "[memory][pool]") {
+  counting_upstream up;
+  dk::memory_pool<counting_upstream> pool(up, test_config());
+  CHECK(pool.get_device() == dk::device::cpu());
+  void* a = pool.allocate(1000);
+  void* b = pool.allocate(100 * KiB, 4096);
+  void* c = pool.allocate(3 * MiB);
+  CHECK(addr(a) % 256 == 0);
+  CHECK(addr(b) % 4096 == 0);
+  CHECK(addr(c) % 256 == 0);
+  std::memset(a, 1, 1000);
+  std::memset(b, 2, 100 * KiB);
+  std::memset(c, 3, 3 * MiB);
+  auto s = pool.stats();
+  CHECK(s.allocated_bytes == 1000 + 100 * KiB + 3 * MiB);
+  CHECK(s.in_use_bytes == 1024 + 100 * KiB + 3 * MiB);  // 1000 rounds to the 1 KiB class
+  CHECK(s.active_blocks == 3);
+  CHECK(s.allocation_count == 3);
+  CHECK(s.reserved_bytes == up.outstanding());
+  CHECK(s.reserved_bytes >= s.in_use_bytes);
+  CHECK(s.max_size == 256 * MiB);
+  pool.deallocate(a, 1000);
+  pool.deallocate(b, 100 * KiB, 4096);
+  pool.deallocate(c, 3 * MiB);
+  s = pool.stats();
+  CHECK(s.allocated_bytes == 0);
+  CHECK(s.in_use_bytes == 0);
+  CHECK(s.active_blocks == 0);
+  CHECK(s.free_count == 3);
+  CHECK(s.peak_allocated_bytes == 1000 + 100 * KiB + 3 * MiB);
+  CHECK(s.peak_active_blocks == 3);
+  CHECK(s.reserved_bytes > 0);  // cached, not returned
+  pool.check_consistency();
+  CHECK(pool.trim() == s.reserved_bytes);
+  CHECK(up.outstanding() == 0);
+  CHECK(pool.stats().reserved_bytes == 0);
+}
+
+TEST_CASE("small requests share slabs by size class", "[memory][pool]") {
+  counting_upstream up;
+  dk::memory_pool<counting_upstream> pool(up, test_config());
+  std::vector<void*> small;
+  for (int i = 0; i < 100; ++i) small.push_back(pool.allocate(200));
+  CHECK(up.state().allocations == 1);  // one chunk holds the slab
+  CHECK(pool.stats().in_use_bytes == 100 * 256);
+  for (std::size_t i = 1; i < small.size(); ++i) CHECK(addr(small[i]) - addr(small[i - 1]) == 256);
+  // A freed slot is the next one handed out.
+  pool.deallocate(small[50], 200);
+  CHECK(pool.allocate(256) == small[50]);
+  for (auto* p : small) pool.deallocate(p, 200 + (p == small[50] ? 56 : 0));
+  pool.check_consistency();
+  CHECK(pool.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("large requests take the best fit, split, and coalesce when freed", "[memory][pool]") {
+  counting_upstream up;
+  auto cfg = test_config();
+  cfg.min_chunk_size = 4 * MiB;
+  cfg.small_size_limit = 0;
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  void* a = pool.allocate(1 * MiB);
+  void* b = pool.allocate(512 * KiB);
+  void* c = pool.allocate(2 * MiB);
+  REQUIRE(up.state().allocations == 1);
+  CHECK(addr(b) == addr(a) + 1 * MiB);  // split from one chunk, in address order
+  CHECK(addr(c) == addr(b) + 512 * KiB);
+  auto s = pool.stats();
+  CHECK(s.largest_free_block == 512 * KiB);
+  CHECK(s.fragmentation == 0.0);
+  pool.deallocate(a, 1 * MiB);
+  pool.deallocate(c, 2 * MiB);  // merges with the 512 KiB tail
+  s = pool.stats();
+  CHECK(s.free_bytes == 3 * MiB + 512 * KiB);
+  CHECK(s.largest_free_block == 2 * MiB + 512 * KiB);
+  CHECK(s.fragmentation == Approx(1.0 - 2.5 / 3.5));
+  pool.check_consistency();
+  // 768 KiB fits both free blocks; the best fit is a's 1 MiB block.
+  void* d = pool.allocate(768 * KiB);
+  CHECK(d == a);
+  // The rest of c's block is one piece again.
+  void* e = pool.allocate(2 * MiB + 512 * KiB);
+  CHECK(e == c);
+  pool.deallocate(d, 768 * KiB);
+  pool.deallocate(e, 2 * MiB + 512 * KiB);
+  pool.deallocate(b, 512 * KiB);
+  s = pool.stats();
+  CHECK(s.largest_free_block == 4 * MiB);  // everything merged back into the chunk
+  CHECK(s.fragmentation == 0.0);
+  pool.check_consistency();
+}
+
+TEST_CASE("the pool grows by chunks sized by min_chunk_size and growth_factor", "[memory][pool]") {
+  SECTION("growth factor 1: what the request needs, in whole min_chunk_size units") {
+    counting_upstream up;
+    auto cfg = test_config();
+    cfg.small_size_limit = 0;
+    dk::memory_pool<counting_upstream> pool(up, cfg);
+    void* a = pool.allocate(100 * KiB);
+    void* b = pool.allocate(3 * MiB);
+    CHECK(up.state().chunk_sizes == std::vector<std::size_t>{2 * MiB, 4 * MiB});
+    pool.deallocate(a, 100 * KiB);
+    pool.deallocate(b, 3 * MiB);
+  }
+  SECTION("growth factor 2 doubles the pool, capped by max_chunk_size and the budget") {
+    counting_upstream up;
+    auto cfg = test_config(20 * MiB);
+    cfg.growth_factor = 2.0;
+    cfg.max_chunk_size = 8 * MiB;
+    cfg.small_size_limit = 0;
+    dk::memory_pool<counting_upstream> pool(up, cfg);
+    std::vector<void*> v;
+    for (int i = 0; i < 18; ++i) v.push_back(pool.allocate(1 * MiB));
+    CHECK(up.state().chunk_sizes == std::vector<std::size_t>{2 * MiB, 2 * MiB, 4 * MiB, 8 * MiB, 4 * MiB});
+    CHECK(pool.stats().reserved_bytes == 20 * MiB);
+    for (auto* p : v) pool.deallocate(p, 1 * MiB);
+  }
+  SECTION("bad configurations are config_errors") {
+    auto cfg = test_config();
+    cfg.growth_factor = 0.5;
+    CHECK_THROWS_AS(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg), dk::config_error);
+    cfg = test_config();
+    cfg.defrag_threshold = 1.5;
+    CHECK_THROWS_AS(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg), dk::config_error);
+    cfg = test_config();
+    cfg.small_size_limit = 4 * MiB;
+    CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg), Catch::Contains("small_size_limit"));
+  }
+}
+
+TEST_CASE("a pool's default budget is the balanced budget of its device", "[memory][pool]") {
+  dk::pool_config cfg;
+  cfg.tracking = dk::tracking_mode::off;
+  dk::memory_pool<dk::host_resource> pool(cfg);
+  const auto host = dk::query_host().total_memory_bytes;
+  CHECK(pool.budget().total_bytes == host);
+  CHECK(pool.budget().fraction == 0.75);
+  CHECK(pool.stats().max_size == static_cast<std::size_t>(std::floor(0.75 * static_cast<double>(host))));
+}
+
+TEST_CASE("initial_size is preallocated, kept by trim and released by clear", "[memory][pool]") {
+  counting_upstream up;
+  auto cfg = test_config();
+  cfg.initial_size = 4 * MiB;
+  cfg.small_size_limit = 0;
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  CHECK(up.outstanding() == 4 * MiB);
+  void* a = pool.allocate(3 * MiB);
+  CHECK(up.state().allocations == 1);  // served from the preallocation
+  void* b = pool.allocate(6 * MiB);
+  CHECK(up.state().allocations == 2);
+  pool.deallocate(a, 3 * MiB);
+  pool.deallocate(b, 6 * MiB);
+  CHECK(pool.trim() == 6 * MiB);
+  CHECK(up.outstanding() == 4 * MiB);
+  pool.clear();
+  CHECK(up.outstanding() == 0);
+  CHECK(pool.stats().chunk_count == 0);
+}
+
+TEST_CASE("defragment releases empty chunks when fragmentation passes the threshold", "[memory][pool]") {
+  counting_upstream up;
+  auto cfg = test_config();
+  cfg.small_size_limit = 0;
+  cfg.defrag_threshold = 0.5;
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  void* a = pool.allocate(1 * MiB);
+  void* b = pool.allocate(1 * MiB);  // chunk 1 is full
+  void* c = pool.allocate(2 * MiB);  // chunk 2 is full
+  pool.deallocate(c, 2 * MiB);
+  pool.deallocate(a, 1 * MiB);
+  auto r = pool.defragment();  // free 3 MiB, largest 2 MiB: 0.33 < 0.5
+  CHECK(r.fragmentation_before == Approx(1.0 / 3.0));
+  CHECK(r.released_bytes == 0);
+  r = pool.defragment(true);
+  CHECK(r.released_bytes == 2 * MiB);
+  CHECK(r.chunks_released == 1);
+  CHECK(r.fragmentation_after == 0.0);
+  CHECK(up.outstanding() == 2 * MiB);
+  void* live = pool.allocate(1 * MiB);  // b stays where it was: live pointers never move
+  CHECK(live == a);
+  std::memset(b, 7, 1 * MiB);
+  pool.deallocate(live, 1 * MiB);
+  pool.deallocate(b, 1 * MiB);
+  pool.check_consistency();
+}
+
+// --- out of memory ------------------------------------------------------------------------------------
+
+TEST_CASE("a request over the budget is out_of_memory with the figures and advice", "[memory][pool][oom][bad-input]") {
+  counting_upstream up;
+  dk::memory_pool<counting_upstream> pool(up, test_config(8 * MiB));
+  void* keep = pool.allocate(1 * MiB);
+  const auto before = pool.stats();
+  try {
+    (void)pool.allocate(9 * MiB);
+    FAIL("no out_of_memory");
+  } catch (const dk::out_of_memory& e) {
+    const std::string m = e.what();
+    CHECK(e.requested_bytes() == 9 * MiB);
+    CHECK(e.get_device() == dk::device::cpu());
+    CHECK(e.stats().allocated_bytes == 1 * MiB);
+    for (const char* part : {"out of memory on cpu:0", "cannot allocate 9.00 MiB (9437184 bytes)", "budget 8.00 MiB",
+                             "allocated 1.00 MiB", "reserved 2.00 MiB", "largest free block 1.00 MiB",
+                             "fragmentation 0.00", "aggressive", "custom_fraction", "runtime_fraction"}) {
+      INFO(part << "\n" << m);
+      CHECK(m.find(part) != std::string::npos);
+    }
+  }
+  auto after = pool.stats();
+  CHECK(after.oom_count == 1);
+  after.oom_count = 0;
+  CHECK(after == before);
+  pool.check_consistency();
+  CHECK_THROWS_AS(pool.allocate(std::numeric_limits<std::size_t>::max()), dk::out_of_memory);
+  pool.deallocate(keep, 1 * MiB);
+}
+
+TEST_CASE("out of memory: cached blocks are released and the request retried before failing", "[memory][pool][oom]") {
+  counting_upstream up;
+  auto cfg = test_config(8 * MiB);
+  cfg.small_size_limit = 0;
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  void* a = pool.allocate(6 * MiB);
+  pool.deallocate(a, 6 * MiB);  // 6 MiB cached in one chunk
+  void* b = pool.allocate(7 * MiB);  // fits only after the cached chunk goes back
+  auto s = pool.stats();
+  CHECK(s.alloc_retries == 1);
+  CHECK(s.upstream_frees == 1);
+  CHECK(s.oom_count == 0);
+  CHECK(s.reserved_bytes == 8 * MiB);
+  // Now it cannot be met: 7 MiB live in an 8 MiB budget.
+  CHECK_THROWS_WITH(pool.allocate(2 * MiB), Catch::Contains("would pass the budget") && Catch::Contains("trim()"));
+  pool.deallocate(b, 7 * MiB);
+  pool.check_consistency();
+}
+
+TEST_CASE("out of memory when fragmented advises defragment", "[memory][pool][oom]") {
+  counting_upstream up;
+  auto cfg = test_config(8 * MiB);
+  cfg.small_size_limit = 0;
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  std::vector<void*> v;
+  for (int i = 0; i < 8; ++i) v.push_back(pool.allocate(1 * MiB));
+  for (std::size_t i = 1; i < v.size(); i += 2) pool.deallocate(v[i], 1 * MiB);
+  const auto s = pool.stats();
+  CHECK(s.free_bytes == 4 * MiB);
+  CHECK(s.largest_free_block == 1 * MiB);
+  CHECK(s.fragmentation == 0.75);
+  CHECK_THROWS_WITH(pool.allocate(2 * MiB), Catch::Contains("fragmentation 0.75") && Catch::Contains("defragment()"));
+  for (std::size_t i = 0; i < v.size(); i += 2) pool.deallocate(v[i], 1 * MiB);
+}
+
+TEST_CASE("an upstream that refuses: a smaller chunk is tried, then out_of_memory names the upstream", "[memory][pool][oom]") {
+  counting_upstream up;
+  auto cfg = test_config(64 * MiB);
+  cfg.small_size_limit = 0;
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  up.state().fail_next = 1;
+  void* a = pool.allocate(1 * MiB);  // the 2 MiB chunk is refused; exactly 1 MiB is granted
+  CHECK(up.state().chunk_sizes == std::vector<std::size_t>{1 * MiB});
+  up.state().limit = 3 * MiB;  // the device is smaller than the budget
+  void* b = pool.allocate(2 * MiB);
+  CHECK_THROWS_WITH(pool.allocate(1 * MiB), Catch::Contains("the upstream refused more memory"));
+  pool.deallocate(a, 1 * MiB);
+  pool.deallocate(b, 2 * MiB);
+  pool.check_consistency();
+}
+
+TEST_CASE("the on_out_of_memory callback runs without the lock and may free memory", "[memory][pool][oom]") {
+  counting_upstream up;
+  auto cfg = test_config(8 * MiB);
+  cfg.small_size_limit = 0;
+  void* cache = nullptr;
+  int calls = 0;
+  dk::memory_pool<counting_upstream>* self = nullptr;
+  cfg.on_out_of_memory = [&](std::size_t bytes, const dk::pool_stats& s) {
+    ++calls;
+    CHECK(bytes == 4 * MiB);
+    CHECK(s.allocated_bytes == 6 * MiB);
+    self->deallocate(cache, 6 * MiB);  // would deadlock if the pool held its lock
+    return true;
+  };
+  dk::memory_pool<counting_upstream> pool(up, cfg);
+  self = &pool;
+  cache = pool.allocate(6 * MiB);
+  void* p = pool.allocate(4 * MiB);
+  CHECK(calls == 1);
+  CHECK(p == cache);
+  pool.deallocate(p, 4 * MiB);
+}
+
+// --- bad inputs -------------------------------------------------------------------------------------
+
+TEST_CASE("bad inputs are refused with their own error and leave the pool intact", "[memory][pool][bad-input]") {
+  counting_upstream up;
+  dk::memory_pool<counting_upstream> pool(up, test_config(64 * MiB));
+  void* big = pool.allocate(1 * MiB);
+  void* small = pool.allocate(300);
+  void* gone = pool.allocate(5000);
+  pool.deallocate(gone, 5000);
+  void* gone_big = pool.allocate(512 * KiB);
+  pool.deallocate(gone_big, 512 * KiB);
+  const auto before = pool.stats();
+  auto intact = [&] {
+    CHECK(pool.stats() == before);
+    pool.check_consistency();
+  };
+
+  SECTION("0 bytes: nullptr, nothing counted; freeing nullptr does nothing") {
+    CHECK(pool.allocate(0) == nullptr);
+    pool.deallocate(nullptr, 0);
+    pool.deallocate(nullptr, 16);
+    intact();
+  }
+  SECTION("an alignment that is not a power of two") {
+    for (const std::size_t a : {std::size_t{0}, std::size_t{3}, std::size_t{48}, std::size_t{1000}}) {
+      INFO(a);
+      CHECK_THROWS_AS(pool.allocate(100, a), dk::invalid_request);
+      CHECK_THROWS_WITH(pool.allocate(100, a), Catch::Contains("not a power of two"));
+    }
+    intact();
+  }
+  SECTION("a request over the budget") {
+    CHECK_THROWS_AS(pool.allocate(65 * MiB), dk::out_of_memory);
+    auto s = pool.stats();
+    CHECK(s.oom_count == 1);
+    s.oom_count = 0;
+    CHECK(s == before);
+    pool.check_consistency();
+  }
+  SECTION("double free") {
+    try {
+      pool.deallocate(gone, 5000);
+      FAIL("no invalid_free");
+    } catch (const dk::invalid_free& e) {
+      CHECK(e.what_kind() == dk::invalid_free::kind::double_free);
+      CHECK_THAT(e.what(), Catch::Contains("double free"));
+    }
+    try {
+      pool.deallocate(gone_big, 512 * KiB);
+      FAIL("no invalid_free");
+    } catch (const dk::invalid_free& e) {
+      CHECK(e.what_kind() == dk::invalid_free::kind::double_free);
+    }
+    // A pointer into the middle of a live allocation is refused the same way.
+    CHECK_THROWS_AS(pool.deallocate(static_cast<char*>(big) + 256, 1), dk::invalid_free);
+    intact();
+  }
+  SECTION("foreign pointer") {
+    int local = 0;
+    auto heap = std::make_unique<double[]>(64);
+    for (void* p : {static_cast<void*>(&local), static_cast<void*>(heap.get())}) {
+      try {
+        pool.deallocate(p, sizeof(int));
+        FAIL("no invalid_free");
+      } catch (const dk::invalid_free& e) {
+        CHECK(e.what_kind() == dk::invalid_free::kind::foreign_pointer);
+        CHECK_THAT(e.what(), Catch::Contains("not allocated by this pool"));
+      }
+    }
+    intact();
+  }
+  SECTION("wrong size") {
+    try {
+      pool.deallocate(big, 1 * MiB - 1);
+      FAIL("no invalid_free");
+    } catch (const dk::invalid_free& e) {
+      CHECK(e.what_kind() == dk::invalid_free::kind::wrong_size);
+      CHECK_THAT(e.what(), Catch::Contains("allocated with 1048576 bytes"));
+    }
+    CHECK_THROWS_AS(pool.deallocate(small, 256), dk::invalid_free);  // the class size is not the size
+    intact();
+  }
+  pool.deallocate(big, 1 * MiB);
+  pool.deallocate(small, 300);
+  pool.check_consistency();
+}
+
+// --- streams ----------------------------------------------------------------------------------------
+
+TEST_CASE("stream-ordered frees are reused at once on their stream and elsewhere only after an event",
+          "[memory][pool][stream]") {
+  event_upstream up;
+  auto cfg = test_config(4 * MiB);
+  cfg.small_size_limit = 0;
+  dk::memory_pool<event_upstream> pool(up, cfg);
+  const auto s1 = fake_stream(1);
+  const auto s2 = fake_stream(2);
+  const auto s3 = fake_stream(3);
+
+  void* p = pool.allocate_async(2 * MiB, 256, s1);
+  pool.deallocate_async(p, 2 * MiB, 256, s1);
+  CHECK(pool.stats().pending_stream_frees == 1);
+  // Same stream: no event needed.
+  void* again = pool.allocate_async(2 * MiB, 256, s1);
+  CHECK(again == p);
+  CHECK(up.state().records == 0);
+  pool.deallocate_async(again, 2 * MiB, 256, s1);
+
+  // Another stream: the event on s1 has not completed, so the pool grows instead.
+  void* q = pool.allocate_async(2 * MiB, 256, s2);
+  CHECK(q != p);
+  CHECK(up.state().records == 1);
+  CHECK(up.state().waits == 0);
+  pool.deallocate_async(q, 2 * MiB, 256, s2);
+
+  // s1's work finishes: its block is ready for a third stream, without waiting.
+  up.complete_events(s1);
+  void* r = pool.allocate_async(2 * MiB, 256, s3);
+  CHECK(r == p);
+  CHECK(up.state().waits == 0);
+  pool.check_consistency();
+
+  // At the budget, a synchronous request waits for s2's event rather than failing.
+  void* t = pool.allocate(2 * MiB);
+  CHECK(t == q);
+  CHECK(up.state().waits == 1);
+  pool.deallocate(t, 2 * MiB);
+  pool.deallocate_async(r, 2 * MiB, 256, s3);
+  pool.check_consistency();
+}
+
+TEST_CASE("stream-ordered small slots follow the same rules", "[memory][pool][stream]") {
+  event_upstream up;
+  dk::memory_pool<event_upstream> pool(up, test_config());
+  const auto s1 = fake_stream(1);
+  const auto s2 = fake_stream(2);
+  void* a = pool.allocate_async(100, 256, s1);
+  pool.deallocate_async(a, 100, 256, s1);
+  CHECK(pool.allocate_async(100, 256, s1) == a);
+  pool.deallocate_async(a, 100, 256, s1);
+  void* b = pool.allocate_async(100, 256, s2);
+  CHECK(b != a);
+  CHECK(pool.stats().pending_stream_frees == 1);
+  // trim takes in completed frees without blocking: first it records the event...
+  pool.trim();
+  CHECK(pool.stats().pending_stream_frees == 1);
+  CHECK(up.state().records == 1);
+  up.complete_events();
+  pool.trim();  // ...then sees it complete
+  CHECK(pool.stats().pending_stream_frees == 0);
+  CHECK(up.state().waits == 0);
+  pool.deallocate_async(b, 100, 256, s2);
+  pool.check_consistency();
+}
+
+TEST_CASE("a pool waits for pending stream frees before it releases memory", "[memory][pool][stream]") {
+  event_upstream up;
+  {
+    dk::memory_pool<event_upstream> pool(up, test_config());
+    void* p = pool.allocate_async(1 * MiB, 256, fake_stream(1));
+    pool.deallocate_async(p, 1 * MiB, 256, fake_stream(1));
+    pool.clear();  // waits
+    CHECK(up.state().waits == 1);
+    CHECK(up.outstanding() == 0);
+    void* q = pool.allocate_async(1 * MiB, 256, fake_stream(2));
+    pool.deallocate_async(q, 1 * MiB, 256, fake_stream(2));
+  }
+  CHECK(up.state().waits == 2);  // the destructor waited too
+  CHECK(up.outstanding() == 0);
+  CHECK(up.state().events.empty());  // every event destroyed
+}
+
+TEST_CASE("a host pool takes cpu streams as synchronous", "[memory][pool][stream]") {
+  dk::memory_pool<dk::host_resource> pool(test_config());
+  dk::stream s;  // the inline cpu stream
+  void* p = pool.allocate(4096, s);
+  pool.deallocate(p, 4096, s);
+  CHECK(pool.stats().pending_stream_frees == 0);
+  CHECK(pool.allocate(4096) == p);
+  pool.deallocate(p, 4096);
+}
+
+// --- tracking -----------------------------------------------------------------------------------------
+
+TEST_CASE("tracking records where each live allocation came from and reports leaks", "[memory][tracking]") {
+  std::string report;
+  int line = 0;
+  {
+    auto cfg = test_config();
+    cfg.tracking = dk::tracking_mode::on;
+    cfg.on_leak = [&](const std::string& r) { report = r; };
+    dk::memory_pool<dk::host_resource> pool(cfg);
+    CHECK(pool.tracking());
+    line = __LINE__ + 1;
+    void* p = pool.allocate(4000);
+    const auto live = pool.live_allocations();
+    REQUIRE(live.size() == 1);
+    CHECK(live[0].ptr == p);
+    CHECK(live[0].bytes == 4000);
+    CHECK(live[0].where.line() == static_cast<unsigned>(line));
+    CHECK_THAT(live[0].where.file_name(), Catch::EndsWith("test_memory.cpp"));
+    CHECK_THROWS_WITH(pool.deallocate(p, 4001), Catch::Contains("test_memory.cpp:" + std::to_string(line)));
+    CHECK_THAT(pool.leak_report(), Catch::Contains("1 live allocation"));
+  }
+  CHECK_THAT(report, Catch::Contains("destroyed with 1 live allocation") && Catch::Contains("4000 bytes") &&
+                         Catch::Contains("test_memory.cpp:" + std::to_string(line)));
+}
+
+TEST_CASE("without tracking there is no leak report and no source location", "[memory][tracking]") {
+  scoped_env env("DEVICEKIT_MEMORY_DEBUG", nullptr);
+  bool called = false;
+  auto cfg = test_config();
+  cfg.tracking = dk::tracking_mode::environment;
+  cfg.on_leak = [&](const std::string&) { called = true; };
+  void* p = nullptr;
+  {
+    dk::memory_pool<dk::host_resource> pool(cfg);
+    CHECK_FALSE(pool.tracking());
+    p = pool.allocate(64);
+    CHECK(pool.live_allocations().at(0).where.line() == 0);
+  }
+  CHECK_FALSE(called);
+  (void)p;
+}
+
+TEST_CASE("DEVICEKIT_MEMORY_DEBUG=1 turns tracking on; a bad value is a config_error", "[memory][tracking][bad-input]") {
+  {
+    scoped_env env("DEVICEKIT_MEMORY_DEBUG", "1");
+    dk::memory_pool<dk::host_resource> pool(dk::pool_config{});
+    CHECK(pool.tracking());
+  }
+  {
+    scoped_env env("DEVICEKIT_MEMORY_DEBUG", "sometimes");
+    CHECK_THROWS_WITH(dk::memory_pool<dk::host_resource>(dk::pool_config{}),
+                      Catch::Contains("DEVICEKIT_MEMORY_DEBUG='sometimes'") && Catch::Contains("allowed values"));
+  }
+}
+
+// --- profiler ---------------------------------------------------------------------------------------
+
+TEST_CASE("memory_profiler: nested scopes, peaks, counts and a Perfetto-readable trace", "[memory][profiler]") {
+  dk::memory_pool<dk::host_resource> pool(test_config());
+  void* base = pool.allocate(1000);
+  const auto trace_path = std::filesystem::temp_directory_path() / "devicekit_test_memory_trace.json";
+  {
+    dk::memory_profiler outer(pool, "outer", {.record_timeline = true});
+    void* a = pool.allocate(4096);
+    {
+      dk::memory_profiler inner(pool, "inner");
+      void* b = pool.allocate(10000);
+      void* c = pool.allocate(20000);
+      pool.deallocate(b, 10000);
+      pool.deallocate(c, 20000);
+      CHECK(inner.allocation_count() == 2);
+      CHECK(inner.free_count() == 2);
+      CHECK(inner.bytes_allocated() == 30000);
+      CHECK(inner.peak_bytes() == 1000 + 4096 + 30000);
+      CHECK(inner.peak_increase_bytes() == 30000);
+      CHECK(inner.timeline().empty());
+    }
+    pool.deallocate(a, 4096);
+    outer.stop();
+    void* after = pool.allocate(1 * MiB);  // not seen: the profiler stopped
+    pool.deallocate(after, 1 * MiB);
+    CHECK(outer.allocation_count() == 3);
+    CHECK(outer.peak_increase_bytes() == 4096 + 30000);
+    const auto timeline = outer.timeline();
+    REQUIRE(timeline.size() == 1 + 6 + 1);  // start, six events, stop
+    CHECK(timeline[3].allocated == 1000 + 4096 + 30000);
+    for (std::size_t i = 1; i < timeline.size(); ++i) CHECK(timeline[i].t_us >= timeline[i - 1].t_us);
+    outer.write_chrome_trace(trace_path.string());
+  }
+  std::ifstream f(trace_path);
+  const auto j = nlohmann::json::parse(f);
+  std::size_t counters = 0;
+  std::size_t peak = 0;
+  std::vector<std::string> scopes;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") == "C") {
+      ++counters;
+      peak = std::max(peak, e.at("args").at("allocated").get<std::size_t>());
+      CHECK(e.at("args").contains("reserved"));
+    } else if (e.at("ph") == "B" || e.at("ph") == "E") {
+      scopes.push_back(e.at("ph").get<std::string>() + e.at("name").get<std::string>());
+    }
+  }
+  CHECK(counters == 8);
+  CHECK(peak == 1000 + 4096 + 30000);
+  CHECK(scopes == std::vector<std::string>{"Bouter", "Binner", "Einner", "Eouter"});
+  std::filesystem::remove(trace_path);
+  CHECK_THROWS_AS(dk::memory_profiler(pool).write_chrome_trace("/nonexistent-dir/x.json"), dk::config_error);
+  pool.deallocate(base, 1000);
+}
+
+// --- buffers and allocators -------------------------------------------------------------------------
+
+TEST_CASE("device_buffer owns its elements and is move-only", "[memory][buffer]") {
+  STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<dk::device_buffer<float>>);
+  STATIC_REQUIRE(std::is_nothrow_move_constructible_v<dk::device_buffer<float>>);
+  dk::memory_pool<dk::host_resource> pool(test_config());
+  {
+    dk::device_buffer<float> a(1000, pool);
+    CHECK(a.size() == 1000);
+    CHECK(a.size_bytes() == 4000);
+    CHECK(a.get_device() == dk::device::cpu());
+    CHECK(addr(a.data()) % 256 == 0);
+    auto span = a.host_span();
+    for (std::size_t i = 0; i < span.size(); ++i) span[i] = static_cast<float>(i);
+    CHECK(pool.stats().allocated_bytes == 4000);
+    dk::device_buffer<float> b = std::move(a);
+    CHECK(a.data() == nullptr);
+    CHECK(a.empty());
+    CHECK(b.data()[999] == 999.0f);
+    dk::device_buffer<float> c(10, pool);
+    c = std::move(b);
+    CHECK(pool.stats().allocated_bytes == 4000);  // c's old 40 bytes were freed
+    CHECK(c.size() == 1000);
+    dk::device_buffer<double> d(16, pool, dk::stream{});
+    CHECK(d.stream_ordered());
+  }
+  CHECK(pool.stats().allocated_bytes == 0);
+  CHECK(pool.stats().active_blocks == 0);
+  CHECK_THROWS_AS(dk::device_buffer<double>(std::numeric_limits<std::size_t>::max() / 4, pool), dk::invalid_request);
+  pool.check_consistency();
+}
+
+TEST_CASE("pool_allocator puts a std::vector on the host pool", "[memory][allocator]") {
+  dk::memory_pool<dk::host_resource> pool(test_config());
+  using alloc = dk::pool_allocator<int>;
+  {
+    std::vector<int, alloc> v{alloc(pool)};
+    for (int i = 0; i < 100000; ++i) v.push_back(i);
+    CHECK(v[99999] == 99999);
+    CHECK(pool.stats().allocation_count > 10);  // the vector grew through the pool
+    CHECK(pool.stats().allocated_bytes == v.capacity() * sizeof(int));
+    std::vector<int, alloc> w(v.get_allocator());
+    CHECK(w.get_allocator() == v.get_allocator());
+    const dk::pool_allocator<double> rebound(v.get_allocator());
+    CHECK(rebound == v.get_allocator());
+  }
+  CHECK(pool.stats().allocated_bytes == 0);
+}
+
+// --- the manager's pools --------------------------------------------------------------------------
+
+TEST_CASE("the manager makes one pool per device on first use, sized by its strategy", "[memory][manager]") {
+  STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<dk::device_manager<>>);
+  STATIC_REQUIRE(std::is_nothrow_move_constructible_v<dk::device_manager<>>);
+  STATIC_REQUIRE(sizeof(dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>,
+                                           dk::tracked<dk::balanced>>) == sizeof(dk::detail::manager_state));
+  dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  CHECK(dm.memory_stats().empty());  // nothing made yet
+  dk::device_memory& m = dm.memory(dk::device::cpu());
+  CHECK(&m == &dm.memory());
+  CHECK(m.get_device() == dk::device::cpu());
+  CHECK(m.budget().total_bytes == 64 * MiB);
+  CHECK(m.budget().budget_bytes == 48 * MiB);
+  CHECK(m.stats().max_size == 48 * MiB);
+  CHECK_THROWS_WITH(dm.memory(dk::device::cuda(3)), Catch::Contains("not one of this manager's devices"));
+  CHECK_THROWS_AS(dm.memory(dk::device::cpu(1)), dk::config_error);
+  void* p = m.allocate(1 * MiB);
+  CHECK(dm.memory_stats().at(0).second.allocated_bytes == 1 * MiB);
+  CHECK_THROWS_AS(m.allocate(49 * MiB), dk::out_of_memory);
+  m.deallocate(p, 1 * MiB);
+  // Moving the manager moves its pools.
+  auto moved = std::move(dm);
+  CHECK(&moved.memory(dk::device::cpu()) == &m);
+}
+
+namespace {
+struct small_slabs_strategy {
+  static constexpr std::string_view name() noexcept { return "small-slabs"; }
+  static constexpr double fraction() noexcept { return 0.5; }
+  void configure_pool(dk::pool_config& c, const dk::memory_budget&) const { c.small_size_limit = 0; }
+};
+}  // namespace
+
+TEST_CASE("strategies shape the manager's pools: start/cap, configure_pool, tracked", "[memory][manager]") {
+  dk::device_manager<dk::fixed_detector, dk::fraction_range<1, 4, 1, 2>> ranged{dk::settings{},
+                                                                                dk::fixed_detector{host_with(64 * MiB)}};
+  const auto s = ranged.memory(dk::device::cpu()).stats();
+  CHECK(s.reserved_bytes == 16 * MiB);  // the start, preallocated
+  CHECK(s.max_size == 32 * MiB);        // the cap
+  dk::device_manager<dk::fixed_detector, small_slabs_strategy> custom{dk::settings{},
+                                                                      dk::fixed_detector{host_with(64 * MiB)}};
+  CHECK(custom.memory(dk::device::cpu()).config().small_size_limit == 0);
+  dk::device_manager<dk::fixed_detector, dk::tracked<dk::conservative>> tracked{dk::settings{},
+                                                                                 dk::fixed_detector{host_with(64 * MiB)}};
+  CHECK(tracked.memory(dk::device::cpu()).tracking());
+  CHECK(tracked.memory_fraction() == 0.60);
+}
+
+TEST_CASE("the report shows each device's budget basis and pool stats", "[memory][manager][report]") {
+  dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  auto j = dk::to_json(dm.report());
+  const auto& mem = j.at("devices").at(0).at("memory");
+  CHECK(mem.at("total_bytes") == 64 * MiB);
+  CHECK(mem.at("headroom_bytes") == 0);
+  CHECK(mem.at("fraction") == 0.75);
+  CHECK(mem.at("budget_bytes") == 48 * MiB);
+  CHECK(mem.at("pool").is_null());
+  void* p = dm.memory(dk::device::cpu()).allocate(1 * MiB);
+  j = dk::to_json(dm.report());
+  const auto& pool = j.at("devices").at(0).at("memory").at("pool");
+  CHECK(pool.at("allocated_bytes") == 1 * MiB);
+  CHECK(pool.at("reserved_bytes") == 2 * MiB);
+  CHECK(pool.at("max_size") == 48 * MiB);
+  for (const char* key : {"peak_allocated_bytes", "in_use_bytes", "peak_reserved_bytes", "largest_free_block",
+                          "fragmentation", "active_blocks", "allocation_count", "free_count", "oom_count"}) {
+    INFO(key);
+    CHECK(pool.contains(key));
+  }
+  std::ostringstream text;
+  dk::print_device_info(dm, text);
+  CHECK_THAT(text.str(), Catch::Contains("Memory: budget 48.0 MiB = 0.75 x 64.0 MiB - 0.0 MiB headroom; pool: 1.0 MiB allocated"));
+  dm.memory(dk::device::cpu()).deallocate(p, 1 * MiB);
+
+  // GPUs (simulated): the budget basis is there before any pool exists.
+  dk::device_manager<dk::fixed_detector, dk::aggressive> gpus{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  const auto g = dk::to_json(gpus.report());
+  const auto& gm = g.at("devices").at(1).at("memory");
+  CHECK(gm.at("total_bytes") == (80ull << 30));
+  CHECK(gm.at("headroom_bytes") == (512ull << 20));
+  CHECK(gm.at("fraction") == 0.90);
+  CHECK(std::llabs(gm.at("budget_bytes").get<long long>() - static_cast<long long>((72ull << 30) - (512ull << 20))) <= 1);
+  CHECK(gm.at("pool").is_null());
+  CHECK(g.at("host_memory").is_null());
+}
