@@ -440,10 +440,15 @@ class device_memory {
       throw_oom(bytes, "the request is larger than the pool's budget (max_size " +
                            std::to_string(max_size_) + " bytes)");
     }
+    // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
+    // host - a few bytes for a free-list entry - is assumed not to fail; if it does, std::bad_alloc
+    // propagates.)
+    live_.reserve_one();
+    if (tracking_) sites_.reserve(sites_.size() + 1);
     taken t = try_take(bytes, alignment, sid);
     if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
     live_.insert({t.addr, bytes, t.owner, t.kind});
-    if (tracking_) sites_[t.addr] = {where, alignment};
+    if (tracking_) sites_.insert_or_assign(t.addr, detail::allocation_site{where, alignment});
     allocated_ += bytes;
     in_use_ += t.size;
     ++active_;
@@ -847,14 +852,14 @@ class device_memory {
           break;
         }
         st.event_in_flight = false;
-        any = migrate(st, static_cast<std::uint16_t>(i + 1), st.recorded_seq) || any;
+        any = migrate(st, st.recorded_seq) || any;
         if (!wait) break;
       }
     }
     return any;
   }
 
-  bool migrate(detail::stream_state& st, std::uint16_t sid, std::uint64_t upto) {
+  bool migrate(detail::stream_state& st, std::uint64_t upto) {
     bool any = false;
     migrate_scratch_.clear();
     st.large.for_each([&](block* b) {
@@ -865,7 +870,6 @@ class device_memory {
       insert_free(b, 0, 0);
       any = true;
     }
-    (void)sid;
     for (auto& pending : st.small) {
       std::size_t keep = 0;
       for (std::size_t j = 0; j < pending.size(); ++j) {

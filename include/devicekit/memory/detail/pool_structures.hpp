@@ -307,8 +307,12 @@ class live_map {
     return const_cast<live_map*>(this)->find(key);
   }
 
-  void insert(const live_record& rec) {
+  /// Makes sure the next insert does not allocate.
+  void reserve_one() {
     if ((size_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
+  }
+  void insert(const live_record& rec) {
+    reserve_one();
     place(rec);
     ++size_;
   }
