@@ -7,6 +7,8 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/detect/detectors.hpp>
 
+#include "test_support.hpp"
+
 #include <cstdlib>
 #include <optional>
 #include <sstream>
@@ -15,31 +17,7 @@
 
 namespace dk = devicekit;
 
-namespace {
-/// Sets (or unsets) an environment variable for one scope and restores it afterwards.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~scoped_env() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-}  // namespace
+using devicekit::testing::scoped_env;
 
 TEST_CASE("device parses and prints kind:ordinal", "[core][device]") {
   CHECK(dk::device::parse("cuda:1") == dk::device::cuda(1));

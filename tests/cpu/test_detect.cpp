@@ -5,6 +5,8 @@
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/memory/strategy.hpp>
 
+#include "test_support.hpp"
+
 #include <cstdlib>
 #include <string>
 
@@ -69,15 +71,10 @@ TEST_CASE("cuda_detector: no GPU is zero devices and a reason, never an exceptio
 }
 
 TEST_CASE("CUDA_VISIBLE_DEVICES set to empty means CPU fallback with that reason", "[detect][cuda]") {
-  const char* old = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string saved = old ? old : "";
-  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
-  const auto caps = dk::first_available<dk::cuda_detector, dk::cpu_detector>{}.detect(dk::settings{});
-  if (old) {
-    ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
-  } else {
-    ::unsetenv("CUDA_VISIBLE_DEVICES");
-  }
+  const auto caps = [] {
+    devicekit::testing::scoped_env hide("CUDA_VISIBLE_DEVICES", "");
+    return dk::first_available<dk::cuda_detector, dk::cpu_detector>{}.detect(dk::settings{});
+  }();
   CHECK(caps.device_type == dk::device_kind::cpu);
   CHECK(contains(caps.fallback_reason, "CUDA_VISIBLE_DEVICES is set to an empty string"));
 }

@@ -5,32 +5,15 @@
 #include <devicekit/manager.hpp>
 #include <devicekit/report/json.hpp>
 
+#include "test_support.hpp"
+
 #include <sstream>
 
 namespace dk = devicekit;
 
 namespace {
-dk::capabilities simulated_gpus(int n) {
-  dk::capabilities caps;
-  caps.device_type = dk::device_kind::cuda;
-  caps.cc = dk::compute_capability{9, 0};
-  caps.precision = dk::precision_for(*caps.cc);
-  for (int i = 0; i < n; ++i) {
-    dk::device_properties p;
-    p.id = dk::device::cuda(i);
-    p.name = "NVIDIA H100 80GB HBM3";
-    p.uuid = "GPU-00000000-0000-0000-0000-00000000000" + std::to_string(i);
-    p.total_memory_bytes = 80ull << 30;
-    p.cc = *caps.cc;
-    p.hardware = dk::classify_hardware(p.name);
-    p.peer_access.assign(static_cast<std::size_t>(n), true);
-    p.peer_access[static_cast<std::size_t>(i)] = false;
-    caps.devices.push_back(p);
-  }
-  caps.device_count = caps.gpu_count = n;
-  caps.supports_distributed = n > 1;
-  return caps;
-}
+using devicekit::testing::scoped_env;
+using devicekit::testing::simulated_gpus;
 
 using simulated_manager = dk::device_manager<dk::fixed_detector, dk::aggressive, dk::shard_batch>;
 }  // namespace
@@ -101,15 +84,8 @@ TEST_CASE("a detector list that finds nothing is a config_error with the reasons
 }
 
 TEST_CASE("a cuda preference that cannot be met falls back and says it was requested", "[manager]") {
-  const char* old = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string saved = old ? old : "";
-  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  scoped_env hide("CUDA_VISIBLE_DEVICES", "");
   dk::device_manager<> dm{dk::settings{}.set_prefer(dk::device_preference::cuda)};
-  if (old) {
-    ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
-  } else {
-    ::unsetenv("CUDA_VISIBLE_DEVICES");
-  }
   CHECK_FALSE(dm.has_gpu());
   CHECK_THAT(dm.fallback_reason(), Catch::StartsWith("CUDA was requested"));
 }

@@ -2,6 +2,7 @@
 // ladder, trim/clear/defragment, streams), bad inputs, tracking, the profiler, buffers and
 // allocators, and the manager's per-device pools in the report.
 #include "memory_test_support.hpp"
+#include "test_support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -33,29 +34,8 @@ constexpr std::size_t MiB = 1024 * 1024;
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-/// Sets an environment variable for the life of the object and restores it after.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~scoped_env() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using devicekit::testing::scoped_env;
+using devicekit::testing::simulated_gpus;
 
 dk::capabilities host_with(std::uint64_t total) {
   dk::capabilities caps;
@@ -65,23 +45,6 @@ dk::capabilities host_with(std::uint64_t total) {
   return caps;
 }
 
-dk::capabilities simulated_gpus(int n) {
-  dk::capabilities caps;
-  caps.device_type = dk::device_kind::cuda;
-  caps.cc = dk::compute_capability{9, 0};
-  caps.precision = dk::precision_for(*caps.cc);
-  for (int i = 0; i < n; ++i) {
-    dk::device_properties p;
-    p.id = dk::device::cuda(i);
-    p.name = "NVIDIA H100 80GB HBM3";
-    p.total_memory_bytes = 80ull << 30;
-    p.cc = *caps.cc;
-    p.hardware = dk::classify_hardware(p.name);
-    caps.devices.push_back(p);
-  }
-  caps.device_count = caps.gpu_count = n;
-  return caps;
-}
 }  // namespace
 
 // --- strategies and budgets --------------------------------------------------------------------------
