@@ -32,6 +32,8 @@ struct upstream_state {
   std::size_t records = 0;
   std::size_t waits = 0;
   std::size_t destroyed_events = 0;
+  std::vector<dk::native_stream_handle> destroyed_streams;
+  std::size_t records_on_destroyed_streams = 0;  ///< undefined behaviour on a real GPU
 };
 
 class counting_upstream {
@@ -89,6 +91,9 @@ class event_upstream : public counting_upstream {
     s_->events.at(reinterpret_cast<std::uintptr_t>(ev)) = false;
     s_->event_stream[reinterpret_cast<std::uintptr_t>(ev)] = s;
     ++s_->records;
+    for (auto d : s_->destroyed_streams) {
+      if (d == s) ++s_->records_on_destroyed_streams;
+    }
   }
   bool event_complete(void* ev) {
     std::lock_guard lock(s_->mutex);
@@ -103,6 +108,12 @@ class event_upstream : public counting_upstream {
     std::lock_guard lock(s_->mutex);
     s_->events.erase(reinterpret_cast<std::uintptr_t>(ev));
     ++s_->destroyed_events;
+  }
+
+  /// The program destroys stream `s` (its queued work still completes, as with cudaStreamDestroy).
+  void destroy_stream(dk::native_stream_handle s) {
+    std::lock_guard lock(s_->mutex);
+    s_->destroyed_streams.push_back(s);
   }
 
   /// Work queued so far on every stream (or one) has finished.

@@ -528,16 +528,20 @@ TEST_CASE("stream-ordered frees are reused at once on their stream and elsewhere
   void* p = pool.allocate_async(2 * MiB, 256, s1);
   pool.deallocate_async(p, 2 * MiB, 256, s1);
   CHECK(pool.stats().pending_stream_frees == 1);
-  // Same stream: no event needed.
+  // Each stream-ordered free records its stream's event at once (never later: the stream may be
+  // destroyed by then).
+  CHECK(up.state().records == 1);
+  // Same stream: reused without waiting for the event.
   void* again = pool.allocate_async(2 * MiB, 256, s1);
   CHECK(again == p);
-  CHECK(up.state().records == 0);
+  CHECK(up.state().waits == 0);
   pool.deallocate_async(again, 2 * MiB, 256, s1);
+  CHECK(up.state().records == 2);
 
   // Another stream: the event on s1 has not completed, so the pool grows instead.
   void* q = pool.allocate_async(2 * MiB, 256, s2);
   CHECK(q != p);
-  CHECK(up.state().records == 1);
+  CHECK(up.state().records == 2);  // polling queries events; it records none
   CHECK(up.state().waits == 0);
   pool.deallocate_async(q, 2 * MiB, 256, s2);
 
@@ -569,12 +573,13 @@ TEST_CASE("stream-ordered small slots follow the same rules", "[memory][pool][st
   void* b = pool.allocate_async(100, 256, s2);
   CHECK(b != a);
   CHECK(pool.stats().pending_stream_frees == 1);
-  // trim takes in completed frees without blocking: first it records the event...
+  CHECK(up.state().records == 2);  // one per stream-ordered free
+  // trim takes in completed frees without blocking: while s1's event is pending nothing moves...
   pool.trim();
   CHECK(pool.stats().pending_stream_frees == 1);
-  CHECK(up.state().records == 1);
+  CHECK(up.state().records == 2);
   up.complete_events();
-  pool.trim();  // ...then sees it complete
+  pool.trim();  // ...then it sees the event complete
   CHECK(pool.stats().pending_stream_frees == 0);
   CHECK(up.state().waits == 0);
   pool.deallocate_async(b, 100, 256, s2);
@@ -596,6 +601,71 @@ TEST_CASE("a pool waits for pending stream frees before it releases memory", "[m
   CHECK(up.state().waits == 2);  // the destructor waited too
   CHECK(up.outstanding() == 0);
   CHECK(up.state().events.empty());  // every event destroyed
+}
+
+// Found on the first H100 run (gpu_memory_gpu_cu crashed with SIGSEGV): the pool recorded the
+// covering event lazily, when another stream or the destructor needed the blocks, so it called
+// cudaEventRecord on streams the program had already destroyed.
+TEST_CASE("a pool never touches a stream after the free that used it", "[memory][pool][stream]") {
+  event_upstream up;
+  {
+    // Room for three 2 MiB chunks: p's, the small slab's, and q's.
+    dk::memory_pool<event_upstream> pool(up, test_config(6 * MiB));
+    const auto s1 = fake_stream(1);
+    const auto s2 = fake_stream(2);
+    void* p = pool.allocate_async(2 * MiB, 256, s1);
+    void* small = pool.allocate_async(100, 256, s1);
+    pool.deallocate_async(p, 2 * MiB, 256, s1);
+    pool.deallocate_async(small, 100, 256, s1);
+    up.destroy_stream(s1);  // as cudaStreamDestroy: queued work still completes
+    // Another stream needs memory: the pool polls s1's frees through the event alone.
+    void* q = pool.allocate_async(2 * MiB, 256, s2);
+    CHECK(q != p);
+    pool.trim();
+    CHECK(pool.stats().pending_stream_frees == 2);
+    // At the budget a synchronous request waits on the event, not on the dead stream.
+    void* t = pool.allocate(2 * MiB);
+    CHECK(t == p);
+    CHECK(up.state().waits == 1);
+    pool.deallocate(t, 2 * MiB);
+    pool.deallocate_async(q, 2 * MiB, 256, s2);
+    up.destroy_stream(s2);
+    pool.check_consistency();
+  }  // the destructor waits for s2's frees: again through the event alone
+  CHECK(up.state().records_on_destroyed_streams == 0);
+  CHECK(up.state().waits == 2);
+  CHECK(up.outstanding() == 0);
+}
+
+TEST_CASE("release_stream makes a stream's pending frees ready and forgets the stream", "[memory][pool][stream]") {
+  event_upstream up;
+  auto cfg = test_config(4 * MiB);
+  cfg.small_size_limit = 0;
+  dk::memory_pool<event_upstream> pool(up, cfg);
+  const auto s1 = fake_stream(1);
+  const auto s2 = fake_stream(2);
+  void* p = pool.allocate_async(2 * MiB, 256, s1);
+  pool.deallocate_async(p, 2 * MiB, 256, s1);
+  CHECK(pool.stats().pending_stream_frees == 1);
+  pool.release_stream(s1);
+  CHECK(up.state().waits == 1);  // it waited for s1's work
+  CHECK(pool.stats().pending_stream_frees == 0);
+  CHECK(up.state().events.empty());  // s1's event is gone with its slot
+  // The block is ready for any stream now, without a further wait.
+  void* q = pool.allocate_async(2 * MiB, 256, s2);
+  CHECK(q == p);
+  CHECK(up.state().waits == 1);
+  // A stream the pool has not seen (or has already forgotten) is ignored.
+  pool.release_stream(fake_stream(7));
+  pool.release_stream(s1);
+  CHECK(up.state().waits == 1);
+  // A new stream with s1's handle starts afresh: its frees are its own.
+  void* r = pool.allocate_async(2 * MiB, 256, s1);
+  pool.deallocate_async(r, 2 * MiB, 256, s1);
+  CHECK(pool.allocate_async(2 * MiB, 256, s1) == r);
+  pool.deallocate_async(r, 2 * MiB, 256, s1);
+  pool.deallocate_async(q, 2 * MiB, 256, s2);
+  pool.check_consistency();
 }
 
 TEST_CASE("a host pool takes cpu streams as synchronous", "[memory][pool][stream]") {

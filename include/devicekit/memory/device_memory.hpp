@@ -243,6 +243,25 @@ class device_memory {
     upstream_trim();
   }
 
+  /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
+  /// event only: `s` itself may already be destroyed), makes those blocks ready for every stream,
+  /// and frees the pool's slot for `s`. Call it before or after destroying a stream the pool has
+  /// seen, in particular before a new stream could get the same handle: a pool tells streams
+  /// apart by handle, and would otherwise hand the new stream the old one's frees without waiting
+  /// for the old stream's work. A stream the pool has not seen is ignored.
+  void release_stream(native_stream_handle s) {
+    std::lock_guard lock(mutex_);
+    for (auto& st : streams_) {
+      if (st->retired || st->handle != s) continue;
+      if (st->pending() != 0) {
+        upstream_wait_event(st->event);
+        migrate(*st, st->recorded_seq);
+      }
+      retire_slot(*st);
+    }
+  }
+  void release_stream(const stream& s) { release_stream(s.native_handle()); }
+
   /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, when
   /// fragmentation then exceeds `defrag_threshold` (or `force`), returns empty chunks upstream.
   /// Live pointers never move.
@@ -560,11 +579,20 @@ class device_memory {
   [[nodiscard]] bool inside_chunk(std::uintptr_t a) const noexcept;
 
   // --- streams ----------------------------------------------------------------------------------
+  /// Stream slots the pool keeps at once (block headers store the slot in 16 bits).
+  static constexpr std::size_t max_stream_slots = 65535;
+
   std::uint16_t stream_id(native_stream_handle h);
 
+  /// Records the stream's event at a free, so that it covers that free and every earlier one.
+  void record_free_event(detail::stream_state& st);
+
+  /// Makes a slot with no pending frees free for another stream; destroys its event.
+  void retire_slot(detail::stream_state& st) noexcept;
+
   /// Takes in the frees of every stream but `except` whose event has completed (or, with `wait`,
-  /// waits for them). Records an event on a stream when none covers its latest frees. Returns
-  /// whether anything became ready.
+  /// waits for the events). Touches events only, never streams. Returns whether anything became
+  /// ready.
   bool poll_streams(std::uint16_t except, bool wait);
 
   bool migrate(detail::stream_state& st, std::uint64_t upto);
@@ -595,6 +623,8 @@ class device_memory {
                              "; pass the size given to allocate. The pool is unchanged.");
     }
     const std::uint16_t sid = ordered && events_ ? stream_id(s) : 0;
+    // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
+    if (sid != 0) record_free_event(*streams_[sid - 1u]);
     const detail::live_record r = *rec;
     live_.erase(rec);
     if (tracking_) sites_.erase(a);

@@ -290,18 +290,46 @@ inline auto device_memory::inside_chunk(std::uintptr_t a) const noexcept -> bool
 }
 
 inline auto device_memory::stream_id(native_stream_handle h) -> std::uint16_t {
-  if (last_sid_ != 0 && streams_[last_sid_ - 1u]->handle == h) return last_sid_;
+  if (last_sid_ != 0 && streams_[last_sid_ - 1u]->handle == h && !streams_[last_sid_ - 1u]->retired) return last_sid_;
   for (std::size_t i = 0; i < streams_.size(); ++i) {
-    if (streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
+    if (!streams_[i]->retired && streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
   }
-  if (streams_.size() >= 65535) {
-    throw invalid_request("a memory pool serves at most 65535 distinct streams");
+  // A new stream takes a slot that release_stream freed, if there is one.
+  std::size_t slot = streams_.size();
+  for (std::size_t i = 0; i < streams_.size() && slot == streams_.size(); ++i) {
+    if (streams_[i]->retired) slot = i;
   }
-  auto st = std::make_unique<detail::stream_state>();
-  st->handle = h;
-  st->small.resize(static_cast<std::size_t>(class_count_));
-  streams_.push_back(std::move(st));
-  return last_sid_ = static_cast<std::uint16_t>(streams_.size());
+  if (slot == streams_.size() && streams_.size() >= max_stream_slots) {
+    throw invalid_request("a memory pool serves at most " + std::to_string(max_stream_slots) +
+                          " streams at once: call release_stream(s) for streams that are done");
+  }
+  if (slot == streams_.size()) streams_.push_back(std::make_unique<detail::stream_state>());
+  detail::stream_state& st = *streams_[slot];
+  st.handle = h;
+  st.retired = false;
+  st.small.resize(static_cast<std::size_t>(class_count_));
+  return last_sid_ = static_cast<std::uint16_t>(slot + 1);
+}
+
+inline auto device_memory::retire_slot(detail::stream_state& st) noexcept -> void {
+  if (st.event != nullptr) upstream_destroy_event(st.event);
+  st.event = nullptr;
+  st.event_in_flight = false;
+  st.recorded_seq = 0;
+  st.retired = true;
+  if (last_sid_ != 0 && streams_[last_sid_ - 1u].get() == &st) last_sid_ = 0;
+}
+
+inline auto device_memory::record_free_event(detail::stream_state& st) -> void {
+  // The event is recorded now, at the free, while the stream certainly exists, never later: a
+  // stream may be destroyed once its work is queued (cudaStreamDestroy returns at once and the
+  // work still completes), and recording on a destroyed stream is undefined behaviour. RMM's
+  // stream_ordered_memory_resource records at every deallocation for the same reason. One event
+  // per stream, re-recorded: it then covers every free made on the stream so far.
+  if (st.event == nullptr) st.event = upstream_create_event(st.handle);
+  upstream_record_event(st.event, st.handle);
+  st.recorded_seq = st.next_seq;  // the sequence number the free being made will take
+  st.event_in_flight = true;
 }
 
 inline auto device_memory::poll_streams(std::uint16_t except, bool wait) -> bool {
@@ -309,23 +337,15 @@ inline auto device_memory::poll_streams(std::uint16_t except, bool wait) -> bool
   for (std::size_t i = 0; i < streams_.size(); ++i) {
     if (i + 1 == except) continue;
     detail::stream_state& st = *streams_[i];
-    // Under the lock no new frees arrive, so two rounds cover everything when waiting.
-    for (int round = 0; round < 2 && st.pending() > 0; ++round) {
-      if (!st.event_in_flight) {
-        if (st.event == nullptr) st.event = upstream_create_event(st.handle);
-        upstream_record_event(st.event, st.handle);
-        st.recorded_seq = st.next_seq - 1;
-        st.event_in_flight = true;
-      }
-      if (wait) {
-        upstream_wait_event(st.event);
-      } else if (!upstream_event_complete(st.event)) {
-        break;
-      }
-      st.event_in_flight = false;
-      any = migrate(st, st.recorded_seq) || any;
-      if (!wait) break;
+    // Only events are touched here, never the stream: it may be gone (see record_free_event).
+    if (st.pending() == 0 || !st.event_in_flight) continue;
+    if (wait) {
+      upstream_wait_event(st.event);
+    } else if (!upstream_event_complete(st.event)) {
+      continue;
     }
+    st.event_in_flight = false;
+    any = migrate(st, st.recorded_seq) || any;
   }
   return any;
 }
@@ -413,6 +433,8 @@ inline auto device_memory::check_consistency_locked() const -> void {
   std::size_t pending_small_bytes = 0;
   for (std::size_t i = 0; i < streams_.size(); ++i) {
     const auto& st = *streams_[i];
+    if (st.retired && st.pending() != 0) fail("a released stream slot still holds pending frees");
+    if (st.pending() != 0 && !st.event_in_flight) fail("pending frees are not covered by a recorded event");
     indexed += st.large.count();
     indexed_bytes += st.large.bytes();
     st.large.for_each([&](block* b) {

@@ -263,7 +263,8 @@ struct stream_state {
   std::uint64_t next_seq = 1;      ///< given to the next free on this stream
   std::uint64_t recorded_seq = 0;  ///< frees up to this one are covered by `event`
   void* event = nullptr;
-  bool event_in_flight = false;
+  bool event_in_flight = false;    ///< `event` was recorded and not yet seen complete
+  bool retired = false;            ///< the slot is free for another stream (release_stream)
 
   [[nodiscard]] std::size_t pending() const noexcept { return large.count() + small_pending; }
 };
