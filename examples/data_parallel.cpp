@@ -92,7 +92,13 @@ class gradient_reducer {
     if (host_.size() > 1) {
 #  if DEVICEKIT_HAS_MPI
       if constexpr (std::is_same_v<HostComm, dk::mpi_communicator>) {
-        nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus_.front()));
+        try {
+          nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus_.front()));
+        } catch (const dk::config_error& e) {
+          // More processes than GPUs on a node (every rank sees this alike): reduce over MPI.
+          if (host_.rank() == 0) std::printf("data_parallel: not using NCCL: %s\n", e.what());
+          gpus_.clear();
+        }
       }
 #  endif
     } else {

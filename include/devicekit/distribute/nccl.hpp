@@ -35,12 +35,15 @@
 #  include <nccl.h>
 
 #  include <chrono>
+#  include <cstdio>
 #  include <span>
 #  include <string>
 #  include <string_view>
 #  include <thread>
 #  include <utility>
 #  include <vector>
+
+#  include <unistd.h>
 
 namespace devicekit {
 
@@ -430,8 +433,41 @@ class nccl_communicator {
     return c;
   }
 #  if DEVICEKIT_HAS_MPI
+  /// NCCL needs a distinct GPU for every rank of a communicator; two ranks on one GPU make
+  /// ncclCommInitRank fail with a bare "invalid usage" (NCCL's "Duplicate GPU detected"). Each
+  /// rank shares its host name and its device's PCI bus id; every rank then sees the same
+  /// duplicates and throws the same config_error, before any NCCL call.
+  static void check_distinct_devices(mpi_communicator& mpi, device dev) {
+    constexpr std::size_t width = 192;
+    char mine[width] = {};
+    char bus[64] = {};
+    DEVICEKIT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), dev.ordinal()));
+    char host[96] = {};
+    (void)::gethostname(host, sizeof host - 1);
+    std::snprintf(mine, width, "%s|%s", host, bus);
+    std::vector<char> all(width * static_cast<std::size_t>(mpi.size()));
+    mpi.backend().set_operation("nccl bootstrap");
+    mpi.backend().check(MPI_Allgather(mine, static_cast<int>(width), MPI_CHAR, all.data(), static_cast<int>(width), MPI_CHAR,
+                                      mpi.native_handle()),
+                        "MPI_Allgather");
+    auto entry = [&](int r) { return std::string(all.data() + static_cast<std::size_t>(r) * width); };
+    for (int a = 0; a < mpi.size(); ++a) {
+      for (int b = a + 1; b < mpi.size(); ++b) {
+        const std::string key = entry(a);
+        if (key != entry(b)) continue;
+        const auto bar = key.find('|');
+        throw config_error("nccl_communicator::from_mpi: ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                           " both use the GPU at PCI " + key.substr(bar + 1) + " on host " + key.substr(0, bar) +
+                           "; NCCL needs a distinct GPU for each rank. Run at most as many processes per node as it "
+                           "has GPUs, give each rank its own device (DEVICEKIT_DEVICE or CUDA_VISIBLE_DEVICES), or "
+                           "reduce on the host over MPI.");
+      }
+    }
+  }
+
   /// One rank per MPI process: rank 0 creates the unique id and MPI broadcasts it.
   [[nodiscard]] static nccl_communicator from_mpi(mpi_communicator& mpi, device dev, collective_options options = {}) {
+    check_distinct_devices(mpi, dev);
     ncclUniqueId id{};
     if (mpi.rank() == 0) id = unique_id();
     mpi.backend().set_operation("nccl bootstrap");
