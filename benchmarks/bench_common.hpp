@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +92,22 @@ double median_seconds(int samples, Fn&& fn) {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// Times every one of `fns` (each must finish its own work, synchronising where it queues any):
+/// one untimed warm-up call each, then `samples` rounds that call each once in turn, so that
+/// all sides see the same machine state. Returns the median seconds of each, in order.
+template <class... Fns>
+std::array<double, sizeof...(Fns)> interleaved_medians(int samples, Fns&&... fns) {
+  (fns(), ...);
+  std::array<std::vector<double>, sizeof...(Fns)> t;
+  for (int i = 0; i < samples; ++i) {
+    std::size_t k = 0;
+    ((t[k++].push_back(median_seconds(1, fns))), ...);
+  }
+  std::array<double, sizeof...(Fns)> out{};
+  for (std::size_t k = 0; k < t.size(); ++k) out[k] = median(t[k]);
+  return out;
 }
 
 }  // namespace bench

@@ -1,8 +1,6 @@
-// The caching pool against its upstreams on RMM's `random_allocations` pattern: 2N steps; while
-// fewer than N allocations were made, a step allocates a uniformly random size in [1, 1 MiB] with
-// probability 0.73 (unless the live bytes would pass max_usage), otherwise it frees a random live
-// allocation; what is left is freed at the end. The trace is generated once, outside the timing,
-// and replayed identically through each resource. One operation = one allocate or one free.
+// The caching pool against its upstreams on RMM's `random_allocations` trace
+// (random_allocations.hpp; sizes 1 B .. 1 MiB), replayed identically through each resource. One
+// operation = one allocate or one free. The comparison with RMM itself is benchmarks/rmm.
 //
 //   pool.random_allocations.vs_upstream (cpu)   memory_pool<host_resource> vs host_resource alone
 //                                               (aligned operator new = glibc), ns per operation
@@ -24,6 +22,7 @@
 // N: 10,000 in --quick mode (plus 1,000 and 100,000 for the cpu pair); 1,000 / 10,000 / 100,000
 // in the full mode.
 #include "bench_common.hpp"
+#include "random_allocations.hpp"
 
 #include <devicekit/devicekit.hpp>
 
@@ -46,45 +45,11 @@ namespace dk = devicekit;
 
 namespace {
 
-struct step {
-  std::uint32_t value;  ///< size to allocate, or index (in the live list) to free
-  bool allocate;
-};
-
-struct trace {
-  std::size_t n = 0;
-  std::vector<step> steps;
-  std::size_t operations = 0;  ///< allocations + frees, including the final frees
-};
+using trace = bench::alloc_trace;
+using step = bench::alloc_step;
 
 trace make_trace(std::size_t n, std::size_t max_size, std::size_t max_usage, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<std::size_t> size_dist(1, max_size);
-  std::uniform_int_distribution<int> op_dist(0, 99);
-  trace t;
-  t.n = n;
-  std::vector<std::size_t> live;  // sizes, in the order the replay keeps them
-  std::size_t usage = 0;
-  std::size_t made = 0;
-  for (std::size_t i = 0; i < 2 * n; ++i) {
-    const std::size_t size = size_dist(gen);
-    bool alloc = true;
-    if (!live.empty()) alloc = op_dist(gen) < 73 && made < n && usage + size < max_usage;
-    if (alloc) {
-      t.steps.push_back({static_cast<std::uint32_t>(size), true});
-      live.push_back(size);
-      usage += size;
-      ++made;
-    } else {
-      const std::size_t k = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(gen);
-      t.steps.push_back({static_cast<std::uint32_t>(k), false});
-      usage -= live[k];
-      live[k] = live.back();
-      live.pop_back();
-    }
-  }
-  t.operations = t.steps.size() + live.size();
-  return t;
+  return bench::make_alloc_trace(n, max_size, max_usage, seed);
 }
 
 double thread_cpu_seconds() {
@@ -205,10 +170,11 @@ void gpu_entries(bench::report& report, bool quick) {
   dk::check_cuda(cudaDeviceGetDefaultMemPool(&driver_pool, 0), "cudaDeviceGetDefaultMemPool");
   std::uint64_t keep = UINT64_MAX;
   dk::check_cuda(cudaMemPoolSetAttribute(driver_pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess) dk::check_cuda(e, what);
   };
+  {  // the pool (which ordered work on `s`) goes before the stream does
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
   for (const std::size_t n : sizes) {
     const std::size_t max_usage = 4ull << 30;
     const trace t = make_trace(n, max_size, max_usage, 42);
@@ -282,6 +248,7 @@ void gpu_entries(bench::report& report, bool quick) {
         "ratio >= 3");
 #  endif
     pool.trim();
+  }
   }
   check(cudaStreamDestroy(s), "cudaStreamDestroy");
 }

@@ -1,16 +1,21 @@
 // GPU-only placement entries that launch kernels (nvcc; run only with a GPU, else nothing):
 //   prefetch.overlap                    batches prefetched while a synthetic kernel as long as one
 //                                       batch's copy runs on each: value = max(compute, copy) /
-//                                       total, 1.0 = perfect overlap (goal >= 0.9)
-//   place.batched_d2d.<n>x<size>        a tree of n leaves in n separate device allocations moved
-//                                       into one block: cub::DeviceMemcpy::Batched (what placement
-//                                       chooses at and above the threshold) vs one cudaMemcpyAsync
-//                                       per leaf; the sizes bracket detail::batched_copy_min_count
-//                                       and batched_copy_max_average_bytes
+//                                       total, 1.0 = perfect overlap (goal >= 0.9); each figure a
+//                                       median after a warm-up; `.pool`: a memory_pool resource
+//   place.batched_d2d.vs_per_leaf_memcpy.<n>x<size>
+//                                       n leaves in n separate device allocations copied into one
+//                                       block: dk::batched_copy (cub::DeviceMemcpy::Batched with
+//                                       its tables staged per call, what placement does at and
+//                                       above the threshold) vs one cudaMemcpyAsync per leaf; the
+//                                       note gives the CUB kernel alone. The sizes bracket
+//                                       detail::batched_copy_min_count and _max_average_bytes
 #include "bench_common.hpp"
 
 #include <devicekit/devicekit.hpp>
 #include <devicekit/place/batched_copy.cuh>
+
+#include <cub/device/device_memcpy.cuh>
 
 #include <string>
 #include <vector>
@@ -36,40 +41,56 @@ long long cycles_for(double seconds, const dk::stream& s, int* sink) {
   return static_cast<long long>(static_cast<double>(probe) * seconds / t);
 }
 
-void overlap(const bench::options& opt, bench::report& report, dk::device gpu) {
+/// One measurement of prefetch overlap through `res`: copy alone, compute alone, both together.
+template <class Res>
+void overlap_with(const bench::options& opt, bench::report& report, dk::device gpu, Res& res, const std::string& name,
+                  const std::string& what) {
   const dk::stream consumer(gpu);
   int* sink = nullptr;
   DEVICEKIT_CUDA_CHECK(cudaMalloc(&sink, sizeof(int)));
   const int batches = opt.quick ? 16 : 64;
+  const int samples = opt.quick ? 5 : 11;
   const std::size_t floats = std::size_t{16} << 20;  // 64 MiB per batch
   std::vector<std::vector<float>> data(4, std::vector<float>(floats, 1.f));
   std::vector<const std::vector<float>*> source;
   for (int i = 0; i < batches; ++i) source.push_back(&data[static_cast<std::size_t>(i) % data.size()]);
   auto deref = source | std::views::transform([](const std::vector<float>* p) -> const std::vector<float>& { return *p; });
 
-  // Copy alone: the prefetch loop with no work.
-  const double copy = bench::median_seconds(1, [&] {
-    for (auto& b : dk::prefetch(deref, gpu, 2, consumer)) (void)b;
+  auto copy_only = [&] {
+    for (auto& b : dk::prefetch(deref, gpu, 2, res, consumer.native_handle())) (void)b;
     consumer.synchronize();
-  });
+  };
+  copy_only();  // warm-up: staging buffers, the resource's memory, the copy engines
+  const double copy = bench::median_seconds(samples, copy_only);
+  // A kernel as long as one batch's (warm, median) copy.
   const long long cycles = cycles_for(copy / batches, consumer, sink);
-  const double compute = bench::median_seconds(1, [&] {
+  auto compute_only = [&] {
     for (int i = 0; i < batches; ++i) spin_kernel<<<1, 1, 0, consumer.native_handle()>>>(cycles, sink);
+    DEVICEKIT_CUDA_CHECK(cudaGetLastError());
     consumer.synchronize();
-  });
-  const double total = bench::median_seconds(1, [&] {
-    for (auto& b : dk::prefetch(deref, gpu, 2, consumer)) {
+  };
+  auto both = [&] {
+    for (auto& b : dk::prefetch(deref, gpu, 2, res, consumer.native_handle())) {
       (void)b;
       spin_kernel<<<1, 1, 0, consumer.native_handle()>>>(cycles, sink);
     }
+    DEVICEKIT_CUDA_CHECK(cudaGetLastError());
     consumer.synchronize();
-  });
+  };
+  const auto [compute, total] = bench::interleaved_medians(samples, compute_only, both);
   const double value = std::max(compute, copy) / total;
-  report.add({"prefetch.overlap", "cuda", "max(compute, copy) / total", value, "ratio",
-              "perfect overlap", 1.0, value,
-              "goal >= 0.9; copy " + std::to_string(copy * 1e3) + " ms, compute " + std::to_string(compute * 1e3) +
-                  " ms, total " + std::to_string(total * 1e3) + " ms for " + std::to_string(batches) + " x 64 MiB"});
+  report.add({name, "cuda", "max(compute, copy) / total", value, "ratio", "perfect overlap", 1.0, value,
+              "goal >= 0.9; " + what + "; medians of " + std::to_string(samples) + " after a warm-up: copy " +
+                  std::to_string(copy * 1e3) + " ms, compute " + std::to_string(compute * 1e3) + " ms, total " +
+                  std::to_string(total * 1e3) + " ms for " + std::to_string(batches) + " x 64 MiB"});
   DEVICEKIT_CUDA_CHECK(cudaFree(sink));
+}
+
+void overlap(const bench::options& opt, bench::report& report, dk::device gpu) {
+  overlap_with(opt, report, gpu, dk::default_placement_resource(gpu), "prefetch.overlap",
+               "default placement resource (what dk::prefetch(range, dev) uses)");
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal())};
+  overlap_with(opt, report, gpu, pool, "prefetch.overlap.pool", "a memory_pool<cuda_device_resource> as the resource");
 }
 
 void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
@@ -95,21 +116,52 @@ void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
       dsts.push_back(static_cast<std::byte*>(block) + i * sh.bytes);
       sizes.push_back(sh.bytes);
     }
-    const double cub = bench::median_seconds(samples, [&] {
+    // The CUB kernel alone: the pointer tables and CUB's scratch staged once, outside the timing.
+    std::size_t temp_bytes = 0;
+    DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, static_cast<const void* const*>(nullptr),
+                                                    static_cast<void* const*>(nullptr),
+                                                    static_cast<const std::size_t*>(nullptr), sh.count, s.native_handle()));
+    void* d_srcs = nullptr;
+    void* d_dsts = nullptr;
+    void* d_sizes = nullptr;
+    void* d_temp = nullptr;
+    DEVICEKIT_CUDA_CHECK(cudaMalloc(&d_srcs, sh.count * sizeof(void*)));
+    DEVICEKIT_CUDA_CHECK(cudaMalloc(&d_dsts, sh.count * sizeof(void*)));
+    DEVICEKIT_CUDA_CHECK(cudaMalloc(&d_sizes, sh.count * sizeof(std::size_t)));
+    DEVICEKIT_CUDA_CHECK(cudaMalloc(&d_temp, temp_bytes == 0 ? 1 : temp_bytes));
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(d_srcs, srcs.data(), sh.count * sizeof(void*), cudaMemcpyHostToDevice));
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(d_dsts, dsts.data(), sh.count * sizeof(void*), cudaMemcpyHostToDevice));
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(d_sizes, sizes.data(), sh.count * sizeof(std::size_t), cudaMemcpyHostToDevice));
+
+    auto cub_only = [&] {
+      DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(d_temp, temp_bytes, static_cast<const void* const*>(d_srcs),
+                                                      static_cast<void* const*>(d_dsts),
+                                                      static_cast<const std::size_t*>(d_sizes), sh.count, s.native_handle()));
+      s.synchronize();
+    };
+    auto ours = [&] {  // what placement calls: tables staged per call, scratch stream-ordered
       dk::batched_copy(srcs, dsts, sizes, s);
       s.synchronize();
-    });
-    const double loop = bench::median_seconds(samples, [&] {
+    };
+    auto loop = [&] {
       for (std::size_t i = 0; i < sh.count; ++i) {
         DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s.native_handle()));
       }
       s.synchronize();
-    });
+    };
+    const auto [t, l, k] = bench::interleaved_medians(samples, ours, loop, cub_only);
     const bool chosen = sh.count >= dk::detail::batched_copy_min_count &&
                         sh.bytes <= dk::detail::batched_copy_max_average_bytes;
-    report.add({"place.batched_d2d." + std::to_string(sh.count) + "x" + std::to_string(sh.bytes >> 10) + "KiB", "cuda",
-                "time to copy the leaves into one block", cub * 1e6, "us", "one cudaMemcpyAsync per leaf", loop * 1e6,
-                loop / cub, chosen ? "placement uses the batched copy here" : "placement uses per-leaf copies here"});
+    report.add({"place.batched_d2d.vs_per_leaf_memcpy." + std::to_string(sh.count) + "x" + std::to_string(sh.bytes >> 10) +
+                    "KiB",
+                "cuda", "time to copy the leaves into one block (dk::batched_copy)", t * 1e6, "us",
+                "one cudaMemcpyAsync per leaf", l * 1e6, l / t,
+                std::string(chosen ? "placement uses the batched copy here" : "placement uses per-leaf copies here") +
+                    "; CUB kernel alone " + std::to_string(k * 1e6) + " us (ratio " + std::to_string(l / k) + ")"});
+    DEVICEKIT_CUDA_CHECK(cudaFree(d_srcs));
+    DEVICEKIT_CUDA_CHECK(cudaFree(d_dsts));
+    DEVICEKIT_CUDA_CHECK(cudaFree(d_sizes));
+    DEVICEKIT_CUDA_CHECK(cudaFree(d_temp));
     DEVICEKIT_CUDA_CHECK(cudaFree(block));
   }
 }
