@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// devicekit::cuda_sim: simulated GPUs for programs linked against `devicekit::cuda_sim` instead
+/// of `CUDA::cudart`. This header is the test-facing side: what a test asks of the simulator
+/// beyond the CUDA runtime API it implements (sim/README.md lists the API subset and each rule).
+///
+/// Configuration comes from the environment, read at the first call:
+///   DEVICEKIT_SIM_GPUS=N                 simulated devices (default 1; 0 = no device)
+///   DEVICEKIT_SIM_GPU<i>="k=v,k=v"       device i: name, memory (bytes, or with KiB/MiB/GiB),
+///                                        cc (9.0), sms, pci_bus, uuid (GPU-xxxxxxxx-...)
+///   DEVICEKIT_SIM_PEER=all|none|0>1,1>0  which device can access which (default all)
+///   DEVICEKIT_SIM_SEED=N                 seed of the per-operation scheduling delays
+///   DEVICEKIT_SIM_MAX_DELAY_US=N         largest delay before a queued operation runs (default 200)
+///   DEVICEKIT_SIM_FAIL="api:n:code,..."  the n-th call (from 1) of `api` fails with error `code`
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace devicekit::cuda_sim {
+
+/// Simulated devices (what cudaGetDeviceCount reports).
+int device_count();
+
+/// Primary contexts created on `device` so far: 0 or 1. CUDA creates one at cudaSetDevice and at
+/// the first call that needs one on the current device (CUDA programming guide, "Initialization").
+int contexts_created(int device);
+
+/// Bytes of device memory allocated on `device` and not yet freed (pools included).
+std::size_t device_bytes_in_use(int device);
+
+/// Violations so far: uses of the API that CUDA leaves undefined (a destroyed stream used, a
+/// pointer freed twice...). Each is printed when it happens; a process that ends with more than
+/// it expected (expect_violations) exits with status 86 whatever main returned.
+std::vector<std::string> violations();
+
+/// The test provokes `n` more violations on purpose.
+void expect_violations(std::size_t n);
+
+/// The `nth` next call (1 = the very next) of runtime function `api` fails with `error` and does
+/// nothing else.
+void fail_call(const std::string& api, int nth, cudaError_t error);
+
+}  // namespace devicekit::cuda_sim

@@ -1,0 +1,112 @@
+#pragma once
+// The simulator's state: devices, contexts, streams with their workers, events, allocations and
+// pools. One global mutex guards all of it; one condition variable announces every completed
+// operation (simple, and enough for test programs). See runtime.cpp for the API on top.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace devicekit::cuda_sim::detail {
+
+struct device_spec {
+  std::string name = "NVIDIA H100 80GB HBM3";
+  std::uint64_t total_memory = 85'017'755'648ull;  // what an H100 80GB HBM3 reports (81,079 MiB)
+  int cc_major = 9;
+  int cc_minor = 0;
+  int sms = 132;
+  int pci_bus = 0;
+  std::string uuid;
+  unsigned char uuid_bytes[16] = {};
+};
+
+struct stream_obj;
+
+/// An operation queued on a stream: it first waits for `deps` (stream, count) pairs, then runs.
+struct queued_op {
+  std::vector<std::pair<stream_obj*, std::uint64_t>> deps;
+  std::function<void()> run;
+};
+
+struct stream_obj {
+  int device = 0;
+  unsigned flags = cudaStreamDefault;
+  enum class kind { created, legacy, per_thread } type = kind::created;
+  bool destroyed = false;
+  std::deque<queued_op> queue;
+  std::uint64_t submitted = 0;
+  std::uint64_t completed = 0;
+  std::thread worker;
+  std::mt19937_64 rng;
+  [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0; }
+};
+
+struct event_obj {
+  int device = 0;
+  unsigned flags = 0;
+  bool destroyed = false;
+  stream_obj* stream = nullptr;  ///< of the last record; nullptr: never recorded (complete)
+  std::uint64_t target = 0;      ///< complete when stream->completed >= target
+};
+
+enum class mem_kind { device, pinned_host, registered_host };
+
+struct allocation {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  mem_kind kind = mem_kind::device;
+  int device = -1;
+  bool from_pool = false;
+  bool free_pending = false;  ///< cudaFreeAsync queued, not yet run
+};
+
+struct pool_obj {
+  int device = 0;
+  std::uint64_t release_threshold = 0;
+  std::set<int> access;  ///< devices given read-write access (cudaMemPoolSetAccess)
+  bool is_default = false;
+  bool destroyed = false;
+};
+
+struct state {
+  std::mutex m;
+  std::condition_variable cv;
+  bool configured = false;
+  bool torn_down = false;
+  bool stopping = false;
+  std::vector<device_spec> devices;
+  std::vector<std::vector<bool>> peer_possible;
+  std::vector<std::set<int>> peer_enabled;  ///< [device] = peers it can access
+  std::vector<int> contexts;
+  std::vector<std::size_t> bytes_in_use;
+  std::vector<stream_obj*> legacy;      ///< per device, made on first use
+  std::map<std::pair<std::thread::id, int>, stream_obj*> per_thread;  ///< cudaStreamPerThread
+  std::vector<pool_obj*> default_pool;  ///< per device
+  std::set<stream_obj*> streams;        ///< every stream ever made (destroyed ones stay: handles never alias)
+  std::set<event_obj*> events;
+  std::set<pool_obj*> pools;
+  std::map<std::uintptr_t, allocation> allocations;  ///< by base address
+  std::deque<std::pair<void*, std::size_t>> quarantine;  ///< freed device memory, kept poisoned
+  std::size_t quarantine_bytes = 0;
+  std::uint64_t seed = 1;
+  unsigned max_delay_us = 200;
+  std::map<std::string, std::map<int, cudaError_t>> failures;  ///< api -> call number -> error
+  std::map<std::string, int> calls;
+  std::vector<std::string> violations;
+  std::size_t expected_violations = 0;
+};
+
+state& global();
+
+}  // namespace devicekit::cuda_sim::detail

@@ -1,0 +1,344 @@
+// The simulator's own rules (sim/README.md), each against what the CUDA runtime documents. Run
+// by CTest with DEVICEKIT_SIM_GPUS = 1, 2 and 4; cases tagged [multi] need two devices and are
+// filtered out of the one-device run.
+#include <catch2/catch.hpp>
+
+#include <devicekit/cuda_sim/control.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace sim = devicekit::cuda_sim;
+
+namespace {
+
+void ok(cudaError_t e) { REQUIRE(e == cudaSuccess); }
+
+/// A host function that holds its stream until the test opens the gate: it stands in for a long
+/// kernel. It gives up after 10 s so that a broken test cannot hang.
+struct gate {
+  std::atomic<bool> open{false};
+  static void CUDART_CB hold(void* p) {
+    auto* g = static_cast<gate*>(p);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!g->open.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+};
+
+void CUDART_CB set_flag(void* p) { static_cast<std::atomic<int>*>(p)->store(1); }
+
+int expected_gpus() {
+  const char* v = std::getenv("DEVICEKIT_SIM_GPUS");
+  return v != nullptr ? std::atoi(v) : 1;
+}
+
+}  // namespace
+
+TEST_CASE("devices, properties and attributes come from the configuration", "[sim]") {
+  int n = 0;
+  ok(cudaGetDeviceCount(&n));
+  CHECK(n == expected_gpus());
+  CHECK(sim::device_count() == n);
+  cudaDeviceProp p{};
+  ok(cudaGetDeviceProperties(&p, 0));
+  CHECK(std::string(p.name) == "NVIDIA H100 80GB HBM3");
+  CHECK(p.major == 9);
+  int sms = 0;
+  ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(sms == p.multiProcessorCount);
+  CHECK(cudaGetDeviceProperties(&p, n) == cudaErrorInvalidDevice);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);  // the failure is the last error...
+  CHECK(cudaGetLastError() == cudaSuccess);             // ...until it has been read
+}
+
+TEST_CASE("queued work runs later, in stream order, never inline", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  gate g;
+  std::atomic<int> flag{0};
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaLaunchHostFunc(s, set_flag, &flag));
+  CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+  CHECK(cudaGetLastError() == cudaSuccess);  // not-ready is a status, not an error
+  CHECK(flag.load() == 0);                   // behind the held operation
+  g.open = true;
+  ok(cudaStreamSynchronize(s));
+  CHECK(flag.load() == 1);
+  ok(cudaStreamDestroy(s));
+}
+
+TEST_CASE("copies: pageable sources are staged at the call, pageable destinations wait", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 64));
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  std::vector<unsigned char> src(64, 7);
+  ok(cudaMemcpyAsync(d, src.data(), 64, cudaMemcpyHostToDevice, s));
+  std::fill(src.begin(), src.end(), 9);  // allowed: the source was staged at the call
+  g.open = true;
+  std::vector<unsigned char> back(64, 0);
+  ok(cudaMemcpyAsync(back.data(), d, 64, cudaMemcpyDeviceToHost, s));  // returns when done
+  CHECK(back[0] == 7);
+  CHECK(back[63] == 7);
+  ok(cudaFree(d));
+  ok(cudaStreamDestroy(s));
+}
+
+TEST_CASE("new memory is poisoned, freed memory is poisoned and its use is a violation", "[sim]") {
+  ok(cudaSetDevice(0));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 16));
+  unsigned char b[16] = {};
+  ok(cudaMemcpy(b, d, 16, cudaMemcpyDeviceToHost));
+  CHECK(b[0] == 0xA5);  // never written: garbage, not zeros
+  ok(cudaFree(d));
+  sim::expect_violations(2);
+  const auto before = sim::violations().size();
+  CHECK(cudaMemcpy(b, d, 16, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  CHECK(cudaFree(d) == cudaErrorInvalidValue);  // freed twice
+  (void)cudaGetLastError();
+  const auto v = sim::violations();
+  REQUIRE(v.size() == before + 2);
+  CHECK(v[before].find("after it was freed") != std::string::npos);
+  CHECK(v[before + 1].find("freed twice") != std::string::npos);
+}
+
+TEST_CASE("a destroyed stream or event is a violation; their queued work still completes", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreate(&s));
+  std::atomic<int> flag{0};
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaLaunchHostFunc(s, set_flag, &flag));
+  ok(cudaStreamDestroy(s));  // returns at once
+  cudaEvent_t ev = nullptr;
+  ok(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  ok(cudaEventDestroy(ev));
+  sim::expect_violations(2);
+  CHECK(cudaEventRecord(ev, nullptr) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamQuery(s) == cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  g.open = true;
+  ok(cudaDeviceSynchronize());
+  CHECK(flag.load() == 1);
+}
+
+TEST_CASE("the legacy default stream orders blocking streams, not non-blocking ones", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t blocking = nullptr;
+  cudaStream_t nonblocking = nullptr;
+  ok(cudaStreamCreate(&blocking));
+  ok(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking));
+  gate g;
+  std::atomic<int> after_legacy{0};
+  std::atomic<int> independent{0};
+  ok(cudaLaunchHostFunc(nullptr, gate::hold, &g));  // work on the legacy stream
+  ok(cudaLaunchHostFunc(blocking, set_flag, &after_legacy));
+  ok(cudaLaunchHostFunc(nonblocking, set_flag, &independent));
+  ok(cudaStreamSynchronize(nonblocking));  // not held by the legacy stream
+  CHECK(independent.load() == 1);
+  CHECK(after_legacy.load() == 0);  // waits for the legacy stream's earlier work
+  g.open = true;
+  ok(cudaStreamSynchronize(blocking));
+  CHECK(after_legacy.load() == 1);
+  ok(cudaStreamDestroy(blocking));
+  ok(cudaStreamDestroy(nonblocking));
+}
+
+TEST_CASE("events: complete once their stream reaches them; never recorded means complete", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t ev = nullptr;
+  ok(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  CHECK(cudaEventQuery(ev) == cudaSuccess);
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaEventRecord(ev, s));
+  CHECK(cudaEventQuery(ev) == cudaErrorNotReady);
+  g.open = true;
+  ok(cudaEventSynchronize(ev));
+  CHECK(cudaEventQuery(ev) == cudaSuccess);
+  ok(cudaEventDestroy(ev));
+  ok(cudaStreamDestroy(s));
+}
+
+TEST_CASE("stream-ordered allocation: memory is released when the stream reaches the free", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool = nullptr;
+  ok(cudaMemPoolCreate(&pool, &props));
+  std::uint64_t keep = 1 << 20;
+  ok(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  std::uint64_t read = 0;
+  ok(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &read));
+  CHECK(read == keep);
+  const std::size_t base = sim::device_bytes_in_use(0);
+  void* p = nullptr;
+  ok(cudaMallocFromPoolAsync(&p, 4096, pool, s));
+  CHECK(sim::device_bytes_in_use(0) == base + 4096);
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaFreeAsync(p, s));
+  CHECK(sim::device_bytes_in_use(0) == base + 4096);  // the stream has not reached the free
+  g.open = true;
+  ok(cudaStreamSynchronize(s));
+  CHECK(sim::device_bytes_in_use(0) == base);
+  sim::expect_violations(1);
+  CHECK(cudaFreeAsync(p, s) == cudaErrorInvalidValue);  // freed twice
+  (void)cudaGetLastError();
+  ok(cudaMemPoolDestroy(pool));
+  ok(cudaStreamDestroy(s));
+}
+
+TEST_CASE("memory info, out of memory, pinned and registered host memory", "[sim]") {
+  ok(cudaSetDevice(0));
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  ok(cudaMemGetInfo(&free_before, &total));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 1 << 20));
+  std::size_t free_after = 0;
+  ok(cudaMemGetInfo(&free_after, &total));
+  CHECK(free_before - free_after == (1u << 20));
+  void* too_much = nullptr;
+  CHECK(cudaMalloc(&too_much, total) == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  ok(cudaFree(d));
+  void* h = nullptr;
+  ok(cudaMallocHost(&h, 4096));
+  cudaPointerAttributes a{};
+  ok(cudaPointerGetAttributes(&a, h));
+  CHECK(a.type == cudaMemoryTypeHost);
+  ok(cudaFreeHost(h));
+  std::vector<char> plain(4096);
+  ok(cudaPointerGetAttributes(&a, plain.data()));
+  CHECK(a.type == cudaMemoryTypeUnregistered);
+  ok(cudaHostRegister(plain.data(), plain.size(), cudaHostRegisterDefault));
+  ok(cudaPointerGetAttributes(&a, plain.data()));
+  CHECK(a.type == cudaMemoryTypeHost);
+  ok(cudaHostUnregister(plain.data()));
+  CHECK(cudaHostUnregister(plain.data()) == cudaErrorHostMemoryNotRegistered);
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("fault injection: the n-th call of an API fails with the given error", "[sim]") {
+  ok(cudaSetDevice(0));
+  sim::fail_call("cudaMalloc", 2, cudaErrorMemoryAllocation);
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  ok(cudaMalloc(&a, 256));
+  CHECK(cudaMalloc(&b, 256) == cudaErrorMemoryAllocation);
+  (void)cudaGetLastError();
+  ok(cudaMalloc(&c, 256));
+  ok(cudaFree(a));
+  ok(cudaFree(c));
+}
+
+TEST_CASE("driver entry points: name, UUID and total memory", "[sim]") {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  ok(cudaGetDriverEntryPointByVersion("cuDeviceGetName", &fn, 12000, cudaEnableDefault, &status));
+  REQUIRE(status == cudaDriverEntryPointSuccess);
+  char name[64] = {};
+  CHECK(reinterpret_cast<int (*)(char*, int, int)>(fn)(name, 64, 0) == 0);
+  CHECK(std::string(name) == "NVIDIA H100 80GB HBM3");
+  ok(cudaGetDriverEntryPointByVersion("cuNoSuchThing", &fn, 12000, cudaEnableDefault, &status));
+  CHECK(status == cudaDriverEntryPointSymbolNotFound);
+}
+
+TEST_CASE("contexts: a thread that uses only cuda:1 creates none on cuda:0", "[sim][multi][contexts]") {
+  // Run alone in its process (tests/CMakeLists.txt), so that no other case has touched cuda:0.
+  std::thread t([] {
+    REQUIRE(cudaSetDevice(1) == cudaSuccess);
+    void* p = nullptr;
+    REQUIRE(cudaMalloc(&p, 256) == cudaSuccess);
+    REQUIRE(cudaFree(p) == cudaSuccess);
+  });
+  t.join();
+  CHECK(sim::contexts_created(1) == 1);
+  CHECK(sim::contexts_created(0) == 0);
+}
+
+TEST_CASE("streams and events belong to a device; waits cross devices", "[sim][multi]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s0 = nullptr;
+  ok(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+  cudaEvent_t e0 = nullptr;
+  ok(cudaEventCreateWithFlags(&e0, cudaEventDisableTiming));
+  ok(cudaSetDevice(1));
+  cudaStream_t s1 = nullptr;
+  ok(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  int dev = -1;
+  ok(cudaStreamGetDevice(s1, &dev));
+  CHECK(dev == 1);
+  CHECK(cudaEventRecord(e0, s1) == cudaErrorInvalidResourceHandle);  // event of cuda:0, stream of cuda:1
+  (void)cudaGetLastError();
+  gate g;
+  std::atomic<int> flag{0};
+  ok(cudaLaunchHostFunc(s0, gate::hold, &g));
+  ok(cudaEventRecord(e0, s0));
+  ok(cudaStreamWaitEvent(s1, e0, 0));  // cuda:1 waits for cuda:0's event
+  ok(cudaLaunchHostFunc(s1, set_flag, &flag));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(flag.load() == 0);
+  g.open = true;
+  ok(cudaStreamSynchronize(s1));
+  CHECK(flag.load() == 1);
+  ok(cudaStreamDestroy(s1));
+  ok(cudaSetDevice(0));
+  ok(cudaStreamDestroy(s0));
+  ok(cudaEventDestroy(e0));
+}
+
+TEST_CASE("peer access: enabled once, then already enabled", "[sim][multi]") {
+  int can = 0;
+  ok(cudaDeviceCanAccessPeer(&can, 0, 1));
+  CHECK(can == 1);
+  ok(cudaDeviceCanAccessPeer(&can, 0, 0));
+  CHECK(can == 0);
+  ok(cudaSetDevice(0));
+  ok(cudaDeviceEnablePeerAccess(1, 0));
+  CHECK(cudaDeviceEnablePeerAccess(1, 0) == cudaErrorPeerAccessAlreadyEnabled);
+  (void)cudaGetLastError();
+  void* a = nullptr;
+  void* b = nullptr;
+  ok(cudaMalloc(&a, 64));
+  ok(cudaSetDevice(1));
+  ok(cudaMalloc(&b, 64));
+  ok(cudaMemset(a, 3, 64));
+  ok(cudaMemcpyPeerAsync(b, 1, a, 0, 64, nullptr));
+  unsigned char h[64] = {};
+  ok(cudaMemcpy(h, b, 64, cudaMemcpyDeviceToHost));
+  CHECK(h[10] == 3);
+  ok(cudaFree(b));
+  ok(cudaSetDevice(0));
+  ok(cudaFree(a));
+}
+
+// Hidden (run only by its own CTest entry): a violation nobody declared must fail the process even
+// though every assertion passed.
+TEST_CASE("an undeclared violation fails the process", "[.][unexpected_violation]") {
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreate(&s));
+  ok(cudaStreamDestroy(s));
+  CHECK(cudaStreamSynchronize(s) == cudaErrorInvalidResourceHandle);
+}
