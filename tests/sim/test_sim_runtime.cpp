@@ -1,6 +1,8 @@
 // The simulator's own rules (sim/README.md), each against what the CUDA runtime documents. Run
 // by CTest with DEVICEKIT_SIM_GPUS = 1, 2 and 4; cases tagged [multi] need two devices and are
-// filtered out of the one-device run.
+// filtered out of the one-device run. The same file, linked against the real runtime
+// (real_control.cpp), runs on a GPU without the [sim_only] cases: a rule that differs there is
+// a bug in the simulator or in this file.
 #include <catch2/catch.hpp>
 
 #include <devicekit/cuda_sim/control.hpp>
@@ -34,9 +36,11 @@ struct gate {
 
 void CUDART_CB set_flag(void* p) { static_cast<std::atomic<int>*>(p)->store(1); }
 
+/// The device count the test was started with (DEVICEKIT_SIM_GPUS), or -1 when it is unset (a
+/// real GPU run: any count).
 int expected_gpus() {
   const char* v = std::getenv("DEVICEKIT_SIM_GPUS");
-  return v != nullptr ? std::atoi(v) : 1;
+  return v != nullptr ? std::atoi(v) : -1;
 }
 
 }  // namespace
@@ -44,11 +48,11 @@ int expected_gpus() {
 TEST_CASE("devices, properties and attributes come from the configuration", "[sim]") {
   int n = 0;
   ok(cudaGetDeviceCount(&n));
-  CHECK(n == expected_gpus());
+  if (expected_gpus() >= 0) CHECK(n == expected_gpus());
   CHECK(sim::device_count() == n);
   cudaDeviceProp p{};
   ok(cudaGetDeviceProperties(&p, 0));
-  CHECK(std::string(p.name) == "NVIDIA H100 80GB HBM3");
+  CHECK(std::string(p.name).find("NVIDIA") == 0);
   CHECK(p.major == 9);
   int sms = 0;
   ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -95,7 +99,7 @@ TEST_CASE("copies: pageable sources are staged at the call, pageable destination
   ok(cudaStreamDestroy(s));
 }
 
-TEST_CASE("new memory is poisoned, freed memory is poisoned and its use is a violation", "[sim]") {
+TEST_CASE("new memory is poisoned, freed memory is poisoned and its use is a violation", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
   void* d = nullptr;
   ok(cudaMalloc(&d, 16));
@@ -114,7 +118,7 @@ TEST_CASE("new memory is poisoned, freed memory is poisoned and its use is a vio
   CHECK(v[before + 1].find("freed twice") != std::string::npos);
 }
 
-TEST_CASE("a destroyed stream or event is a violation; their queued work still completes", "[sim]") {
+TEST_CASE("a destroyed stream or event is a violation; their queued work still completes", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
   cudaStream_t s = nullptr;
   ok(cudaStreamCreate(&s));
@@ -175,7 +179,7 @@ TEST_CASE("events: complete once their stream reaches them; never recorded means
   ok(cudaStreamDestroy(s));
 }
 
-TEST_CASE("stream-ordered allocation: memory is released when the stream reaches the free", "[sim]") {
+TEST_CASE("stream-ordered allocation: memory is released when the stream reaches the free", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
   cudaStream_t s = nullptr;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -217,7 +221,7 @@ TEST_CASE("memory info, out of memory, pinned and registered host memory", "[sim
   ok(cudaMalloc(&d, 1 << 20));
   std::size_t free_after = 0;
   ok(cudaMemGetInfo(&free_after, &total));
-  CHECK(free_before - free_after == (1u << 20));
+  CHECK(free_before - free_after >= (1u << 20));  // a GPU may round up to its page size
   void* too_much = nullptr;
   CHECK(cudaMalloc(&too_much, total) == cudaErrorMemoryAllocation);
   CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
@@ -239,7 +243,7 @@ TEST_CASE("memory info, out of memory, pinned and registered host memory", "[sim
   (void)cudaGetLastError();
 }
 
-TEST_CASE("fault injection: the n-th call of an API fails with the given error", "[sim]") {
+TEST_CASE("fault injection: the n-th call of an API fails with the given error", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
   sim::fail_call("cudaMalloc", 2, cudaErrorMemoryAllocation);
   void* a = nullptr;
@@ -265,7 +269,7 @@ TEST_CASE("driver entry points: name, UUID and total memory", "[sim]") {
   CHECK(status == cudaDriverEntryPointSymbolNotFound);
 }
 
-TEST_CASE("contexts: a thread that uses only cuda:1 creates none on cuda:0", "[sim][multi][contexts]") {
+TEST_CASE("contexts: a thread that uses only cuda:1 creates none on cuda:0", "[sim][multi][contexts][sim_only]") {
   // Run alone in its process (tests/CMakeLists.txt), so that no other case has touched cuda:0.
   std::thread t([] {
     REQUIRE(cudaSetDevice(1) == cudaSuccess);
@@ -336,7 +340,7 @@ TEST_CASE("peer access: enabled once, then already enabled", "[sim][multi]") {
 
 // Hidden (run only by its own CTest entry): a violation nobody declared must fail the process even
 // though every assertion passed.
-TEST_CASE("an undeclared violation fails the process", "[.][unexpected_violation]") {
+TEST_CASE("an undeclared violation fails the process", "[.][unexpected_violation][sim_only]") {
   cudaStream_t s = nullptr;
   ok(cudaStreamCreate(&s));
   ok(cudaStreamDestroy(s));

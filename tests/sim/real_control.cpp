@@ -1,0 +1,23 @@
+// The simulator's control API over the real CUDA runtime, so that the simulator's own rule tests
+// (test_sim_runtime.cpp) also run on a real GPU (CTest gpu.gpu_sim_rules): every rule they assert
+// that a GPU can show must hold there too. What only the simulator can observe (contexts,
+// violations, fault injection, byte counts) is tagged [sim_only] in the tests and left out.
+#include <devicekit/cuda_sim/control.hpp>
+
+namespace devicekit::cuda_sim {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+int contexts_created(int) { return -1; }
+std::size_t device_bytes_in_use(int) { return 0; }
+std::vector<std::string> violations() { return {}; }
+void expect_violations(std::size_t) {}
+void fail_call(const std::string&, int, cudaError_t) {}
+
+}  // namespace devicekit::cuda_sim
