@@ -121,6 +121,10 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       detail::scoped_range range("devicekit.prefetch");
       try {
 #if DEVICEKIT_HAS_CUDA
+        // This thread is ours and works for `dev` alone: make it its current device for good, so
+        // that the events recorded here belong to the copy stream's device (cudaEventRecord
+        // refuses an event of another device). Nothing to restore: the thread ends with the view.
+        if (dev.is_cuda()) DEVICEKIT_CUDA_CHECK(cudaSetDevice(dev.ordinal()));
         std::optional<stream> copy_stream;
         if (dev.is_cuda()) copy_stream.emplace(dev);
         const stream host_stream;
