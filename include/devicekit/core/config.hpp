@@ -22,6 +22,15 @@
 #  endif
 #endif
 
+// cudaStreamGetDevice is new in CUDA 12.8 (cudaGetDriverEntryPointByVersion in 12.5): with an
+// older toolkit say so here rather than deep inside the headers that call them.
+#if DEVICEKIT_HAS_CUDA
+#  include <cuda_runtime_api.h>
+#  if defined(CUDART_VERSION) && CUDART_VERSION < 12080
+#    error "devicekit needs the CUDA toolkit 12.8 or later (cudaStreamGetDevice); this one is older. Use CUDA 12.8+, or build without CUDA (-DDEVICEKIT_HAS_CUDA=0)."
+#  endif
+#endif
+
 // NCCL and MPI are only claimed when CUDA (for NCCL) is there too and the header is visible;
 // linking them is the build's business (the CMake target links what it found).
 #if !defined(DEVICEKIT_HAS_NCCL)
