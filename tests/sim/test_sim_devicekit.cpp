@@ -7,7 +7,10 @@
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <thread>
 #include <vector>
 
 namespace dk = devicekit;
@@ -82,4 +85,42 @@ TEST_CASE("a device pool outlives the streams it ordered frees on", "[sim][memor
   (void)pool.trim();  // ...so trim takes their frees in, through the events
   CHECK(pool.stats().pending_stream_frees == 0);
   CHECK(sim::violations().empty());
+}
+
+namespace {
+/// Holds a stream until opened (stands in for a long kernel); gives up after 10 s.
+struct gate {
+  std::atomic<bool> open{false};
+  static void CUDART_CB hold(void* p) {
+    auto* g = static_cast<gate*>(p);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!g->open.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+};
+}  // namespace
+
+// Issue 9, finding 11: after a query answered cudaErrorNotReady devicekit called
+// cudaGetLastError() "to clear it", which swallowed an error the program had not read yet.
+// cudaErrorNotReady is a status, not an error: the H100 run showed it does not become the last
+// error (gpu.gpu_sim_rules), so there is nothing to clear.
+TEST_CASE("polling busy streams leaves the program's pending error alone", "[sim][memory][stream]") {
+  const int last = sim::device_count() - 1;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(last), small_pool()};
+  const dk::stream s1(dk::device::cuda(last));
+  const dk::stream s2(dk::device::cuda(last));
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(s1.native_handle(), gate::hold, &g) == cudaSuccess);
+  void* a = pool.allocate(std::size_t{1} << 20, s1);
+  pool.deallocate(a, std::size_t{1} << 20, s1);
+  // The program's own failed call, whose error it has not read yet.
+  REQUIRE(cudaSetDevice(sim::device_count()) == cudaErrorInvalidDevice);
+  void* b = pool.allocate(std::size_t{1} << 20, s2);  // polls s1's event: not ready
+  CHECK(b != a);
+  CHECK_FALSE(s1.idle());                             // queries s1: not ready
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  g.open = true;
+  s1.synchronize();
+  pool.deallocate(b, std::size_t{1} << 20, s2);
 }

@@ -77,10 +77,10 @@ class stream {
 #if DEVICEKIT_HAS_CUDA
     if (handle_ == nullptr) return true;
     const cudaError_t r = cudaStreamQuery(handle_);
-    if (r == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
+    // cudaErrorNotReady is a status ("not actually an error", cudaError_t's documentation): it
+    // does not become the last error (seen on the H100, gpu.gpu_sim_rules), so nothing is
+    // cleared; clearing would swallow an error the program has not read yet.
+    if (r == cudaErrorNotReady) return false;
     DEVICEKIT_CUDA_CHECK(r);
 #endif
     return true;

@@ -97,10 +97,7 @@ struct cuda_events {
   }
   static bool complete(void* ev) {
     const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(ev));
-    if (r == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
+    if (r == cudaErrorNotReady) return false;  // a status, not the last error: nothing to clear
     DEVICEKIT_CUDA_CHECK(r);
     return true;
   }

@@ -106,8 +106,7 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       current.reset();
       while (!retired.empty()) {
         const cudaError_t r = cudaEventQuery(retired.front().second);
-        if (r == cudaErrorNotReady) {
-          (void)cudaGetLastError();
+        if (r == cudaErrorNotReady) {  // a status, not the last error: nothing to clear
           if (retired.size() <= depth) break;
           DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(retired.front().second));
         }

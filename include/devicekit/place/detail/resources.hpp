@@ -171,10 +171,7 @@ class pinned_pool : public caching_pool<pinned_upstream> {
       auto it = std::stable_partition(pending_.begin(), pending_.end(), [&](const pending_block& b) {
         if (wait) (void)cudaEventSynchronize(b.done);
         const cudaError_t r = cudaEventQuery(b.done);
-        if (r == cudaErrorNotReady) {
-          (void)cudaGetLastError();
-          return true;  // keep
-        }
+        if (r == cudaErrorNotReady) return true;  // keep; a status, not the last error
         return false;
       });
       ready.assign(it, pending_.end());
