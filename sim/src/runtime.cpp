@@ -23,6 +23,7 @@ state& global() {
 namespace {
 
 thread_local int tl_device = 0;
+thread_local bool tl_bound = false;  // the current device's primary context is current on this thread
 thread_local cudaError_t tl_last_error = cudaSuccess;
 
 constexpr unsigned char poison_new = 0xA5;    // never-written device memory reads as this
@@ -187,6 +188,13 @@ void ensure_context(state& g, int d) {
   if (valid_device(g, d) && g.contexts[static_cast<std::size_t>(d)] == 0) g.contexts[static_cast<std::size_t>(d)] = 1;
 }
 
+/// A call that needs a context on the current device: its primary context is created if need be
+/// and becomes current on this thread (what cuCtxGetCurrent then reports).
+void bind_current(state& g) {
+  ensure_context(g, tl_device);
+  if (valid_device(g, tl_device)) tl_bound = true;
+}
+
 void worker_loop(stream_obj* s);
 
 stream_obj* make_stream(state& g, int device, unsigned flags, stream_obj::kind k) {
@@ -215,11 +223,11 @@ stream_obj* resolve(state& g, cudaStream_t h, const char* api, cudaError_t& err)
     return nullptr;
   }
   if (h == nullptr || h == cudaStreamLegacy) {
-    ensure_context(g, tl_device);
+    bind_current(g);
     return legacy_of(g, tl_device);
   }
   if (h == cudaStreamPerThread) {
-    ensure_context(g, tl_device);
+    bind_current(g);
     auto& s = g.per_thread[{std::this_thread::get_id(), tl_device}];
     if (s == nullptr) s = make_stream(g, tl_device, cudaStreamDefault, stream_obj::kind::per_thread);
     return s;
@@ -527,7 +535,7 @@ cudaError_t CUDARTAPI cudaSetDevice(int device) {
   SIM_ENTER("cudaSetDevice");
   if (!valid_device(g, device)) return fail(cudaErrorInvalidDevice);
   tl_device = device;
-  ensure_context(g, device);
+  bind_current(g);  // since CUDA 12.0 cudaSetDevice initialises the primary context at once
   return cudaSuccess;
 }
 
@@ -616,7 +624,7 @@ cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int fl
   SIM_ENTER("cudaDeviceEnablePeerAccess");
   if (flags != 0) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, peerDevice) || peerDevice == tl_device) return fail(cudaErrorInvalidDevice);
-  ensure_context(g, tl_device);
+  bind_current(g);
   if (!g.peer_possible[static_cast<std::size_t>(tl_device)][static_cast<std::size_t>(peerDevice)]) {
     return fail(cudaErrorPeerAccessUnsupported);
   }
@@ -630,7 +638,7 @@ cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   SIM_ENTER("cudaMemGetInfo");
   if (free_bytes == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
-  ensure_context(g, tl_device);
+  bind_current(g);
   const device_spec& d = g.devices[static_cast<std::size_t>(tl_device)];
   *total = d.total_memory;
   *free_bytes = d.total_memory - context_bytes - g.bytes_in_use[static_cast<std::size_t>(tl_device)];
@@ -640,7 +648,7 @@ cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   SIM_ENTER("cudaDeviceSynchronize");
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
-  ensure_context(g, tl_device);
+  bind_current(g);
   wait_device_idle(g, e_.lk, tl_device);
   return cudaSuccess;
 }
@@ -651,7 +659,7 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned 
   SIM_ENTER("cudaStreamCreateWithFlags");
   if (pStream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
-  ensure_context(g, tl_device);
+  bind_current(g);
   *pStream = reinterpret_cast<cudaStream_t>(make_stream(g, tl_device, flags, stream_obj::kind::created));
   return cudaSuccess;
 }
@@ -722,7 +730,7 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int 
   SIM_ENTER("cudaEventCreateWithFlags");
   if (event == nullptr) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
-  ensure_context(g, tl_device);
+  bind_current(g);
   auto* ev = new event_obj;
   ev->device = tl_device;  // an event belongs to the device current at its creation
   ev->flags = flags;
@@ -812,7 +820,7 @@ cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
 
 cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   SIM_ENTER("cudaFree");
-  if (valid_device(g, tl_device)) ensure_context(g, tl_device);
+  if (valid_device(g, tl_device)) bind_current(g);
   if (devPtr == nullptr) return cudaSuccess;
   allocation* a = find_allocation(g, devPtr);
   if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device || a->free_pending) {
@@ -830,7 +838,7 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr) {
 cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   SIM_ENTER("cudaMallocHost");
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
-  if (valid_device(g, tl_device)) ensure_context(g, tl_device);
+  if (valid_device(g, tl_device)) bind_current(g);
   const std::size_t n = std::max<std::size_t>(size, 1);
   void* p = std::aligned_alloc(4096, (n + 4095) & ~std::size_t{4095});
   if (p == nullptr) return fail(cudaErrorMemoryAllocation);
@@ -1112,6 +1120,13 @@ int sim_cuDeviceGetUuid(unsigned char* uuid, int device) {
   std::memcpy(uuid, e.g.devices[static_cast<std::size_t>(device)].uuid_bytes, 16);
   return 0;
 }
+int sim_cuCtxGetCurrent(void** ctx) {
+  entry e("cuCtxGetCurrent");
+  if (e.early != cudaSuccess || ctx == nullptr) return 1;  // CUDA_ERROR_INVALID_VALUE
+  // No context, or a token naming the current device's primary context.
+  *ctx = tl_bound ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(tl_device) + 1) : nullptr;
+  return 0;
+}
 int sim_cuDeviceTotalMem(std::size_t* bytes, int device) {
   entry e("cuDeviceTotalMem");
   if (e.early != cudaSuccess || bytes == nullptr || !valid_device(e.g, device)) return 101;
@@ -1131,6 +1146,7 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char* symbol, void*
   if (name == "cuDeviceGetName") fn = reinterpret_cast<void*>(&sim_cuDeviceGetName);
   if (name == "cuDeviceGetUuid") fn = reinterpret_cast<void*>(&sim_cuDeviceGetUuid);
   if (name == "cuDeviceTotalMem") fn = reinterpret_cast<void*>(&sim_cuDeviceTotalMem);
+  if (name == "cuCtxGetCurrent") fn = reinterpret_cast<void*>(&sim_cuCtxGetCurrent);
   *funcPtr = fn;
   if (driverStatus != nullptr) *driverStatus = fn != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;

@@ -124,3 +124,39 @@ TEST_CASE("polling busy streams leaves the program's pending error alone", "[sim
   s1.synchronize();
   pool.deallocate(b, std::size_t{1} << 20, s2);
 }
+
+// Issue 9, finding 8: scoped_device restored device 0 on threads that had never chosen a device,
+// which creates a context on GPU 0 (hundreds of MB) in every MPI rank and worker thread that
+// uses another GPU. Run alone in its process (tests/CMakeLists.txt): nothing else may touch cuda:0.
+TEST_CASE("a thread that works on cuda:1 only creates no context on cuda:0", "[sim][multi][contexts]") {
+  std::thread t([] {
+    const dk::device gpu = dk::device::cuda(1);
+    const dk::stream s(gpu);
+    dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(1), small_pool()};
+    void* p = pool.allocate(4096, s);
+    pool.deallocate(p, 4096, s);
+    auto placed = dk::place(ramp(1024, 1.f), gpu, s);
+    s.synchronize();
+    CHECK(dk::to_host(placed) == ramp(1024, 1.f));
+  });
+  t.join();
+  CHECK(sim::contexts_created(1) == 1);
+  CHECK(sim::contexts_created(0) == 0);
+}
+
+// Issue 9, finding 5: a device pool created the event for the null (legacy) stream on whatever
+// device was current, so freeing on the null stream from another device's thread and then from
+// the pool's recorded a cuda:0 event on cuda:N's legacy stream, which CUDA refuses.
+TEST_CASE("a device pool orders null-stream frees on its own device", "[sim][multi][memory][stream]") {
+  const int last = sim::device_count() - 1;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(last), small_pool()};
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  void* a = pool.allocate_async(4096, 256, nullptr);
+  pool.deallocate_async(a, 4096, 256, nullptr);
+  REQUIRE(cudaSetDevice(last) == cudaSuccess);
+  void* b = pool.allocate_async(8192, 256, nullptr);
+  pool.deallocate_async(b, 8192, 256, nullptr);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  pool.clear();  // waits for both frees through their event
+  CHECK(pool.stats().pending_stream_frees == 0);
+}

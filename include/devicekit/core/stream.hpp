@@ -5,24 +5,64 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
 
+#include <new>
 #include <utility>
 
 namespace devicekit {
 
 #if DEVICEKIT_HAS_CUDA
-/// Sets the current CUDA device for the lifetime of the guard and restores the previous one.
+namespace detail {
+/// Whether a CUDA context is current on the calling thread: cuCtxGetCurrent, fetched through the
+/// runtime (devicekit never links libcuda). When the driver cannot be asked, the answer is yes,
+/// which keeps the guard below restoring as it always did.
+[[nodiscard]] inline bool context_is_current() noexcept {
+  using get_current_fn = int (*)(void**);
+  static const get_current_fn get_current = []() noexcept {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // our own failed lookup's error, not the program's
+      return get_current_fn{};
+    }
+    return reinterpret_cast<get_current_fn>(fn);
+  }();
+  if (get_current == nullptr) return true;
+  void* ctx = nullptr;
+  return get_current(&ctx) != 0 || ctx != nullptr;
+}
+}  // namespace detail
+
+/// Makes `ordinal` the current CUDA device for the lifetime of the guard, then restores the
+/// previous one, but only if a context was current before: a thread that had chosen no device
+/// (cudaGetDevice reports 0 there) would otherwise get a context created on device 0 at the
+/// restore (since CUDA 12.0 cudaSetDevice initialises the primary context at once), which costs
+/// hundreds of MB of GPU 0 in every MPI rank and worker thread that works elsewhere. Such a
+/// thread keeps `ordinal` as its device afterwards.
 class scoped_device {
  public:
   explicit scoped_device(int ordinal) {
     DEVICEKIT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != ordinal) DEVICEKIT_CUDA_CHECK(cudaSetDevice(ordinal));
+    if (previous_ == ordinal) return;
+    const bool had_context = detail::context_is_current();
+    DEVICEKIT_CUDA_CHECK(cudaSetDevice(ordinal));
+    restore_ = had_context;
+  }
+  /// The same for noexcept paths (deallocation): failures are ignored.
+  scoped_device(int ordinal, std::nothrow_t) noexcept {
+    if (cudaGetDevice(&previous_) != cudaSuccess || previous_ == ordinal) return;
+    const bool had_context = detail::context_is_current();
+    restore_ = cudaSetDevice(ordinal) == cudaSuccess && had_context;
   }
   scoped_device(const scoped_device&) = delete;
   scoped_device& operator=(const scoped_device&) = delete;
-  ~scoped_device() { (void)cudaSetDevice(previous_); }
+  ~scoped_device() {
+    if (restore_) (void)cudaSetDevice(previous_);
+  }
 
  private:
   int previous_ = 0;
+  bool restore_ = false;
 };
 using native_stream_handle = cudaStream_t;
 #else

@@ -7,6 +7,7 @@
 /// entry points cannot be had. None of these create a CUDA context; `query_free_memory` does.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
+#include <devicekit/core/stream.hpp>
 #include <devicekit/detect/hardware.hpp>
 
 #include <cstdint>
@@ -225,14 +226,12 @@ struct memory_info {
             static_cast<std::uint64_t>(total > 0 ? total : 0) * static_cast<std::uint64_t>(page)};
   }
 #if DEVICEKIT_HAS_CUDA
-  int previous = 0;
-  DEVICEKIT_CUDA_CHECK(cudaGetDevice(&previous));
-  DEVICEKIT_CUDA_CHECK(cudaSetDevice(d.ordinal()));
   std::size_t free_b = 0;
   std::size_t total_b = 0;
-  const cudaError_t r = cudaMemGetInfo(&free_b, &total_b);
-  (void)cudaSetDevice(previous);
-  DEVICEKIT_CUDA_CHECK(r);
+  {
+    scoped_device on(d.ordinal());
+    DEVICEKIT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  }
   note_cuda_runtime_used();
   return {free_b, total_b};
 #else

@@ -79,6 +79,11 @@ inline void check_alignment(std::size_t alignment) {
 
 #if DEVICEKIT_HAS_CUDA
 /// Events shared by the CUDA resources. Errors while the process exits are ignored.
+/// The handles that name a default stream of the current device rather than one stream.
+[[nodiscard]] inline bool is_default_stream(native_stream_handle s) noexcept {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
 struct cuda_events {
   static void* create(native_stream_handle s) {
     int dev = 0;
@@ -257,15 +262,12 @@ class cuda_device_resource {
   void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
 #if DEVICEKIT_HAS_CUDA
     if (p == nullptr || !cuda_calls_allowed()) return;
-    int previous = 0;
-    (void)cudaGetDevice(&previous);
-    (void)cudaSetDevice(state_->ordinal);
+    scoped_device on(state_->ordinal, std::nothrow);
     if (state_->pool != nullptr) {
       (void)cudaFreeAsync(p, state_->stream);
     } else {
       (void)cudaFree(p);
     }
-    (void)cudaSetDevice(previous);
 #else
     (void)p;
 #endif
@@ -325,8 +327,20 @@ class cuda_device_resource {
   }
 
 #if DEVICEKIT_HAS_CUDA
-  [[nodiscard]] void* create_event(native_stream_handle s) { return detail::cuda_events::create(s); }
-  void record_event(void* ev, native_stream_handle s) { detail::cuda_events::record(ev, s); }
+  // The null, legacy and per-thread handles name a default stream of whichever device is current:
+  // for this resource they mean the default stream of its own device, so the event is made and
+  // recorded there, whatever device the caller has current (an event and the stream it is
+  // recorded on must belong to one device).
+  [[nodiscard]] void* create_event(native_stream_handle s) {
+    if (!detail::is_default_stream(s)) return detail::cuda_events::create(s);
+    scoped_device on(state_->ordinal);
+    return detail::cuda_events::create(s);
+  }
+  void record_event(void* ev, native_stream_handle s) {
+    if (!detail::is_default_stream(s)) return detail::cuda_events::record(ev, s);
+    scoped_device on(state_->ordinal);
+    detail::cuda_events::record(ev, s);
+  }
   [[nodiscard]] bool event_complete(void* ev) { return detail::cuda_events::complete(ev); }
   void wait_event(void* ev) { detail::cuda_events::wait(ev); }
   void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }

@@ -201,11 +201,8 @@ class cuda_device_memory {
   }
   void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
     if (p == nullptr || !cuda_calls_allowed()) return;
-    int previous = 0;
-    if (cudaGetDevice(&previous) != cudaSuccess) return;
-    (void)cudaSetDevice(ordinal_);
+    scoped_device on(ordinal_, std::nothrow);
     (void)cudaFree(p);
-    (void)cudaSetDevice(previous);
   }
   [[nodiscard]] int ordinal() const noexcept { return ordinal_; }
   friend bool operator==(const cuda_device_memory&, const cuda_device_memory&) = default;
