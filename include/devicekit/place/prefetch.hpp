@@ -84,6 +84,20 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       changed.notify_all();
       if (worker.joinable()) worker.join();
 #if DEVICEKIT_HAS_CUDA
+      // The consumer may still read the batch it holds (its kernels run after this returns): keep
+      // the batch until the consumer stream gets past this point, as retire_current does, or a
+      // caching pool would hand its memory out again under those reads.
+      if (current && dev.is_cuda() && cuda_calls_allowed()) {
+        scoped_device on(dev.ordinal(), std::nothrow);
+        cudaEvent_t past = nullptr;
+        if (cudaEventCreateWithFlags(&past, cudaEventDisableTiming) == cudaSuccess) {
+          if (cudaEventRecord(past, consumer_stream) == cudaSuccess) (void)cudaEventSynchronize(past);
+          (void)cudaEventDestroy(past);
+        } else {
+          (void)cudaStreamSynchronize(consumer_stream);
+        }
+      }
+      current.reset();
       for (auto& it : queue) {
         if (it.ready != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(it.ready);
       }
@@ -118,13 +132,15 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
 
     void run() noexcept {
       detail::scoped_range range("devicekit.prefetch");
+#if DEVICEKIT_HAS_CUDA
+      std::optional<stream> copy_stream;  // outlives the try: synchronised on every way out
+#endif
       try {
 #if DEVICEKIT_HAS_CUDA
         // This thread is ours and works for `dev` alone: make it its current device for good, so
         // that the events recorded here belong to the copy stream's device (cudaEventRecord
         // refuses an event of another device). Nothing to restore: the thread ends with the view.
         if (dev.is_cuda()) DEVICEKIT_CUDA_CHECK(cudaSetDevice(dev.ordinal()));
-        std::optional<stream> copy_stream;
         if (dev.is_cuda()) copy_stream.emplace(dev);
         const stream host_stream;
         const stream& s = copy_stream ? *copy_stream : host_stream;
@@ -152,15 +168,22 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
           }
           changed.notify_all();
         }
-#if DEVICEKIT_HAS_CUDA
-        // The copy stream goes away with this thread: its queued copies must be done by then
-        // (the events recorded on it stay valid after it is destroyed).
-        if (copy_stream) copy_stream->synchronize();
-#endif
       } catch (...) {
         std::lock_guard lock(mutex);
         error = std::current_exception();
       }
+#if DEVICEKIT_HAS_CUDA
+      // The copy stream goes away with this thread, on the error path too: its queued copies
+      // must be done by then (the events recorded on it stay valid after it is destroyed).
+      if (copy_stream) {
+        try {
+          copy_stream->synchronize();
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!error) error = std::current_exception();
+        }
+      }
+#endif
       {
         std::lock_guard lock(mutex);
         finished = true;
