@@ -140,23 +140,33 @@ TEST_CASE("a destroyed stream or event is a violation; their queued work still c
 }
 
 TEST_CASE("the legacy default stream orders blocking streams, not non-blocking ones", "[sim]") {
+  // Device work (memsets) on the two streams, not host functions: CUDA may run the host functions
+  // of independent streams one after another on one thread (cudaLaunchHostFunc: "may be
+  // serialized"), which the H100 run showed: a host function on the non-blocking stream waited
+  // for the held one on the legacy stream.
   ok(cudaSetDevice(0));
   cudaStream_t blocking = nullptr;
   cudaStream_t nonblocking = nullptr;
   ok(cudaStreamCreate(&blocking));
   ok(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 2048));
   gate g;
-  std::atomic<int> after_legacy{0};
-  std::atomic<int> independent{0};
-  ok(cudaLaunchHostFunc(nullptr, gate::hold, &g));  // work on the legacy stream
-  ok(cudaLaunchHostFunc(blocking, set_flag, &after_legacy));
-  ok(cudaLaunchHostFunc(nonblocking, set_flag, &independent));
+  ok(cudaLaunchHostFunc(nullptr, gate::hold, &g));  // work on the legacy stream, held
+  const auto t0 = std::chrono::steady_clock::now();
+  ok(cudaMemsetAsync(d, 1, 1024, nonblocking));
   ok(cudaStreamSynchronize(nonblocking));  // not held by the legacy stream
-  CHECK(independent.load() == 1);
-  CHECK(after_legacy.load() == 0);  // waits for the legacy stream's earlier work
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  ok(cudaMemsetAsync(static_cast<char*>(d) + 1024, 2, 1024, blocking));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(cudaStreamQuery(blocking) == cudaErrorNotReady);  // waits for the legacy stream's earlier work
   g.open = true;
   ok(cudaStreamSynchronize(blocking));
-  CHECK(after_legacy.load() == 1);
+  unsigned char h[2048] = {};
+  ok(cudaMemcpy(h, d, 2048, cudaMemcpyDeviceToHost));
+  CHECK(h[0] == 1);
+  CHECK(h[2047] == 2);
+  ok(cudaFree(d));
   ok(cudaStreamDestroy(blocking));
   ok(cudaStreamDestroy(nonblocking));
 }
