@@ -460,6 +460,18 @@ struct entry {
 };
 
 }  // namespace
+
+std::unique_lock<std::mutex> enter(state& g, bool& torn_down) {
+  std::unique_lock lk(g.m);
+  configure(g);
+  torn_down = g.torn_down;
+  return lk;
+}
+stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& err) { return resolve(g, h, api, err); }
+void queue_work(state& g, stream_obj* s, std::function<void()> run) { (void)enqueue(g, s, std::move(run)); }
+void report_violation(state& g, const char* api, const std::string& rule) { violation(g, api, rule); }
+int current_device() { return tl_device; }
+
 }  // namespace devicekit::cuda_sim::detail
 
 // --- the control API --------------------------------------------------------------------------------

@@ -109,4 +109,14 @@ struct state {
 
 state& global();
 
+// What nccl.cpp uses of the runtime (defined in runtime.cpp).
+/// Locks the state and reads the configuration; `torn_down` says whether the runtime has gone.
+std::unique_lock<std::mutex> enter(state& g, bool& torn_down);
+/// The stream a handle names, for the calling thread (lock held); nullptr and `err` on failure.
+stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& err);
+/// Queues `run` on `s` in stream order (lock held).
+void queue_work(state& g, stream_obj* s, std::function<void()> run);
+void report_violation(state& g, const char* api, const std::string& rule);
+int current_device();
+
 }  // namespace devicekit::cuda_sim::detail

@@ -1,0 +1,488 @@
+// NCCL over the simulated GPUs: communicators made by ncclCommInitAll (one thread, several
+// devices) or ncclCommInitRank (one rank per thread, sharing a unique id), the collectives
+// devicekit uses and point-to-point send/recv. Each operation is queued on its rank's stream;
+// when a rank's stream reaches a collective it waits there for the other ranks (a rendezvous
+// per collective, by sequence number), and the last to arrive computes the result for all. A
+// send hands a copy of its buffer to the receiver's channel when its stream reaches it; a recv
+// waits for the matching send. Groups (ncclGroupStart/End) need nothing more: nothing blocks the
+// calling thread.
+#include "state.hpp"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <map>
+
+namespace devicekit::cuda_sim::detail {
+namespace {
+
+struct collective_call {
+  const void* send = nullptr;
+  void* recv = nullptr;
+};
+
+struct rendezvous {
+  std::vector<collective_call> calls;
+  int arrived = 0;
+  bool done = false;
+};
+
+struct clique {
+  int nranks = 0;
+  std::map<std::uint64_t, rendezvous> collectives;  ///< by sequence number
+  std::map<std::pair<int, int>, std::deque<std::vector<unsigned char>>> channels;  ///< (from, to) -> messages
+  bool aborted = false;
+  int members = 0;  ///< communicators not yet destroyed
+};
+
+}  // namespace
+}  // namespace devicekit::cuda_sim::detail
+
+struct ncclComm {
+  std::shared_ptr<devicekit::cuda_sim::detail::clique> group;
+  int rank = 0;
+  int device = 0;
+  std::uint64_t next_collective = 0;
+  bool aborted = false;
+  ncclResult_t async_error = ncclSuccess;
+  std::string last_error;
+};
+
+namespace devicekit::cuda_sim::detail {
+namespace {
+
+std::condition_variable nccl_cv;  // announces arrivals and messages (with the state's mutex)
+std::map<std::string, std::pair<std::shared_ptr<clique>, int>> pending_ids;  // unique id -> clique, ranks joined
+std::uint64_t next_id = 1;
+thread_local int group_depth = 0;
+thread_local std::string last_error_text;
+
+std::size_t type_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h >> 15) & 1u;
+  int exp = (h >> 10) & 0x1f;
+  std::uint32_t mant = h & 0x3ffu;
+  float v = 0;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    v = mant != 0 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    v = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+  }
+  return sign != 0 ? -v : v;
+}
+
+std::uint16_t float_to_half(float f) {
+  std::uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  std::uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<std::uint16_t>(sign | 0x7c00u | (mant != 0 ? 0x200u : 0u));
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<std::uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    std::uint32_t h = mant >> shift;
+    if ((mant >> (shift - 1)) & 1u) ++h;  // round half up (enough for a simulator)
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  std::uint32_t h = sign | (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+  if (mant & 0x1000u) ++h;
+  return static_cast<std::uint16_t>(h);
+}
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t x = static_cast<std::uint32_t>(b) << 16;
+  float f = 0;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+template <class T>
+T combine(T a, T b, ncclRedOp_t op) {
+  switch (op) {
+    case ncclSum: case ncclAvg: return static_cast<T>(a + b);
+    case ncclProd: return static_cast<T>(a * b);
+    case ncclMax: return std::max(a, b);
+    case ncclMin: return std::min(a, b);
+    default: return a;
+  }
+}
+
+/// out[i] = op over the ranks of in[r][i], for `count` elements of type `t`.
+void reduce_into(void* out, const std::vector<const void*>& in, std::size_t count, ncclDataType_t t, ncclRedOp_t op) {
+  const auto n = in.size();
+  auto run = [&](auto tag, auto load, auto store) {
+    using V = decltype(tag);
+    for (std::size_t i = 0; i < count; ++i) {
+      V acc = load(in[0], i);
+      for (std::size_t r = 1; r < n; ++r) acc = combine<V>(acc, load(in[r], i), op);
+      if (op == ncclAvg) acc = static_cast<V>(acc / static_cast<V>(n));
+      store(out, i, acc);
+    }
+  };
+  auto plain = [&](auto tag) {
+    using V = decltype(tag);
+    run(
+        tag, [](const void* p, std::size_t i) { return static_cast<const V*>(p)[i]; },
+        [](void* p, std::size_t i, V v) { static_cast<V*>(p)[i] = v; });
+  };
+  switch (t) {
+    case ncclInt8: plain(std::int8_t{}); break;
+    case ncclUint8: plain(std::uint8_t{}); break;
+    case ncclInt32: plain(std::int32_t{}); break;
+    case ncclUint32: plain(std::uint32_t{}); break;
+    case ncclInt64: plain(std::int64_t{}); break;
+    case ncclUint64: plain(std::uint64_t{}); break;
+    case ncclFloat32: plain(float{}); break;
+    case ncclFloat64: plain(double{}); break;
+    case ncclFloat16:
+      run(
+          float{}, [](const void* p, std::size_t i) { return half_to_float(static_cast<const std::uint16_t*>(p)[i]); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_half(v); });
+      break;
+    case ncclBfloat16:
+      run(
+          float{}, [](const void* p, std::size_t i) { return bf16_to_float(static_cast<const std::uint16_t*>(p)[i]); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_bf16(v); });
+      break;
+    default: break;
+  }
+}
+
+ncclResult_t invalid(ncclComm_t comm, const std::string& why) {
+  last_error_text = why;
+  if (comm != nullptr) comm->last_error = why;
+  return ncclInvalidArgument;
+}
+
+/// Queues one rank's part of a collective; `compute` runs once, on the last rank to arrive,
+/// with every rank's buffers.
+ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, collective_call mine,
+                        std::function<void(const std::vector<collective_call>&)> compute) {
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  if (torn_down) return ncclSystemError;
+  if (comm == nullptr) return invalid(comm, std::string(api) + ": comm is NULL");
+  if (comm->aborted) return invalid(comm, std::string(api) + ": the communicator was aborted");
+  cudaError_t err = cudaSuccess;
+  stream_obj* s = stream_of(g, stream, api, err);
+  if (s == nullptr) return invalid(comm, std::string(api) + ": invalid stream");
+  if (s->device != comm->device) {
+    return invalid(comm, std::string(api) + ": the stream is on another device than the communicator");
+  }
+  const std::uint64_t seq = comm->next_collective++;
+  std::shared_ptr<clique> c = comm->group;
+  const int rank = comm->rank;
+  queue_work(g, s, [c, seq, rank, mine, compute = std::move(compute), comm] {
+    state& gs = global();
+    std::unique_lock lock(gs.m);
+    rendezvous& rv = c->collectives[seq];
+    if (rv.calls.empty()) rv.calls.resize(static_cast<std::size_t>(c->nranks));
+    rv.calls[static_cast<std::size_t>(rank)] = mine;
+    if (++rv.arrived == c->nranks) {
+      lock.unlock();
+      compute(rv.calls);
+      lock.lock();
+      rv.done = true;
+      nccl_cv.notify_all();
+    } else {
+      nccl_cv.wait(lock, [&] { return rv.done || c->aborted; });
+      if (!rv.done) {
+        comm->async_error = ncclRemoteError;
+        return;
+      }
+    }
+    if (--rv.arrived == 0) c->collectives.erase(seq);  // the last one out
+  });
+  return ncclSuccess;
+}
+
+ncclComm_t make_comm(const std::shared_ptr<clique>& c, int rank, int device) {
+  auto* comm = new ncclComm;
+  comm->group = c;
+  comm->rank = rank;
+  comm->device = device;
+  ++c->members;
+  return comm;
+}
+
+}  // namespace
+}  // namespace devicekit::cuda_sim::detail
+
+using namespace devicekit::cuda_sim::detail;
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  return comm != nullptr && !comm->last_error.empty() ? comm->last_error.c_str() : last_error_text.c_str();
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return ncclInvalidArgument;
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  std::memset(uniqueId->internal, 0, NCCL_UNIQUE_ID_BYTES);
+  std::snprintf(uniqueId->internal, NCCL_UNIQUE_ID_BYTES, "devicekit-sim-nccl-%llu",
+                static_cast<unsigned long long>(next_id++));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev <= 0) return invalid(nullptr, "ncclCommInitAll: comms is NULL or ndev < 1");
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  std::vector<int> devs;
+  for (int i = 0; i < ndev; ++i) {
+    const int d = devlist != nullptr ? devlist[i] : i;
+    if (d < 0 || static_cast<std::size_t>(d) >= g.devices.size()) return invalid(nullptr, "ncclCommInitAll: invalid device");
+    if (std::find(devs.begin(), devs.end(), d) != devs.end()) {
+      return invalid(nullptr, "ncclCommInitAll: duplicate device (NCCL needs one GPU per rank)");
+    }
+    devs.push_back(d);
+  }
+  auto c = std::make_shared<clique>();
+  c->nranks = ndev;
+  for (int i = 0; i < ndev; ++i) comms[i] = make_comm(c, i, devs[static_cast<std::size_t>(i)]);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  if (comm == nullptr || nranks <= 0 || rank < 0 || rank >= nranks) {
+    return invalid(nullptr, "ncclCommInitRank: invalid nranks or rank");
+  }
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  const std::string id(commId.internal, strnlen(commId.internal, NCCL_UNIQUE_ID_BYTES));
+  auto& entry = pending_ids[id];
+  if (!entry.first) {
+    entry.first = std::make_shared<clique>();
+    entry.first->nranks = nranks;
+  }
+  std::shared_ptr<clique> c = entry.first;
+  if (c->nranks != nranks) return invalid(nullptr, "ncclCommInitRank: ranks disagree on nranks");
+  *comm = make_comm(c, rank, current_device());
+  ++entry.second;
+  nccl_cv.notify_all();
+  // Outside a group, initialisation waits for every rank (ncclCommInitRank is collective).
+  if (group_depth == 0) {
+    nccl_cv.wait(lk, [&] { return pending_ids[id].second >= nranks; });
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  --comm->group->members;
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  comm->aborted = true;
+  comm->group->aborted = true;  // ranks waiting in a collective give up
+  nccl_cv.notify_all();
+  --comm->group->members;
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (comm == nullptr || asyncError == nullptr) return ncclInvalidArgument;
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  *asyncError = comm->async_error;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (comm == nullptr || count == nullptr) return ncclInvalidArgument;
+  *count = comm->group->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (comm == nullptr || device == nullptr) return ncclInvalidArgument;
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (comm == nullptr || rank == nullptr) return ncclInvalidArgument;
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth == 0) return invalid(nullptr, "ncclGroupEnd: no group is open");
+  --group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps) return invalid(comm, "ncclAllReduce: bad type or op");
+  return collective("ncclAllReduce", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
+    std::vector<const void*> in;
+    for (const auto& c : calls) in.push_back(c.send);
+    std::vector<unsigned char> result(count * type_size(datatype));
+    reduce_into(result.data(), in, count, datatype, op);
+    for (const auto& c : calls) std::memcpy(c.recv, result.data(), result.size());
+  });
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (comm == nullptr || root < 0 || root >= comm->group->nranks || type_size(datatype) == 0) {
+    return invalid(comm, "ncclBroadcast: bad root or type");
+  }
+  return collective("ncclBroadcast", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
+    const std::size_t bytes = count * type_size(datatype);
+    std::vector<unsigned char> data(static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send),
+                                    static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send) + bytes);
+    for (const auto& c : calls) std::memcpy(c.recv, data.data(), bytes);
+  });
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (type_size(datatype) == 0) return invalid(comm, "ncclAllGather: bad type");
+  return collective("ncclAllGather", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
+    const std::size_t bytes = sendcount * type_size(datatype);
+    std::vector<unsigned char> all;
+    for (const auto& c : calls) {
+      all.insert(all.end(), static_cast<const unsigned char*>(c.send), static_cast<const unsigned char*>(c.send) + bytes);
+    }
+    for (const auto& c : calls) std::memcpy(c.recv, all.data(), all.size());
+  });
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps) return invalid(comm, "ncclReduceScatter: bad type or op");
+  return collective("ncclReduceScatter", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
+    const std::size_t n = calls.size();
+    std::vector<const void*> in;
+    for (const auto& c : calls) in.push_back(c.send);
+    std::vector<unsigned char> result(n * recvcount * type_size(datatype));
+    reduce_into(result.data(), in, n * recvcount, datatype, op);
+    for (std::size_t r = 0; r < n; ++r) {
+      std::memcpy(calls[r].recv, result.data() + r * recvcount * type_size(datatype), recvcount * type_size(datatype));
+    }
+  });
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  if (comm == nullptr || peer < 0 || peer >= comm->group->nranks || type_size(datatype) == 0) {
+    return invalid(comm, "ncclSend: bad peer or type");
+  }
+  cudaError_t err = cudaSuccess;
+  stream_obj* s = stream_of(g, stream, "ncclSend", err);
+  if (s == nullptr) return invalid(comm, "ncclSend: invalid stream");
+  const std::size_t bytes = count * type_size(datatype);
+  std::shared_ptr<clique> c = comm->group;
+  const int from = comm->rank;
+  queue_work(g, s, [c, from, peer, sendbuff, bytes] {
+    std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff), static_cast<const unsigned char*>(sendbuff) + bytes);
+    std::lock_guard lock(global().m);
+    c->channels[{from, peer}].push_back(std::move(msg));
+    nccl_cv.notify_all();
+  });
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  state& g = global();
+  bool torn_down = false;
+  auto lk = enter(g, torn_down);
+  if (comm == nullptr || peer < 0 || peer >= comm->group->nranks || type_size(datatype) == 0) {
+    return invalid(comm, "ncclRecv: bad peer or type");
+  }
+  cudaError_t err = cudaSuccess;
+  stream_obj* s = stream_of(g, stream, "ncclRecv", err);
+  if (s == nullptr) return invalid(comm, "ncclRecv: invalid stream");
+  const std::size_t bytes = count * type_size(datatype);
+  std::shared_ptr<clique> c = comm->group;
+  const int to = comm->rank;
+  queue_work(g, s, [c, to, peer, recvbuff, bytes, comm] {
+    std::unique_lock lock(global().m);
+    auto& q = c->channels[{peer, to}];
+    nccl_cv.wait(lock, [&] { return !q.empty() || c->aborted; });
+    if (q.empty()) {
+      comm->async_error = ncclRemoteError;
+      return;
+    }
+    std::vector<unsigned char> msg = std::move(q.front());
+    q.pop_front();
+    lock.unlock();
+    std::memcpy(recvbuff, msg.data(), std::min(bytes, msg.size()));
+  });
+  return ncclSuccess;
+}
+
+}  // extern "C"
