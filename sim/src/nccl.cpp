@@ -37,6 +37,9 @@ struct clique {
   std::map<std::pair<int, int>, std::deque<std::vector<unsigned char>>> channels;  ///< (from, to) -> messages
   bool aborted = false;
   int members = 0;  ///< communicators not yet destroyed
+  /// Per rank: the asynchronous error (kept here, not in the communicator, which an abort
+  /// deletes while its queued operations may still run).
+  std::vector<ncclResult_t> async_error;
 };
 
 }  // namespace
@@ -48,7 +51,6 @@ struct ncclComm {
   int device = 0;
   std::uint64_t next_collective = 0;
   bool aborted = false;
-  ncclResult_t async_error = ncclSuccess;
   std::string last_error;
 };
 
@@ -198,7 +200,7 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   const std::uint64_t seq = comm->next_collective++;
   std::shared_ptr<clique> c = comm->group;
   const int rank = comm->rank;
-  queue_work(g, s, [c, seq, rank, mine, compute = std::move(compute), comm] {
+  queue_work(g, s, [c, seq, rank, mine, compute = std::move(compute)] {
     state& gs = global();
     std::unique_lock lock(gs.m);
     rendezvous& rv = c->collectives[seq];
@@ -212,8 +214,9 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
       nccl_cv.notify_all();
     } else {
       nccl_cv.wait(lock, [&] { return rv.done || c->aborted; });
-      if (!rv.done) {
-        comm->async_error = ncclRemoteError;
+      if (!rv.done) {  // a peer aborted: this rank's part is dropped, as ncclCommAbort does
+        c->async_error[static_cast<std::size_t>(rank)] = ncclRemoteError;
+        --rv.arrived;
         return;
       }
     }
@@ -228,6 +231,7 @@ ncclComm_t make_comm(const std::shared_ptr<clique>& c, int rank, int device) {
   comm->rank = rank;
   comm->device = device;
   ++c->members;
+  if (c->async_error.size() < static_cast<std::size_t>(c->nranks)) c->async_error.assign(static_cast<std::size_t>(c->nranks), ncclSuccess);
   return comm;
 }
 
@@ -346,7 +350,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   state& g = global();
   bool torn_down = false;
   auto lk = enter(g, torn_down);
-  *asyncError = comm->async_error;
+  *asyncError = comm->group->async_error[static_cast<std::size_t>(comm->rank)];
   return ncclSuccess;
 }
 
@@ -469,12 +473,12 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   const std::size_t bytes = count * type_size(datatype);
   std::shared_ptr<clique> c = comm->group;
   const int to = comm->rank;
-  queue_work(g, s, [c, to, peer, recvbuff, bytes, comm] {
+  queue_work(g, s, [c, to, peer, recvbuff, bytes] {
     std::unique_lock lock(global().m);
     auto& q = c->channels[{peer, to}];
     nccl_cv.wait(lock, [&] { return !q.empty() || c->aborted; });
     if (q.empty()) {
-      comm->async_error = ncclRemoteError;
+      c->async_error[static_cast<std::size_t>(to)] = ncclRemoteError;
       return;
     }
     std::vector<unsigned char> msg = std::move(q.front());

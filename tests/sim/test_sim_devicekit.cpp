@@ -211,3 +211,25 @@ TEST_CASE("a prefetch view destroyed early keeps the current batch until the con
   for (void* p : taken) pool.deallocate(p, (1 << 16) * sizeof(float), other);
   REQUIRE(cudaFreeHost(seen) == cudaSuccess);
 }
+
+#if DEVICEKIT_HAS_NCCL
+// Issue 9, finding 3: the structure check's exchange() copied the all-gather's result to pageable
+// host memory before waiting for it; such a copy returns only when done, so with a peer that never
+// joins, the host hung in cudaMemcpyAsync forever, before the timeout and the abort could act.
+TEST_CASE("a collective whose peer never joins times out and aborts", "[sim][multi][nccl]") {
+  const ncclUniqueId id = dk::nccl_communicator::unique_id();
+  std::atomic<bool> release_peer{false};
+  std::thread peer([&] {  // rank 1 joins the communicator, then takes part in nothing
+    auto c = dk::nccl_communicator::init_rank(id, 2, 1, dk::device::cuda(1));
+    while (!release_peer.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  auto comm = dk::nccl_communicator::init_rank(id, 2, 0, dk::device::cuda(0));
+  comm.set_timeout(std::chrono::milliseconds(200));
+  auto tree = dk::place(ramp(64, 1.f), dk::device::cuda(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(dk::all_reduce(comm, tree, dk::reduce_op::sum), dk::communication_error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  release_peer = true;
+  peer.join();
+}
+#endif

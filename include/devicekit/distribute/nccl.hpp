@@ -196,6 +196,10 @@ class nccl_backend {
                  "ncclAllGather", p);
     }
     group_end();
+    // Wait first, under the timeout and abort rules: `all` is pageable host memory, and a copy
+    // into pageable memory returns only once done (cudaMemcpyAsync, "API synchronization
+    // behavior"), so copying first would block here, past the timeout, on a peer that never came.
+    finish(op_);
     copy(0, all, byte_at(buf[0], bytes_each), bytes_each * static_cast<std::size_t>(size_));
     finish(op_);
   }
