@@ -189,6 +189,10 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   bool torn_down = false;
   auto lk = enter(g, torn_down);
   if (torn_down) return ncclSystemError;
+  if (const int e = injected_error(g, api); e != 0) {
+    (void)invalid(comm, std::string(api) + ": injected failure");
+    return static_cast<ncclResult_t>(e);
+  }
   if (comm == nullptr) return invalid(comm, std::string(api) + ": comm is NULL");
   if (comm->aborted) return invalid(comm, std::string(api) + ": the communicator was aborted");
   cudaError_t err = cudaSuccess;

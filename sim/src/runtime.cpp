@@ -471,6 +471,7 @@ stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& er
 void queue_work(state& g, stream_obj* s, std::function<void()> run) { (void)enqueue(g, s, std::move(run)); }
 void report_violation(state& g, const char* api, const std::string& rule) { violation(g, api, rule); }
 int current_device() { return tl_device; }
+int injected_error(state& g, const char* api) { return static_cast<int>(injected(g, api)); }
 
 }  // namespace devicekit::cuda_sim::detail
 

@@ -117,6 +117,9 @@ stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& er
 /// Queues `run` on `s` in stream order (lock held).
 void queue_work(state& g, stream_obj* s, std::function<void()> run);
 void report_violation(state& g, const char* api, const std::string& rule);
+/// Fault injection (lock held): the error the next call of `api` must fail with, or 0. For NCCL
+/// calls the number is an ncclResult_t.
+int injected_error(state& g, const char* api);
 int current_device();
 
 }  // namespace devicekit::cuda_sim::detail

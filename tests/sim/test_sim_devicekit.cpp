@@ -233,3 +233,44 @@ TEST_CASE("a collective whose peer never joins times out and aborts", "[sim][mul
   peer.join();
 }
 #endif
+
+#if DEVICEKIT_HAS_NCCL
+// Issue 9, finding 4: an NCCL call that failed in the middle of an operation (after earlier
+// buckets had gone to the peers) left the communicator usable when the error was an argument
+// error, so the peers waited for the rest for ever. Now it aborts.
+TEST_CASE("an NCCL failure in the middle of an operation aborts the communicator", "[sim][nccl]") {
+  auto comm = dk::nccl_communicator::one_rank(dk::device::cuda(0));
+  comm.set_bucket_bytes(64);  // one collective per leaf
+  auto a = dk::place(ramp(64, 1.f), dk::device::cuda(0));
+  auto b = dk::place(ramp(64, 2.f), dk::device::cuda(0));
+  auto c = dk::place(ramp(64, 3.f), dk::device::cuda(0));
+  auto tree = std::make_tuple(std::move(a), std::move(b), std::move(c));
+  sim::fail_call("ncclAllReduce", 2, static_cast<cudaError_t>(ncclInvalidArgument));
+  CHECK_THROWS_AS(dk::all_reduce(comm, tree, dk::reduce_op::sum), dk::communication_error);
+  CHECK(comm.aborted());
+}
+
+// Issue 9, finding 4: destroying a communicator with work queued that will never finish (its peer
+// is gone) blocked for ever in cudaStreamSynchronize. It now waits under the timeout and aborts.
+TEST_CASE("a communicator whose peer is gone is released within its timeout", "[sim][multi][nccl]") {
+  const ncclUniqueId id = dk::nccl_communicator::unique_id();
+  std::atomic<bool> release_peer{false};
+  std::thread peer([&] {
+    auto c = dk::nccl_communicator::init_rank(id, 2, 1, dk::device::cuda(1));
+    while (!release_peer.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  auto placed = dk::place(ramp(64, 1.f), dk::device::cuda(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    auto comm = dk::nccl_communicator::init_rank(id, 2, 0, dk::device::cuda(0));
+    comm.set_timeout(std::chrono::milliseconds(200));
+    // A raw collective the peer never joins, queued on the communicator's stream.
+    dk::scoped_device on(0);
+    REQUIRE(ncclAllReduce(placed.data(), placed.data(), 64, ncclFloat32, ncclSum, comm.native_handle(),
+                          comm.stream()) == ncclSuccess);
+  }  // released here
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  release_peer = true;
+  peer.join();
+}
+#endif

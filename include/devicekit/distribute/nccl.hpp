@@ -123,6 +123,7 @@ class nccl_backend {
                          "); create a new one");
     }
     op_ = op;
+    issued_ = 0;
   }
   void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
@@ -191,7 +192,7 @@ class nccl_backend {
     group_begin();
     for (int p = 0; p < participants(); ++p) {
       auto& q = part(p);
-      nccl_check(ncclAllGather(buf[static_cast<std::size_t>(p)], byte_at(buf[static_cast<std::size_t>(p)], bytes_each),
+      issue_check(ncclAllGather(buf[static_cast<std::size_t>(p)], byte_at(buf[static_cast<std::size_t>(p)], bytes_each),
                                bytes_each, ncclUint8, q.comm, q.stream),
                  "ncclAllGather", p);
     }
@@ -205,19 +206,19 @@ class nccl_backend {
   }
   void broadcast(int p, void* buf, std::size_t count, element_type t, int root) {
     auto& q = part(p);
-    nccl_check(ncclBroadcast(buf, buf, count, dtype(t), root, q.comm, q.stream), "ncclBroadcast", p);
+    issue_check(ncclBroadcast(buf, buf, count, dtype(t), root, q.comm, q.stream), "ncclBroadcast", p);
   }
   void all_reduce(int p, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
     auto& q = part(p);
-    nccl_check(ncclAllReduce(s, r, count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclAllReduce", p);
+    issue_check(ncclAllReduce(s, r, count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclAllReduce", p);
   }
   void all_gather(int p, const void* s, void* r, std::size_t count, element_type t) {
     auto& q = part(p);
-    nccl_check(ncclAllGather(s, r, count, dtype(t), q.comm, q.stream), "ncclAllGather", p);
+    issue_check(ncclAllGather(s, r, count, dtype(t), q.comm, q.stream), "ncclAllGather", p);
   }
   void reduce_scatter(int p, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
     auto& q = part(p);
-    nccl_check(ncclReduceScatter(s, r, recv_count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclReduceScatter", p);
+    issue_check(ncclReduceScatter(s, r, recv_count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclReduceScatter", p);
   }
   /// Unequal sizes: the root sends each rank its bytes (ncclSend), every rank receives
   /// (ncclRecv); collectives.hpp issues these inside one group.
@@ -231,11 +232,11 @@ class nccl_backend {
         if (dst == root) {
           copy(p, r, byte_at(s, displs[d]), bytes[d]);
         } else {
-          nccl_check(ncclSend(byte_at(s, displs[d]), bytes[d], ncclUint8, dst, q.comm, q.stream), "ncclSend", p);
+          issue_check(ncclSend(byte_at(s, displs[d]), bytes[d], ncclUint8, dst, q.comm, q.stream), "ncclSend", p);
         }
       }
     } else if (recv_bytes > 0) {
-      nccl_check(ncclRecv(r, recv_bytes, ncclUint8, root, q.comm, q.stream), "ncclRecv", p);
+      issue_check(ncclRecv(r, recv_bytes, ncclUint8, root, q.comm, q.stream), "ncclRecv", p);
     }
   }
   /// Waits for every local rank's stream, polling NCCL's asynchronous errors.
@@ -256,7 +257,8 @@ class nccl_backend {
         abort_all("CUDA error while waiting: " + detail);
         throw communication_error("NCCL", operation, "cudaStreamQuery", q.rank, size_, static_cast<int>(e), detail);
       }
-      poll(p, operation);
+      // Every local rank's asynchronous error, not only p's: p may wait for a rank whose peer died.
+      for (int k = 0; k < participants(); ++k) poll(k, operation);
       if (timeout_.count() > 0 && std::chrono::steady_clock::now() - start > timeout_) {
         const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
                                    " ms: a rank did not take part (a dead peer, or ranks calling different "
@@ -295,6 +297,12 @@ class nccl_backend {
     }
   }
 
+  /// nccl_check for a call that moves data: once one has been issued in an operation, a failure
+  /// of a later one leaves the peers waiting for what will never come, so it aborts (below).
+  void issue_check(ncclResult_t r, std::string_view call, int p) {
+    nccl_check(r, call, p);
+    ++issued_;
+  }
   void nccl_check(ncclResult_t r, std::string_view call, int p) {
     if (r == ncclSuccess) return;
     if (in_group_) {
@@ -304,8 +312,11 @@ class nccl_backend {
     const auto& q = part(p);
     const std::string detail = describe(r, q.comm);
     const int rank = q.rank;
-    // Argument errors leave the communicator usable; anything else may not.
-    if (r != ncclInvalidArgument && r != ncclInvalidUsage) abort_all(std::string(call) + " failed: " + detail);
+    // Argument errors leave the communicator usable, unless part of this operation has already
+    // gone to the peers (issued_): they would wait for the rest for ever. Anything else may not.
+    if ((r != ncclInvalidArgument && r != ncclInvalidUsage) || issued_ > 0) {
+      abort_all(std::string(call) + " failed: " + detail);
+    }
     throw communication_error("NCCL", op_, call, rank, size_, static_cast<int>(r), detail);
   }
   void cuda_check(cudaError_t e, std::string_view call, int p) {
@@ -355,6 +366,16 @@ class nccl_backend {
   void release() noexcept {
     // After exit has begun the CUDA runtime may be gone: leave everything to the process's end.
     if (!cuda_calls_allowed()) return;
+    // Work still queued (a collective whose peers are gone) may never finish: wait for it under
+    // the timeout and NCCL's error polling, and abort past it, rather than block for ever in
+    // cudaStreamSynchronize or ncclCommDestroy (which waits for the peers too).
+    if (!aborted_) {
+      try {
+        for (int p = 0; p < participants(); ++p) wait(p, "release");
+      } catch (...) {
+        abort_all("release: queued work did not finish");
+      }
+    }
     for (auto& q : parts_) {
       if (q.stream != nullptr) (void)cudaStreamSynchronize(q.stream);
       if (q.comm != nullptr) (void)ncclCommDestroy(q.comm);
@@ -370,6 +391,7 @@ class nccl_backend {
   std::vector<nccl_participant> parts_;
   int size_ = 0;
   std::string_view op_ = "setup";
+  std::size_t issued_ = 0;  ///< data-moving NCCL calls issued in the current operation
   std::chrono::milliseconds timeout_{std::chrono::minutes(10)};  // PyTorch's default watchdog
   bool aborted_ = false;
   std::string abort_reason_;

@@ -39,7 +39,7 @@ std::vector<std::string> violations();
 void expect_violations(std::size_t n);
 
 /// The `nth` next call (1 = the very next) of runtime function `api` fails with `error` and does
-/// nothing else.
+/// nothing else. NCCL's collectives can fail too: pass the ncclResult_t cast to cudaError_t.
 void fail_call(const std::string& api, int nth, cudaError_t error);
 
 }  // namespace devicekit::cuda_sim
