@@ -274,3 +274,35 @@ TEST_CASE("a communicator whose peer is gone is released within its timeout", "[
   peer.join();
 }
 #endif
+
+// Issue 9, finding 7: when a device-to-host transfer failed half-way, its pinned staging went
+// back to the cache while the copies already queued still wrote into it; the next placement
+// staged its data there and sent the stale bytes to the device.
+TEST_CASE("a failed device-to-host transfer does not give its staging back under queued copies",
+          "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  auto a = dk::place(ramp(1024, 1.f), gpu);  // two allocations: two copies into the staging
+  auto b = dk::place(ramp(1024, 5000.f), gpu);
+  auto tree = std::make_tuple(std::move(a), std::move(b));
+  const dk::stream& transfers = dk::detail::placement_stream(gpu);
+  gate held_transfers;
+  REQUIRE(cudaLaunchHostFunc(transfers.native_handle(), gate::hold, &held_transfers) == cudaSuccess);
+  std::thread([&held_transfers] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    held_transfers.open = true;
+  }).detach();
+  sim::fail_call("cudaMemcpyAsync", 2, cudaErrorLaunchFailure);  // the second copy fails
+  CHECK_THROWS_AS(dk::to_host(tree), dk::cuda_error);
+  (void)cudaGetLastError();
+  // The next placement, held on its stream until the failed transfer's copy has landed.
+  const dk::stream s(gpu);
+  gate held_placement;
+  REQUIRE(cudaLaunchHostFunc(s.native_handle(), gate::hold, &held_placement) == cudaSuccess);
+  const std::vector<float> fresh(2048, 9.f);
+  auto placed = dk::place(fresh, gpu, s);
+  while (!held_transfers.open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  transfers.synchronize();
+  held_placement.open = true;
+  s.synchronize();
+  CHECK(dk::to_host(placed) == fresh);
+}

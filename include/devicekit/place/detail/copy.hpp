@@ -212,7 +212,16 @@ inline void copy_staged_host_items_to_device(std::span<const copy_item> items, c
       pool.deallocate(staging, len);
       DEVICEKIT_CUDA_CHECK(r);
     }
-    pool.deallocate_after(staging, len, record_event(s));
+    cudaEvent_t copied = nullptr;
+    try {
+      copied = record_event(s);
+    } catch (...) {
+      // The copy is queued and reads the staging: it goes back only once the copy is done.
+      (void)cudaStreamSynchronize(s);
+      pool.deallocate(staging, len);
+      throw;
+    }
+    pool.deallocate_after(staging, len, copied);
     stats().host_to_device_transfers.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -252,6 +261,9 @@ inline void copy_staged_host_items_to_device(std::span<const copy_item> items, c
       done[b] = record_event(s);
     }
   } catch (...) {
+    // Copies queued before the failure still read the buffers (a buffer whose event was not
+    // recorded would otherwise go back at once): let them finish first.
+    (void)cudaStreamSynchronize(s);
     give_back();
     throw;
   }
@@ -291,8 +303,8 @@ inline void copy_device_items_to_host(std::span<const copy_item> items) {
   if (total == 0) return;
   auto& pool = staging_pool();
   auto* staging = static_cast<std::byte*>(pool.allocate(total));
+  std::vector<int> used;  // devices whose placement stream has copies into the staging
   try {
-    std::vector<int> used;
     for (const auto& r : runs) {
       if (r.bytes == 0) continue;
       const auto& st = placement_stream(r.dev);
@@ -307,6 +319,12 @@ inline void copy_device_items_to_host(std::span<const copy_item> items) {
       bulk_copy(it.dst, staging + r.staging_at + (it.src - r.src), it.bytes);
     }
   } catch (...) {
+    // Copies queued before the failure still write into the staging: it goes back to the
+    // cache only once they are done, or the next user's data would be overwritten.
+    for (int ordinal : used) {
+      scoped_device on(ordinal, std::nothrow);
+      (void)cudaStreamSynchronize(placement_stream(device::cuda(ordinal)).native_handle());
+    }
     pool.deallocate(staging, total);
     throw;
   }
