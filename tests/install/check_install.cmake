@@ -20,9 +20,10 @@ if(LAUNCHER)
   list(APPEND common "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}" "-DCMAKE_CUDA_COMPILER_LAUNCHER=${LAUNCHER}")
 endif()
 
-# 1. find_package from the installed prefix.
+# 1. find_package from the installed prefix (with the cuda_sim component when it was built).
 run(${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${WORK_DIR}/consumer ${common}
-    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix;${PREFIX_PATH}" -DWITH_CUDA_COMPILER=${WITH_CUDA_COMPILER})
+    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix;${PREFIX_PATH}" -DWITH_CUDA_COMPILER=${WITH_CUDA_COMPILER}
+    -DWITH_SIM=${WITH_SIM})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run(${WORK_DIR}/consumer/app_cpp)
 if(NOT last_output MATCHES "consumer: default device (cpu|cuda):[0-9]+")
@@ -33,6 +34,13 @@ if(WITH_CUDA_COMPILER)
     message(FATAL_ERROR "the .cu consumer was not built")
   endif()
   run(${WORK_DIR}/consumer/app_cu)
+endif()
+
+if(WITH_SIM)
+  run(${CMAKE_COMMAND} -E env DEVICEKIT_SIM_GPUS=3 ${WORK_DIR}/consumer/app_sim)
+  if(NOT last_output MATCHES "consumer on simulated GPUs: 3 GPU\\(s\\), default cuda:0")
+    message(FATAL_ERROR "app_sim printed an unexpected line:\n${last_output}")
+  endif()
 endif()
 
 # 2. add_subdirectory of the source tree.
