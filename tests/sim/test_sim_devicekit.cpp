@@ -7,6 +7,8 @@
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
 
+#include "sim_test_support.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -87,21 +89,8 @@ TEST_CASE("a device pool outlives the streams it ordered frees on", "[sim][memor
   CHECK(sim::violations().empty());
 }
 
-namespace {
-void CUDART_CB set_flag(void* p) { static_cast<std::atomic<int>*>(p)->store(1); }
-
-/// Holds a stream until opened (stands in for a long kernel); gives up after 10 s.
-struct gate {
-  std::atomic<bool> open{false};
-  static void CUDART_CB hold(void* p) {
-    auto* g = static_cast<gate*>(p);
-    const auto t0 = std::chrono::steady_clock::now();
-    while (!g->open.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-};
-}  // namespace
+using sim_test::gate;
+using sim_test::set_flag;
 
 // Issue 9, finding 11: after a query answered cudaErrorNotReady devicekit called
 // cudaGetLastError() "to clear it", which swallowed an error the program had not read yet.

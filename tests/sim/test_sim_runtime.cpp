@@ -7,6 +7,8 @@
 
 #include <devicekit/cuda_sim/control.hpp>
 
+#include "sim_test_support.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,20 +23,8 @@ namespace {
 
 void ok(cudaError_t e) { REQUIRE(e == cudaSuccess); }
 
-/// A host function that holds its stream until the test opens the gate: it stands in for a long
-/// kernel. It gives up after 10 s so that a broken test cannot hang.
-struct gate {
-  std::atomic<bool> open{false};
-  static void CUDART_CB hold(void* p) {
-    auto* g = static_cast<gate*>(p);
-    const auto t0 = std::chrono::steady_clock::now();
-    while (!g->open.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-};
-
-void CUDART_CB set_flag(void* p) { static_cast<std::atomic<int>*>(p)->store(1); }
+using sim_test::gate;
+using sim_test::set_flag;
 
 /// The device count the test was started with (DEVICEKIT_SIM_GPUS), or -1 when it is unset (a
 /// real GPU run: any count).
