@@ -174,81 +174,81 @@ void gpu_entries(bench::report& report, bool quick) {
     if (e != cudaSuccess) dk::check_cuda(e, what);
   };
   {  // the pool (which ordered work on `s`) goes before the stream does
-  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
-  for (const std::size_t n : sizes) {
-    const std::size_t max_usage = 4ull << 30;
-    const trace t = make_trace(n, max_size, max_usage, 42);
-    const double ops = static_cast<double>(t.operations);
-    const std::string suffix = n == sizes.front() ? "" : ".n" + std::to_string(n);
-    auto ours_sync = [&] {
-      return replay(
-          wall_seconds, t, [&](std::size_t b) { return pool.allocate(b); }, [&](void* p, std::size_t b) { pool.deallocate(p, b); },
-          [] {});
-    };
-    auto ours_stream = [&] {
-      return replay(
-          wall_seconds, t, [&](std::size_t b) { return pool.allocate_async(b, 256, s); },
-          [&](void* p, std::size_t b) { pool.deallocate_async(p, b, 256, s); },
-          [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
-    };
-    auto add = [&](const std::string& base_name, const std::string& what, const pair_timing& r, const std::string& goal) {
-      report.add({"pool.random_allocations.vs_" + base_name + suffix, "cuda",
-                  "ns per allocate or free, warm pool (median)", r.ours / ops * 1e9, "ns", what, r.base / ops * 1e9,
-                  r.base / r.ours,
-                  "N=" + std::to_string(n) + ", sizes 1 B..1 MiB; cold first run " + fmt(r.cold / ops * 1e9) +
-                      " ns/op; goal " + goal + ", <= 100 ns/op"});
-    };
+    dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
+    for (const std::size_t n : sizes) {
+      const std::size_t max_usage = 4ull << 30;
+      const trace t = make_trace(n, max_size, max_usage, 42);
+      const double ops = static_cast<double>(t.operations);
+      const std::string suffix = n == sizes.front() ? "" : ".n" + std::to_string(n);
+      auto ours_sync = [&] {
+        return replay(
+            wall_seconds, t, [&](std::size_t b) { return pool.allocate(b); }, [&](void* p, std::size_t b) { pool.deallocate(p, b); },
+            [] {});
+      };
+      auto ours_stream = [&] {
+        return replay(
+            wall_seconds, t, [&](std::size_t b) { return pool.allocate_async(b, 256, s); },
+            [&](void* p, std::size_t b) { pool.deallocate_async(p, b, 256, s); },
+            [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+      };
+      auto add = [&](const std::string& base_name, const std::string& what, const pair_timing& r, const std::string& goal) {
+        report.add({"pool.random_allocations.vs_" + base_name + suffix, "cuda",
+                    "ns per allocate or free, warm pool (median)", r.ours / ops * 1e9, "ns", what, r.base / ops * 1e9,
+                    r.base / r.ours,
+                    "N=" + std::to_string(n) + ", sizes 1 B..1 MiB; cold first run " + fmt(r.cold / ops * 1e9) +
+                        " ns/op; goal " + goal + ", <= 100 ns/op"});
+      };
 
-    const int slow_reps = quick ? 1 : (n >= 100'000 ? 1 : 3);
-    add("cudaMalloc", "cudaMalloc / cudaFree",
-        compare(slow_reps, 1, ours_sync,
-                [&] {
-                  return replay(
-                      wall_seconds, t,
-                      [&](std::size_t b) {
-                        void* p = nullptr;
-                        check(cudaMalloc(&p, b), "cudaMalloc");
-                        return p;
-                      },
-                      [&](void* p, std::size_t) { check(cudaFree(p), "cudaFree"); }, [] {});
-                }),
-        "ratio >= 100");
+      const int slow_reps = quick ? 1 : (n >= 100'000 ? 1 : 3);
+      add("cudaMalloc", "cudaMalloc / cudaFree",
+          compare(slow_reps, 1, ours_sync,
+                  [&] {
+                    return replay(
+                        wall_seconds, t,
+                        [&](std::size_t b) {
+                          void* p = nullptr;
+                          check(cudaMalloc(&p, b), "cudaMalloc");
+                          return p;
+                        },
+                        [&](void* p, std::size_t) { check(cudaFree(p), "cudaFree"); }, [] {});
+                  }),
+          "ratio >= 100");
 
-    const int reps = quick ? 5 : 11;
-    add("cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, one stream, threshold raised",
-        compare(reps, 1, ours_stream,
-                [&] {
-                  return replay(
-                      wall_seconds, t,
-                      [&](std::size_t b) {
-                        void* p = nullptr;
-                        check(cudaMallocAsync(&p, b, s), "cudaMallocAsync");
-                        return p;
-                      },
-                      [&](void* p, std::size_t) { check(cudaFreeAsync(p, s), "cudaFreeAsync"); },
-                      [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
-                }),
-        "ratio >= 3");
+      const int reps = quick ? 5 : 11;
+      add("cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, one stream, threshold raised",
+          compare(reps, 1, ours_stream,
+                  [&] {
+                    return replay(
+                        wall_seconds, t,
+                        [&](std::size_t b) {
+                          void* p = nullptr;
+                          check(cudaMallocAsync(&p, b, s), "cudaMallocAsync");
+                          return p;
+                        },
+                        [&](void* p, std::size_t) { check(cudaFreeAsync(p, s), "cudaFreeAsync"); },
+                        [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+                  }),
+          "ratio >= 3");
 
 #  if DEVICEKIT_BENCH_CUB
-    cub::CachingDeviceAllocator cub_alloc(8, 3, 7, static_cast<std::size_t>(-1), false);
-    add("cub_caching", "cub::CachingDeviceAllocator(8, 3, 7, unlimited), one stream",
-        compare(reps, 1, ours_stream,
-                [&] {
-                  return replay(
-                      wall_seconds, t,
-                      [&](std::size_t b) {
-                        void* p = nullptr;
-                        check(cub_alloc.DeviceAllocate(&p, b, s), "DeviceAllocate");
-                        return p;
-                      },
-                      [&](void* p, std::size_t) { check(cub_alloc.DeviceFree(p), "DeviceFree"); },
-                      [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
-                }),
-        "ratio >= 3");
+      cub::CachingDeviceAllocator cub_alloc(8, 3, 7, static_cast<std::size_t>(-1), false);
+      add("cub_caching", "cub::CachingDeviceAllocator(8, 3, 7, unlimited), one stream",
+          compare(reps, 1, ours_stream,
+                  [&] {
+                    return replay(
+                        wall_seconds, t,
+                        [&](std::size_t b) {
+                          void* p = nullptr;
+                          check(cub_alloc.DeviceAllocate(&p, b, s), "DeviceAllocate");
+                          return p;
+                        },
+                        [&](void* p, std::size_t) { check(cub_alloc.DeviceFree(p), "DeviceFree"); },
+                        [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+                  }),
+          "ratio >= 3");
 #  endif
-    pool.trim();
-  }
+      pool.trim();
+    }
   }
   check(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
