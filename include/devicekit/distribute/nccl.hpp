@@ -36,6 +36,7 @@
 
 #  include <chrono>
 #  include <cstdio>
+#  include <map>
 #  include <span>
 #  include <string>
 #  include <string_view>
@@ -476,18 +477,18 @@ class nccl_communicator {
     mpi.backend().check(MPI_Allgather(mine, static_cast<int>(width), MPI_CHAR, all.data(), static_cast<int>(width), MPI_CHAR,
                                       mpi.native_handle()),
                         "MPI_Allgather");
-    auto entry = [&](int r) { return std::string(all.data() + static_cast<std::size_t>(r) * width); };
-    for (int a = 0; a < mpi.size(); ++a) {
-      for (int b = a + 1; b < mpi.size(); ++b) {
-        const std::string key = entry(a);
-        if (key != entry(b)) continue;
-        const auto bar = key.find('|');
-        throw config_error("nccl_communicator::from_mpi: ranks " + std::to_string(a) + " and " + std::to_string(b) +
-                           " both use the GPU at PCI " + key.substr(bar + 1) + " on host " + key.substr(0, bar) +
-                           "; NCCL needs a distinct GPU for each rank. Run at most as many processes per node as it "
-                           "has GPUs, give each rank its own device (DEVICEKIT_DEVICE or CUDA_VISIBLE_DEVICES), or "
-                           "reduce on the host over MPI.");
-      }
+    std::map<std::string, int> first_rank;  // "host|bus" -> the lowest rank using it
+    for (int b = 0; b < mpi.size(); ++b) {
+      const std::string key(all.data() + static_cast<std::size_t>(b) * width);
+      const auto [it, fresh] = first_rank.emplace(key, b);
+      if (fresh) continue;
+      const auto bar = key.find('|');
+      throw config_error("nccl_communicator::from_mpi: ranks " + std::to_string(it->second) + " and " +
+                         std::to_string(b) + " both use the GPU at PCI " + key.substr(bar + 1) + " on host " +
+                         key.substr(0, bar) +
+                         "; NCCL needs a distinct GPU for each rank. Run at most as many processes per node as it "
+                         "has GPUs, give each rank its own device (DEVICEKIT_DEVICE or CUDA_VISIBLE_DEVICES), or "
+                         "reduce on the host over MPI.");
     }
   }
 
