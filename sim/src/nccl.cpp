@@ -6,16 +6,24 @@
 // send hands a copy of its buffer to the receiver's channel when its stream reaches it; a recv
 // waits for the matching send. Groups (ncclGroupStart/End) need nothing more: nothing blocks the
 // calling thread.
+//
+// Faults (control.hpp: nccl_async_error_after, nccl_hang_after; DEVICEKIT_SIM_NCCL_FAULT): the
+// chosen operation never moves its data. When its stream reaches it, it records the error for
+// ncclCommGetAsyncError (none for a hang) and holds the stream, as a stuck NCCL kernel does,
+// until the clique is aborted (ncclCommAbort makes real NCCL's kernels exit too); its peers wait
+// for it in the rendezvous, also until the abort.
 #include "state.hpp"
 
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
 #include <limits>
 #include <map>
+#include <string>
 
 namespace devicekit::cuda_sim::detail {
 namespace {
@@ -38,8 +46,9 @@ struct clique {
   bool aborted = false;
   int members = 0;  ///< communicators not yet destroyed
   /// Per rank: the asynchronous error (kept here, not in the communicator, which an abort
-  /// deletes while its queued operations may still run).
+  /// deletes while its queued operations may still run), and what ncclGetLastError says of it.
   std::vector<ncclResult_t> async_error;
+  std::vector<std::string> async_text;
 };
 
 }  // namespace
@@ -62,6 +71,32 @@ std::map<std::string, std::pair<std::shared_ptr<clique>, int>> pending_ids;  // 
 std::uint64_t next_id = 1;
 thread_local int group_depth = 0;
 thread_local std::string last_error_text;
+
+/// Whether the operation being issued on `device` is the one an injected fault picks (lock held);
+/// `error` is then what it reports (0: nothing, a hang). See nccl_fault in state.hpp.
+bool take_fault(state& g, int device, int& error) {
+  auto it = g.nccl_faults.find(device);
+  if (it == g.nccl_faults.end()) return false;
+  if (it->second.remaining > 0) {
+    --it->second.remaining;
+    return false;
+  }
+  error = it->second.error;
+  g.nccl_faults.erase(it);
+  return true;
+}
+
+/// The faulty operation, when its stream reaches it (lock held): reports the error and holds
+/// the stream until the clique is aborted (or the process ends).
+void stall(state& g, std::unique_lock<std::mutex>& lock, clique& c, int rank, int device, int error) {
+  if (error != 0) {
+    c.async_error[static_cast<std::size_t>(rank)] = static_cast<ncclResult_t>(error);
+    c.async_text[static_cast<std::size_t>(rank)] =
+        "simulated asynchronous error on rank " + std::to_string(rank) + " (device " + std::to_string(device) +
+        "), injected by nccl_async_error_after or DEVICEKIT_SIM_NCCL_FAULT";
+  }
+  while (!c.aborted && !g.stopping) nccl_cv.wait_for(lock, std::chrono::milliseconds(20));
+}
 
 std::size_t type_size(ncclDataType_t t) {
   switch (t) {
@@ -204,9 +239,16 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   const std::uint64_t seq = comm->next_collective++;
   std::shared_ptr<clique> c = comm->group;
   const int rank = comm->rank;
-  queue_work(g, s, [c, seq, rank, mine, compute = std::move(compute)] {
+  const int device = comm->device;
+  int fault_error = 0;
+  const bool faulty = take_fault(g, device, fault_error);
+  queue_work(g, s, [c, seq, rank, device, faulty, fault_error, mine, compute = std::move(compute)] {
     state& gs = global();
     std::unique_lock lock(gs.m);
+    if (faulty) {
+      stall(gs, lock, *c, rank, device, fault_error);
+      return;
+    }
     rendezvous& rv = c->collectives[seq];
     if (rv.calls.empty()) rv.calls.resize(static_cast<std::size_t>(c->nranks));
     rv.calls[static_cast<std::size_t>(rank)] = mine;
@@ -217,9 +259,14 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
       rv.done = true;
       nccl_cv.notify_all();
     } else {
-      nccl_cv.wait(lock, [&] { return rv.done || c->aborted; });
+      // Polled for the runtime's teardown too: a rank stuck behind a fault must not keep the
+      // process from exiting when a test never aborted it.
+      while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return rv.done || c->aborted; })) {
+        if (gs.stopping) break;
+      }
       if (!rv.done) {  // a peer aborted: this rank's part is dropped, as ncclCommAbort does
         c->async_error[static_cast<std::size_t>(rank)] = ncclRemoteError;
+        c->async_text[static_cast<std::size_t>(rank)] = "a peer aborted the communicator during a collective";
         --rv.arrived;
         return;
       }
@@ -235,7 +282,10 @@ ncclComm_t make_comm(const std::shared_ptr<clique>& c, int rank, int device) {
   comm->rank = rank;
   comm->device = device;
   ++c->members;
-  if (c->async_error.size() < static_cast<std::size_t>(c->nranks)) c->async_error.assign(static_cast<std::size_t>(c->nranks), ncclSuccess);
+  if (c->async_error.size() < static_cast<std::size_t>(c->nranks)) {
+    c->async_error.assign(static_cast<std::size_t>(c->nranks), ncclSuccess);
+    c->async_text.assign(static_cast<std::size_t>(c->nranks), std::string());
+  }
   return comm;
 }
 
@@ -355,6 +405,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   bool torn_down = false;
   auto lk = enter(g, torn_down);
   *asyncError = comm->group->async_error[static_cast<std::size_t>(comm->rank)];
+  // What ncclGetLastError then tells (copied here, under the lock, from the clique that the
+  // stream workers write).
+  const std::string& text = comm->group->async_text[static_cast<std::size_t>(comm->rank)];
+  if (*asyncError != ncclSuccess && !text.empty()) comm->last_error = text;
   return ncclSuccess;
 }
 
@@ -454,7 +508,15 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
   const std::size_t bytes = count * type_size(datatype);
   std::shared_ptr<clique> c = comm->group;
   const int from = comm->rank;
-  queue_work(g, s, [c, from, peer, sendbuff, bytes] {
+  const int device = comm->device;
+  int fault_error = 0;
+  const bool faulty = take_fault(g, device, fault_error);
+  queue_work(g, s, [c, from, peer, sendbuff, bytes, device, faulty, fault_error] {
+    if (faulty) {
+      std::unique_lock lock(global().m);
+      stall(global(), lock, *c, from, device, fault_error);
+      return;
+    }
     std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff), static_cast<const unsigned char*>(sendbuff) + bytes);
     std::lock_guard lock(global().m);
     c->channels[{from, peer}].push_back(std::move(msg));
@@ -477,12 +539,22 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   const std::size_t bytes = count * type_size(datatype);
   std::shared_ptr<clique> c = comm->group;
   const int to = comm->rank;
-  queue_work(g, s, [c, to, peer, recvbuff, bytes] {
+  const int device = comm->device;
+  int fault_error = 0;
+  const bool faulty = take_fault(g, device, fault_error);
+  queue_work(g, s, [c, to, peer, recvbuff, bytes, device, faulty, fault_error] {
     std::unique_lock lock(global().m);
+    if (faulty) {
+      stall(global(), lock, *c, to, device, fault_error);
+      return;
+    }
     auto& q = c->channels[{peer, to}];
-    nccl_cv.wait(lock, [&] { return !q.empty() || c->aborted; });
+    while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return !q.empty() || c->aborted; })) {
+      if (global().stopping) break;  // the runtime's teardown, as in collective()
+    }
     if (q.empty()) {
       c->async_error[static_cast<std::size_t>(to)] = ncclRemoteError;
+      c->async_text[static_cast<std::size_t>(to)] = "a peer aborted the communicator before its send came";
       return;
     }
     std::vector<unsigned char> msg = std::move(q.front());

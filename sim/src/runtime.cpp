@@ -175,6 +175,30 @@ void configure(state& g) {
           static_cast<cudaError_t>(std::stoi(item.substr(b + 1)));
     }
   }
+  if (const char* v = env("DEVICEKIT_SIM_NCCL_FAULT")) {
+    std::stringstream items(v);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const auto a = item.find(':');
+      const auto b = item.rfind(':');
+      int device = -1;
+      nccl_fault f;
+      try {
+        if (a == std::string::npos || a == b) throw std::invalid_argument("fields");
+        device = std::stoi(item.substr(0, a));
+        f.remaining = std::stoi(item.substr(a + 1, b - a - 1));
+        const std::string what = item.substr(b + 1);
+        f.error = what == "hang" ? 0 : what == "error" ? 2 /* ncclSystemError */ : std::stoi(what);
+      } catch (const std::exception&) {
+        device = -1;
+      }
+      if (device < 0 || device >= n || f.remaining < 0 || f.error < 0) {
+        bad_config("DEVICEKIT_SIM_NCCL_FAULT: '" + item + "' is not device:ops:error|hang with a device below " +
+                   std::to_string(n) + ", ops >= 0, and error an ncclResult_t number or 'error'");
+      }
+      g.nccl_faults[device] = f;
+    }
+  }
   // The runtime tears itself down at exit, after the destructors of objects made after its
   // initialisation: calls made later fail with cudaErrorCudartUnloading, as CUDA's do.
   std::atexit(teardown);
@@ -411,6 +435,19 @@ cudaError_t check_range(state& g, const void* p, std::size_t n, const char* api,
 
 bool pinned(const allocation* a) { return a != nullptr && a->kind != mem_kind::device; }
 
+/// Whether a copy queued (or running) on some stream still reads or writes pinned range `a`.
+bool queued_copy_uses(const allocation& a) { return a.uses && a.uses->pending > 0; }
+
+/// The rule of cudaFreeHost and cudaHostUnregister. cudaMemcpyAsync with pinned host memory is
+/// asynchronous: "the call may return before the copy is complete" (cudaMemcpyAsync; "API
+/// synchronization behavior"), and the copy reads or writes the host range when its stream
+/// reaches it, so the range must stay allocated and page-locked until the copy is complete.
+/// Neither cudaFreeHost ("Frees the memory space pointed to by hostPtr") nor
+/// cudaHostUnregister ("Unmaps the memory range ... and makes it pageable again") says it waits
+/// for queued copies first, so releasing the range earlier is undefined: the copy engine may
+/// read or write freed or unpinned pages.
+constexpr const char* host_range_rule = "a host buffer freed while a queued copy still uses it";
+
 void wait_device_idle(state& g, std::unique_lock<std::mutex>& lk, int device) {
   for (stream_obj* s : g.streams) {
     if (s->device == device || device < 0) {
@@ -439,7 +476,26 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
     enqueue(g, s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
     return cudaSuccess;
   }
-  const std::uint64_t done = enqueue(g, s, [dst, src, n] { std::memmove(dst, src, n); });
+  // Pinned host memory is read or written when the stream reaches the copy: the copy is counted
+  // on its range until then, so that freeing or unregistering the range first is caught.
+  std::vector<std::shared_ptr<host_uses>> uses;
+  for (allocation* a : {d, r}) {
+    if (!pinned(a)) continue;
+    if (!a->uses) a->uses = std::make_shared<host_uses>();
+    if (std::find(uses.begin(), uses.end(), a->uses) == uses.end()) uses.push_back(a->uses);
+  }
+  for (const auto& u : uses) ++u->pending;
+  const std::uint64_t done = enqueue(g, s, [dst, src, n, uses = std::move(uses)] {
+    std::memmove(dst, src, n);
+    if (uses.empty()) return;
+    std::lock_guard ulk(global().m);
+    for (const auto& u : uses) {
+      if (--u->pending == 0 && u->free_when_done != nullptr) {
+        std::free(u->free_when_done);
+        u->free_when_done = nullptr;
+      }
+    }
+  });
   if (src_device && !dst_device && !pinned(d)) wait_until(g, lk, s, done);
   return cudaSuccess;
 }
@@ -502,6 +558,20 @@ void expect_violations(std::size_t n) {
 void fail_call(const std::string& api, int nth, cudaError_t error) {
   entry e("fail_call");
   e.g.failures[api][e.g.calls[api] + nth] = error;
+}
+void nccl_async_error_after(int device, int ops, int error) {
+  entry e("nccl_async_error_after");
+  if (!valid_device(e.g, device) || ops < 0) return;
+  e.g.nccl_faults[device] = {ops, error};
+}
+void nccl_hang_after(int device, int ops) {
+  entry e("nccl_hang_after");
+  if (!valid_device(e.g, device) || ops < 0) return;
+  e.g.nccl_faults[device] = {ops, 0};
+}
+std::size_t spinning_host_waits() {
+  entry e("spinning_host_waits");
+  return e.g.spinning_host_waits;
 }
 
 }  // namespace devicekit::cuda_sim
@@ -662,6 +732,7 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   SIM_ENTER("cudaDeviceSynchronize");
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
   bind_current(g);
+  ++g.spinning_host_waits;  // spins under cudaDeviceScheduleAuto (see spinning_host_waits())
   wait_device_idle(g, e_.lk, tl_device);
   return cudaSuccess;
 }
@@ -704,6 +775,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   stream_obj* s = resolve(g, stream, "cudaStreamSynchronize", err);
   if (s == nullptr) return fail(err);
+  ++g.spinning_host_waits;  // spins under cudaDeviceScheduleAuto (see spinning_host_waits())
   wait_until(g, e_.lk, s, s->submitted);
   return cudaSuccess;
 }
@@ -742,6 +814,12 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   SIM_ENTER("cudaEventCreateWithFlags");
   if (event == nullptr) return fail(cudaErrorInvalidValue);
+  // The flags cudaEventCreateWithFlags documents; cudaEventInterprocess "must be specified
+  // along with cudaEventDisableTiming".
+  constexpr unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if ((flags & ~known) != 0 || ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0)) {
+    return fail(cudaErrorInvalidValue);
+  }
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
   bind_current(g);
   auto* ev = new event_obj;
@@ -795,6 +873,11 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   SIM_ENTER("cudaEventSynchronize");
   event_obj* ev = resolve_event(g, event, "cudaEventSynchronize");
   if (ev == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  // "cudaEventBlockingSync: Specifies that event should use blocking synchronization. A host
+  // thread that uses cudaEventSynchronize() to wait on an event created with this flag will
+  // block until the event actually completes" (cudaEventCreateWithFlags); without it the wait
+  // follows the device's scheduling flags: a spin under the default cudaDeviceScheduleAuto.
+  if ((ev->flags & cudaEventBlockingSync) == 0) ++g.spinning_host_waits;
   if (ev->stream != nullptr) wait_until(g, e_.lk, ev->stream, ev->target);
   return cudaSuccess;
 }
@@ -869,7 +952,15 @@ cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
     violation(g, "cudaFreeHost", "a pointer cudaMallocHost did not return (or one freed twice)");
     return fail(cudaErrorInvalidValue);
   }
-  wait_device_idle(g, e_.lk, -1);  // copies still reading or writing it finish first
+  if (queued_copy_uses(*a)) {
+    // Undefined (host_range_rule): reported, and the memory is kept until those copies are done
+    // (the simulator must not corrupt its own heap); waiting here instead could block for ever.
+    violation(g, "cudaFreeHost", host_range_rule);
+    a->uses->free_when_done = ptr;
+    g.allocations.erase(a->base);
+    return cudaSuccess;
+  }
+  wait_device_idle(g, e_.lk, -1);  // other work finishes first: the call is synchronous here
   a = find_allocation(g, ptr);
   if (a != nullptr) g.allocations.erase(a->base);
   std::free(ptr);
@@ -890,6 +981,10 @@ cudaError_t CUDARTAPI cudaHostUnregister(void* ptr) {
   allocation* a = find_allocation(g, ptr);
   if (a == nullptr || a->kind != mem_kind::registered_host || a->base != reinterpret_cast<std::uintptr_t>(ptr)) {
     return fail(cudaErrorHostMemoryNotRegistered);
+  }
+  if (queued_copy_uses(*a)) {
+    violation(g, "cudaHostUnregister",
+              std::string(host_range_rule) + " (unregistering unpins the pages the queued copy reads or writes)");
   }
   g.allocations.erase(a->base);
   return cudaSuccess;
@@ -1065,6 +1160,20 @@ cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct c
       p->access.insert(d);
     }
   }
+  return cudaSuccess;
+}
+
+// A pool's memory is accessible from its own device, and from the devices it was given access to
+// with cudaMemPoolSetAccess; cudaDeviceEnablePeerAccess does not change that (CUDA programming
+// guide, "Stream Ordered Memory Allocator", device accessibility for multi-GPU support).
+cudaError_t CUDARTAPI cudaMemPoolGetAccess(enum cudaMemAccessFlags* flags, cudaMemPool_t memPool,
+                                           struct cudaMemLocation* location) {
+  SIM_ENTER("cudaMemPoolGetAccess");
+  pool_obj* p = resolve_pool(g, memPool, "cudaMemPoolGetAccess");
+  if (p == nullptr || flags == nullptr || location == nullptr) return fail(cudaErrorInvalidValue);
+  if (location->type != cudaMemLocationTypeDevice || !valid_device(g, location->id)) return fail(cudaErrorInvalidValue);
+  *flags = location->id == p->device || p->access.count(location->id) != 0 ? cudaMemAccessFlagsProtReadWrite
+                                                                           : cudaMemAccessFlagsProtNone;
   return cudaSuccess;
 }
 

@@ -62,6 +62,14 @@ struct event_obj {
 
 enum class mem_kind { device, pinned_host, registered_host };
 
+/// The queued copies that still read or write one pinned host range (cudaMallocHost or
+/// cudaHostRegister). Shared by the allocation and by each copy queued on it, so that a copy
+/// that outlives the allocation's record (a violation) still finds it.
+struct host_uses {
+  std::size_t pending = 0;        ///< copies queued or running, not yet complete
+  void* free_when_done = nullptr;  ///< cudaFreeHost came first: std::free this after the last one
+};
+
 struct allocation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
@@ -69,6 +77,7 @@ struct allocation {
   int device = -1;
   bool from_pool = false;
   bool free_pending = false;  ///< cudaFreeAsync queued, not yet run
+  std::shared_ptr<host_uses> uses = nullptr;  ///< pinned host memory: its queued copies (made at the first)
 };
 
 struct pool_obj {
@@ -77,6 +86,13 @@ struct pool_obj {
   std::set<int> access;  ///< devices given read-write access (cudaMemPoolSetAccess)
   bool is_default = false;
   bool destroyed = false;
+};
+
+/// An injected NCCL fault on one device (nccl_async_error_after, nccl_hang_after,
+/// DEVICEKIT_SIM_NCCL_FAULT): after `remaining` more operations, the next one never completes.
+struct nccl_fault {
+  int remaining = 0;
+  int error = 0;  ///< the ncclResult_t that ncclCommGetAsyncError reports then; 0: a silent hang
 };
 
 struct state {
@@ -105,6 +121,8 @@ struct state {
   std::map<std::string, int> calls;
   std::vector<std::string> violations;
   std::size_t expected_violations = 0;
+  std::size_t spinning_host_waits = 0;  ///< see spinning_host_waits() in control.hpp
+  std::map<int, nccl_fault> nccl_faults;  ///< by device; one at a time, used once
 };
 
 state& global();

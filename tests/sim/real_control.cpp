@@ -19,5 +19,8 @@ std::size_t device_bytes_in_use(int) { return 0; }
 std::vector<std::string> violations() { return {}; }
 void expect_violations(std::size_t) {}
 void fail_call(const std::string&, int, cudaError_t) {}
+void nccl_async_error_after(int, int, int) {}
+void nccl_hang_after(int, int) {}
+std::size_t spinning_host_waits() { return 0; }
 
 }  // namespace devicekit::cuda_sim

@@ -243,6 +243,145 @@ TEST_CASE("memory info, out of memory, pinned and registered host memory", "[sim
   (void)cudaGetLastError();
 }
 
+// Guards the rule of cudaFreeHost: a pinned buffer that a queued cudaMemcpyAsync still reads is
+// freed; the simulator reports it (and keeps the memory until the copy is done).
+TEST_CASE("cudaFreeHost while a queued copy still reads the buffer is a violation", "[sim][sim_only]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 256));
+  void* h = nullptr;
+  ok(cudaMallocHost(&h, 256));
+  std::memset(h, 7, 256);
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));  // the copy below is surely still queued
+  ok(cudaMemcpyAsync(d, h, 256, cudaMemcpyHostToDevice, s));
+  sim::expect_violations(1);
+  const auto before = sim::violations().size();
+  ok(cudaFreeHost(h));  // returns (waiting for the held stream would block for ever)
+  const auto v = sim::violations();
+  REQUIRE(v.size() == before + 1);
+  CHECK(v.back().find("cudaFreeHost") == 0);
+  CHECK(v.back().find("a host buffer freed while a queued copy still uses it") != std::string::npos);
+  g.open = true;
+  ok(cudaStreamSynchronize(s));  // the copy still ran, on memory the simulator kept for it
+  ok(cudaFree(d));
+  ok(cudaStreamDestroy(s));
+}
+
+// Guards the same rule for cudaHostUnregister: registered memory that a queued copy still writes
+// is unpinned.
+TEST_CASE("cudaHostUnregister while a queued copy still writes the buffer is a violation", "[sim][sim_only]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 4096));
+  ok(cudaMemset(d, 5, 4096));
+  ok(cudaDeviceSynchronize());
+  std::vector<unsigned char> buf(4096, 0);
+  ok(cudaHostRegister(buf.data(), buf.size(), cudaHostRegisterDefault));
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaMemcpyAsync(buf.data(), d, buf.size(), cudaMemcpyDeviceToHost, s));  // pinned: returns at once
+  sim::expect_violations(1);
+  const auto before = sim::violations().size();
+  ok(cudaHostUnregister(buf.data()));
+  const auto v = sim::violations();
+  REQUIRE(v.size() == before + 1);
+  CHECK(v.back().find("cudaHostUnregister") == 0);
+  CHECK(v.back().find("a host buffer freed while a queued copy still uses it") != std::string::npos);
+  g.open = true;
+  ok(cudaStreamSynchronize(s));  // `buf` outlives the copy: the test stays memory-safe
+  CHECK(buf[4095] == 5);
+  ok(cudaFree(d));
+  ok(cudaStreamDestroy(s));
+}
+
+// Guards against false positives: releasing pinned or registered memory once its copies are
+// complete is the correct use.
+TEST_CASE("freeing or unregistering host memory after its copies are synchronized is no violation", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* d = nullptr;
+  ok(cudaMalloc(&d, 256));
+  void* h = nullptr;
+  ok(cudaMallocHost(&h, 256));
+  std::memset(h, 3, 256);
+  std::vector<unsigned char> reg(256, 0);
+  ok(cudaHostRegister(reg.data(), reg.size(), cudaHostRegisterDefault));
+  const auto before = sim::violations().size();
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaMemcpyAsync(d, h, 256, cudaMemcpyHostToDevice, s));
+  ok(cudaMemcpyAsync(reg.data(), d, 256, cudaMemcpyDeviceToHost, s));
+  g.open = true;
+  ok(cudaStreamSynchronize(s));
+  ok(cudaFreeHost(h));
+  ok(cudaHostUnregister(reg.data()));
+  CHECK(sim::violations().size() == before);
+  CHECK(reg[0] == 3);
+  ok(cudaFree(d));
+  ok(cudaStreamDestroy(s));
+}
+
+TEST_CASE("cudaEventBlockingSync events, alone and with cudaEventDisableTiming, record and synchronize", "[sim]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t a = nullptr;
+  cudaEvent_t b = nullptr;
+  ok(cudaEventCreateWithFlags(&a, cudaEventBlockingSync));
+  ok(cudaEventCreateWithFlags(&b, cudaEventBlockingSync | cudaEventDisableTiming));
+  gate g;
+  ok(cudaLaunchHostFunc(s, gate::hold, &g));
+  ok(cudaEventRecord(a, s));
+  ok(cudaEventRecord(b, s));
+  CHECK(cudaEventQuery(b) == cudaErrorNotReady);
+  g.open = true;
+  ok(cudaEventSynchronize(a));
+  ok(cudaEventSynchronize(b));
+  CHECK(cudaEventQuery(b) == cudaSuccess);
+  ok(cudaEventDestroy(a));
+  ok(cudaEventDestroy(b));
+  ok(cudaStreamDestroy(s));
+}
+
+// Guards spinning_host_waits(): what it counts (and what not), so that tests of devicekit can
+// rely on it to show that a wait blocks rather than spins.
+TEST_CASE("spinning host waits: synchronize calls, and event waits without cudaEventBlockingSync", "[sim][sim_only]") {
+  ok(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const std::size_t n0 = sim::spinning_host_waits();
+  ok(cudaStreamSynchronize(s));
+  CHECK(sim::spinning_host_waits() == n0 + 1);
+  ok(cudaDeviceSynchronize());
+  CHECK(sim::spinning_host_waits() == n0 + 2);
+  cudaEvent_t spin = nullptr;
+  cudaEvent_t block = nullptr;
+  cudaEvent_t block_untimed = nullptr;
+  ok(cudaEventCreateWithFlags(&spin, cudaEventDisableTiming));
+  ok(cudaEventCreateWithFlags(&block, cudaEventBlockingSync));
+  ok(cudaEventCreateWithFlags(&block_untimed, cudaEventBlockingSync | cudaEventDisableTiming));
+  for (cudaEvent_t e : {spin, block, block_untimed}) ok(cudaEventRecord(e, s));
+  for (cudaEvent_t e : {spin, block, block_untimed}) ok(cudaEventSynchronize(e));
+  CHECK(sim::spinning_host_waits() == n0 + 3);  // only the event without cudaEventBlockingSync
+  CHECK(cudaStreamQuery(s) == cudaSuccess);     // queries do not wait
+  CHECK(cudaEventQuery(spin) == cudaSuccess);
+  CHECK(sim::spinning_host_waits() == n0 + 3);
+  // Flags cudaEventCreateWithFlags does not document, and cudaEventInterprocess without
+  // cudaEventDisableTiming, are refused.
+  cudaEvent_t bad = nullptr;
+  CHECK(cudaEventCreateWithFlags(&bad, 0x80u) == cudaErrorInvalidValue);
+  CHECK(cudaEventCreateWithFlags(&bad, cudaEventInterprocess) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  for (cudaEvent_t e : {spin, block, block_untimed}) ok(cudaEventDestroy(e));
+  ok(cudaStreamDestroy(s));
+}
+
 TEST_CASE("fault injection: the n-th call of an API fails with the given error", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
   sim::fail_call("cudaMalloc", 2, cudaErrorMemoryAllocation);
@@ -336,6 +475,45 @@ TEST_CASE("peer access: enabled once, then already enabled", "[sim][multi]") {
   ok(cudaFree(b));
   ok(cudaSetDevice(0));
   ok(cudaFree(a));
+}
+
+// A created pool's memory is reachable from its own device only until the pool grants access;
+// peer access between the devices does not extend to it (CUDA programming guide, "Stream Ordered
+// Memory Allocator", device accessibility for multi-GPU support).
+TEST_CASE("pool access: only the owner until cudaMemPoolSetAccess", "[sim][multi]") {
+  int can = 0;
+  ok(cudaDeviceCanAccessPeer(&can, 1, 0));
+  if (can == 0) {
+    WARN("cuda:1 cannot access cuda:0 here: nothing to grant");
+    return;
+  }
+  ok(cudaSetDevice(0));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool = nullptr;
+  ok(cudaMemPoolCreate(&pool, &props));
+  const cudaError_t enabled = cudaDeviceEnablePeerAccess(1, 0);
+  CHECK((enabled == cudaSuccess || enabled == cudaErrorPeerAccessAlreadyEnabled));
+  (void)cudaGetLastError();
+  cudaMemLocation owner{};
+  owner.type = cudaMemLocationTypeDevice;
+  owner.id = 0;
+  cudaMemLocation peer = owner;
+  peer.id = 1;
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  ok(cudaMemPoolGetAccess(&flags, pool, &owner));
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+  ok(cudaMemPoolGetAccess(&flags, pool, &peer));
+  CHECK(flags == cudaMemAccessFlagsProtNone);
+  cudaMemAccessDesc desc{};
+  desc.location = peer;
+  desc.flags = cudaMemAccessFlagsProtReadWrite;
+  ok(cudaMemPoolSetAccess(pool, &desc, 1));
+  ok(cudaMemPoolGetAccess(&flags, pool, &peer));
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+  ok(cudaMemPoolDestroy(pool));
 }
 
 // Hidden (run only by its own CTest entry): a violation nobody declared must fail the process even

@@ -12,6 +12,12 @@
 ///   DEVICEKIT_SIM_SEED=N                 seed of the per-operation scheduling delays
 ///   DEVICEKIT_SIM_MAX_DELAY_US=N         largest delay before a queued operation runs (default 200)
 ///   DEVICEKIT_SIM_FAIL="api:n:code,..."  the n-th call (from 1) of `api` fails with error `code`
+///   DEVICEKIT_SIM_NCCL_FAULT="device:ops:error|hang,..."
+///                                        NCCL on `device` completes `ops` operations, then the next
+///                                        never completes: with a number (an ncclResult_t; the word
+///                                        `error` means ncclSystemError) ncclCommGetAsyncError
+///                                        reports it, with `hang` nothing is reported (see
+///                                        nccl_async_error_after and nccl_hang_after)
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -41,5 +47,31 @@ void expect_violations(std::size_t n);
 /// The `nth` next call (1 = the very next) of runtime function `api` fails with `error` and does
 /// nothing else. NCCL's collectives can fail too: pass the ncclResult_t cast to cudaError_t.
 void fail_call(const std::string& api, int nth, cudaError_t error);
+
+/// ncclSystemError, the default error of nccl_async_error_after. This header does not include
+/// <nccl.h> (the simulator may be built without it); the numbers are ncclResult_t's.
+inline constexpr int nccl_system_error = 2;
+
+/// An asynchronous NCCL failure (a network or peer error detected while the operation runs):
+/// communicators on simulated `device` complete `ops` more collective or point-to-point
+/// operations (counted when they are issued) normally; the next one never moves its data, and
+/// once its stream reaches it ncclCommGetAsyncError on that communicator reports `error` (an
+/// ncclResult_t; 0 makes it a hang as below). Its peers wait for it in that operation. Work
+/// queued behind it stays blocked until ncclCommAbort on a communicator of the clique, which,
+/// as with real NCCL, makes the stuck operations exit. Used once; a later call replaces a fault
+/// not yet used on the same device. Needs the simulator's NCCL (nccl.h at build time).
+void nccl_async_error_after(int device, int ops, int error = nccl_system_error);
+
+/// The same as nccl_async_error_after, but nothing is ever reported: the operation after `ops`
+/// simply never completes (a dead peer), until ncclCommAbort.
+void nccl_hang_after(int device, int ops);
+
+/// Host waits that spin: calls of cudaStreamSynchronize and cudaDeviceSynchronize, and of
+/// cudaEventSynchronize on an event created without cudaEventBlockingSync. Under the default
+/// scheduling, cudaDeviceScheduleAuto, CUDA spins the calling thread in these waits when the
+/// device has fewer active contexts than the host has cores (cudaSetDeviceFlags), which is the
+/// usual case; a wait on an event made with cudaEventBlockingSync blocks the thread instead
+/// (cudaEventCreateWithFlags). A test can assert that a path waits without burning a core.
+std::size_t spinning_host_waits();
 
 }  // namespace devicekit::cuda_sim
