@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <cstddef>
 #include <thread>
 #include <vector>
@@ -294,4 +295,268 @@ TEST_CASE("a failed device-to-host transfer does not give its staging back under
   held_placement.open = true;
   s.synchronize();
   CHECK(dk::to_host(placed) == fresh);
+}
+
+namespace {
+
+/// Runs `f` on a thread of its own and reports whether it returned within `limit`; the thread is
+/// joined either way (the caller opens whatever held it), so a failing check cannot hang.
+class timed_call {
+ public:
+  template <class F>
+  explicit timed_call(F f) : worker_([this, f]() mutable {
+      f();
+      done_ = true;
+    }) {}
+  ~timed_call() { worker_.join(); }
+  [[nodiscard]] bool finished_within(std::chrono::milliseconds limit) const {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!done_.load() && std::chrono::steady_clock::now() - t0 < limit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return done_.load();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread worker_;
+};
+
+/// A tree of `leaves` float leaves with `floats_each` elements, different values in each.
+std::vector<std::vector<float>> big_tree(std::size_t leaves, std::size_t floats_each) {
+  std::vector<std::vector<float>> t;
+  for (std::size_t i = 0; i < leaves; ++i) t.push_back(ramp(floats_each, static_cast<float>(i) * 1e6f));
+  return t;
+}
+
+}  // namespace
+
+// Issue 9, finding 10: the default placement resource freed with cudaFree, which waits for all
+// work on the device (the simulator's cudaFree does too), so dropping a placed tree stalled
+// behind any stream of the device, a prefetch's copies included. It is a devicekit pool now.
+TEST_CASE("dropping a placed tree does not wait for the device's other streams", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream busy(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(busy.native_handle(), gate::hold, &g) == cudaSuccess);
+  {
+    timed_call drop([&] {
+      auto placed = dk::place(ramp(1 << 16, 1.f), gpu);
+      CHECK(dk::to_host(placed) == ramp(1 << 16, 1.f));
+    });  // the placed tree is dropped at the end of the call
+    CHECK(drop.finished_within(std::chrono::seconds(3)));
+    g.open = true;
+  }
+  busy.synchronize();
+  // The default resource is a devicekit pool: its stats see placements.
+  auto* pool = dk::default_placement_resource(gpu).device_pool();
+  REQUIRE(pool != nullptr);
+  const auto before = pool->stats().allocated_bytes;
+  {
+    auto placed = dk::place(ramp(1024, 0.f), gpu);
+    CHECK(pool->stats().allocated_bytes >= before + 1024 * sizeof(float));
+  }
+  CHECK(pool->stats().allocated_bytes == before);
+}
+
+// Issue 9, finding 10 (the release that replaces cudaFree's wait): a tree dropped before the copy
+// that fills it has run must not give its memory back under that copy. A pool's stream-less free
+// means "no work in flight": without the wait the next tree got the same memory, and the late
+// copy overwrote it.
+TEST_CASE("a tree dropped before its copy ran gives its memory back after the copy", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), small_pool()};
+  const dk::stream held(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(held.native_handle(), gate::hold, &g) == cudaSuccess);
+  std::thread opener([&g] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    g.open = true;
+  });
+  const std::vector<float> first(1 << 16, 1.f);
+  const std::vector<float> second(1 << 16, 2.f);
+  {
+    auto early = dk::place(first, gpu, held, pool);  // its copy waits behind the gate
+  }  // dropped: waits for that copy (about 200 ms), then frees
+  auto next = dk::place(second, gpu, pool);  // the same memory, reused
+  opener.join();
+  held.synchronize();
+  CHECK(dk::to_host(next) == second);
+}
+
+// Issue 9, finding 11: place(..., stream) above 16 MiB pipelined through two pinned buffers and
+// waited on the host for the stream to drain the older one, so a stream busy with earlier work
+// (a kernel) held the caller until that work ended. Now it takes fresh staging, up to
+// detail::max_staging_in_flight, and returns at once.
+TEST_CASE("placing a large tree on a busy stream returns without waiting for the stream", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const dk::stream busy(gpu);
+  const auto tree = big_tree(6, std::size_t{2} << 20);  // 48 MiB: six chunks
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(busy.native_handle(), gate::hold, &g) == cudaSuccess);
+  std::optional<dk::placed_t<decltype(tree)>> placed;
+  {
+    timed_call call([&] { placed.emplace(dk::place(tree, gpu, busy)); });
+    CHECK(call.finished_within(std::chrono::seconds(3)));
+    g.open = true;
+  }
+  busy.synchronize();
+  REQUIRE(placed.has_value());
+  CHECK(dk::to_host(*placed) == tree);
+}
+
+// Issue 9, findings 10 and 11: device-to-host transfers pinned their whole size at once, and
+// the library's host waits spun a core (cudaStreamSynchronize, events without
+// cudaEventBlockingSync). A 40 MiB tree comes down in 8 MiB chunks through two buffers, and every
+// wait on the way blocks instead of spinning.
+TEST_CASE("large transfers are chunked both ways and wait without spinning", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  auto& staging = dk::detail::staging_pool();
+  staging.drain();
+  const std::size_t cached_before = staging.cached_bytes();
+  const std::size_t spins_before = sim::spinning_host_waits();
+  // Five leaves of 8 MiB + 4 bytes: the chunk boundaries fall inside leaves.
+  const auto tree = big_tree(5, (std::size_t{2} << 20) + 1);
+  auto placed = dk::place(tree, gpu);
+  const auto back = dk::to_host(placed);
+  CHECK(back == tree);
+  CHECK(sim::spinning_host_waits() == spins_before);
+  staging.drain();
+  // At most two chunk buffers came from the system for each direction (the pool may have had
+  // some already); a whole-transfer staging area would be 40 MiB.
+  CHECK(staging.cached_bytes() - cached_before <= 4 * dk::detail::staging_chunk_bytes);
+}
+
+// Issue 9, finding 10: a move between devices without peer access pinned the whole transfer and
+// waited on the host for the download before queueing the upload; now it goes in chunks, the
+// destination stream waits for each chunk's download on an event, and the host waits for
+// neither stream. Meaningful in
+// the run without peer access (sim.devicekit.gpus2_no_peer); elsewhere it checks the peer path.
+TEST_CASE("a move between devices waits on the host for neither device's streams", "[sim][multi][place]") {
+  const dk::device from = dk::device::cuda(0);
+  const dk::device to = dk::device::cuda(1);
+  const auto tree = big_tree(3, (std::size_t{2} << 20) + 7);  // 24 MiB: three chunks when staged
+  auto src = dk::place(tree, from);
+  const dk::stream busy(to);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(busy.native_handle(), gate::hold, &g) == cudaSuccess);
+  // The source side busy too: its downloads queue on this thread's placement stream of `from`.
+  REQUIRE(cudaLaunchHostFunc(dk::detail::placement_stream(from).native_handle(), gate::hold, &g) == cudaSuccess);
+  const auto staged_before = dk::detail::stats().staged_device_copies.load();
+  // On this thread (the placement stream is the calling thread's); the gate opens after 2 s.
+  std::thread opener([&g] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    g.open = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<dk::placed_t<decltype(tree)>> moved;
+  moved.emplace(dk::place(src, to, busy));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  opener.join();
+  busy.synchronize();
+  REQUIRE(moved.has_value());
+  CHECK(dk::to_host(*moved) == tree);
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 1, 0) == cudaSuccess);
+  CHECK((dk::detail::stats().staged_device_copies.load() > staged_before) == (can == 0));
+}
+
+// Issue 9, findings 10 and 11 (batched_copy, whose CUB kernel the simulator cannot run: its host
+// side is detail::batched_copy_plumbing, tested here with a stand-in launch): it ran on whatever
+// device was current instead of the stream's, and took its scratch from the driver's default
+// pool (release threshold 0: back to the system at every synchronisation). Now the stream's
+// device is selected, and the tables and scratch come from that device's devicekit pool.
+TEST_CASE("a batched copy runs on its stream's device with scratch from that device's pool", "[sim][multi][place]") {
+  const int last = sim::device_count() - 1;
+  const dk::device gpu = dk::device::cuda(last);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  const dk::stream s(gpu);
+  constexpr std::size_t count = 20;
+  std::vector<std::vector<float>> host;
+  std::vector<dk::device_array<float>> src;
+  std::vector<dk::device_array<float>> dst;
+  for (std::size_t i = 0; i < count; ++i) {
+    host.push_back(ramp(64 + i, static_cast<float>(100 * i)));
+    src.push_back(dk::place(host.back(), gpu));
+    dst.push_back(dk::place(std::vector<float>(64 + i, -1.f), gpu));
+  }
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < count; ++i) {
+    srcs.push_back(src[i].data());
+    dsts.push_back(const_cast<float*>(dst[i].data()));
+    sizes.push_back(src[i].size_bytes());
+  }
+  dk::device_memory& pool = *dk::default_placement_resource(gpu).device_pool();
+  const auto before = pool.stats();
+  std::vector<std::size_t> table_back(3 * count);
+  int device_in_launch = -1;
+  std::size_t temp_seen = 0;
+  dk::detail::batched_copy_plumbing(
+      srcs.data(), dsts.data(), sizes.data(), count, s.native_handle(), [] { return std::size_t{4096}; },
+      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp, std::size_t temp_bytes) {
+        (void)cudaGetDevice(&device_in_launch);
+        temp_seen = temp_bytes;
+        CHECK(temp != nullptr);
+        // The stand-in kernel: read the tables back (as the kernel would read them) and copy.
+        const auto table = count * sizeof(void*);
+        cudaError_t r = cudaMemcpyAsync(table_back.data(), d_srcs, table, cudaMemcpyDeviceToHost, s.native_handle());
+        if (r == cudaSuccess) r = cudaMemcpyAsync(table_back.data() + count, d_dsts, table, cudaMemcpyDeviceToHost, s.native_handle());
+        if (r == cudaSuccess) r = cudaMemcpyAsync(table_back.data() + 2 * count, d_sizes, table, cudaMemcpyDeviceToHost, s.native_handle());
+        for (std::size_t i = 0; i < count && r == cudaSuccess; ++i) {
+          r = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s.native_handle());
+        }
+        return r;
+      });
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);  // the caller's device again
+  CHECK(device_in_launch == last);
+  CHECK(temp_seen == 4096);
+  s.synchronize();
+  for (std::size_t i = 0; i < count; ++i) {
+    CHECK(table_back[i] == reinterpret_cast<std::size_t>(srcs[i]));
+    CHECK(table_back[count + i] == reinterpret_cast<std::size_t>(dsts[i]));
+    CHECK(table_back[2 * count + i] == sizes[i]);
+    CHECK(dk::to_host(dst[i]) == host[i]);
+  }
+  const auto after = pool.stats();
+  CHECK(after.allocation_count == before.allocation_count + 1);  // tables and scratch: one block
+  CHECK(after.allocated_bytes == before.allocated_bytes);         // given back in stream order
+}
+
+// Issue 9, finding 9: pools made with cudaMemPoolCreate (placement's default resource, and every
+// cuda_device_resource) never granted peer access, and cudaDeviceEnablePeerAccess does not apply
+// to them: a kernel on cuda:1 reading a tree that lives in cuda:0's pool faulted. The first move
+// that needs access now grants it from every devicekit pool on the source device, and pools
+// made later grant it at once.
+TEST_CASE("devicekit pools grant peer access when a peer first needs it", "[sim][multi][memory]") {
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 1, 0) == cudaSuccess);
+  if (can == 0) {
+    WARN("cuda:1 cannot access cuda:0 in this run: nothing to grant");
+    return;
+  }
+  auto peer_access = [](const dk::cuda_device_resource& r) {
+    cudaMemLocation peer{};
+    peer.type = cudaMemLocationTypeDevice;
+    peer.id = 1;
+    cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+    REQUIRE(cudaMemPoolGetAccess(&flags, r.native_pool(), &peer) == cudaSuccess);
+    return flags;
+  };
+  const dk::device from = dk::device::cuda(0);
+  dk::memory_pool<dk::cuda_device_resource> earlier{dk::cuda_device_resource(0), small_pool()};
+  REQUIRE(earlier.upstream().native_pool() != nullptr);
+  auto src = dk::place(ramp(4096, 3.f), from, earlier);
+  auto moved = dk::place(src, dk::device::cuda(1));  // a peer copy: access enabled, and granted
+  CHECK(dk::to_host(moved) == ramp(4096, 3.f));
+  CHECK(peer_access(earlier.upstream()) == cudaMemAccessFlagsProtReadWrite);
+  const dk::memory_pool<dk::cuda_device_resource> later{dk::cuda_device_resource(0), small_pool()};
+  CHECK(peer_access(later.upstream()) == cudaMemAccessFlagsProtReadWrite);
+  auto* placement = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(
+      dk::default_placement_resource(from).device_pool());
+  REQUIRE(placement != nullptr);
+  CHECK(peer_access(placement->upstream()) == cudaMemAccessFlagsProtReadWrite);
 }

@@ -31,9 +31,13 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <set>
 #include <string>
+#include <vector>
 
 #if !defined(DEVICEKIT_HAS_CCCL_MR)
 #  if DEVICEKIT_HAS_CUDA && defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) && \
@@ -94,7 +98,9 @@ struct cuda_events {
     }
     scoped_device on(dev);
     cudaEvent_t ev = nullptr;
-    DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    // BlockingSync: the pool waits for these on the host when it must (wait()); the thread then
+    // sleeps instead of spinning a core (CUDA runtime API, cudaEventCreateWithFlags).
+    DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync));
     return ev;
   }
   static void record(void* ev, native_stream_handle s) {
@@ -107,9 +113,70 @@ struct cuda_events {
     return true;
   }
   static void wait(void* ev) { DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(ev))); }
+  /// Waits for the work queued on `s` (a stream of the current device) so far, blocking the
+  /// thread rather than spinning as cudaStreamSynchronize does.
+  [[nodiscard]] static cudaError_t wait_for(cudaStream_t s) noexcept {
+    cudaEvent_t ev = nullptr;
+    cudaError_t r = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (r != cudaSuccess) return r;
+    r = cudaEventRecord(ev, s);
+    if (r == cudaSuccess) r = cudaEventSynchronize(ev);
+    (void)cudaEventDestroy(ev);
+    return r;
+  }
   static void destroy(void* ev) noexcept {
     if (ev != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev));
   }
+};
+#endif
+
+#if DEVICEKIT_HAS_CUDA
+/// Peer access to the memory of pools made with cudaMemPoolCreate. cudaDeviceEnablePeerAccess
+/// does not apply to them: each pool grants access itself, with cudaMemPoolSetAccess (CUDA
+/// programming guide, "Stream Ordered Memory Allocator", device accessibility for multi-GPU
+/// support), and only to other devices (the owner always has it; RMM learnt that setting it for
+/// the owner fails, rapidsai/rmm#1753). This registry keeps the pools devicekit created on each
+/// device and the devices that have been given access to that device's memory: a new pool grants
+/// access to those at once, a newly granted device gets it from every pool.
+class pool_peer_access {
+ public:
+  [[nodiscard]] static pool_peer_access& instance() {
+    static auto* registry = new pool_peer_access();  // never destroyed: pools may outlive statics
+    return *registry;
+  }
+
+  void add_pool(int owner, cudaMemPool_t pool) {
+    std::lock_guard lock(mutex_);
+    for (const int accessor : accessors_[owner]) set_access(pool, accessor);
+    pools_[owner].push_back(pool);
+  }
+
+  void remove_pool(int owner, cudaMemPool_t pool) noexcept {
+    std::lock_guard lock(mutex_);
+    std::erase(pools_[owner], pool);
+  }
+
+  /// From now on `accessor` may read and write the memory of every devicekit pool on `owner`
+  /// (the caller has checked cudaDeviceCanAccessPeer).
+  void grant(int accessor, int owner) {
+    if (accessor == owner) return;
+    std::lock_guard lock(mutex_);
+    if (!accessors_[owner].insert(accessor).second) return;
+    for (const cudaMemPool_t pool : pools_[owner]) set_access(pool, accessor);
+  }
+
+ private:
+  static void set_access(cudaMemPool_t pool, int accessor) {
+    cudaMemAccessDesc desc{};
+    desc.location.type = cudaMemLocationTypeDevice;
+    desc.location.id = accessor;
+    desc.flags = cudaMemAccessFlagsProtReadWrite;
+    DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
+  }
+
+  std::mutex mutex_;
+  std::map<int, std::vector<cudaMemPool_t>> pools_;
+  std::map<int, std::set<int>> accessors_;
 };
 #endif
 
@@ -225,6 +292,8 @@ class cuda_device_resource {
       std::uint64_t threshold = release_threshold;  // the attribute is a cuuint64_t (64-bit)
       DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
       DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+      detail::pool_peer_access::instance().add_pool(ordinal, state_->pool);
+      state_->registered = true;
     }
     state_->threshold = release_threshold;
 #else
@@ -245,10 +314,10 @@ class cuda_device_resource {
     scoped_device on(state_->ordinal);
     if (state_->pool != nullptr) {
       DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, state_->stream));
-      const cudaError_t sync = cudaStreamSynchronize(state_->stream);
+      const cudaError_t sync = detail::cuda_events::wait_for(state_->stream);
       if (sync != cudaSuccess) {
         (void)cudaFreeAsync(p, state_->stream);
-        check_cuda(sync, "cudaStreamSynchronize(resource stream)");
+        check_cuda(sync, "waiting for the resource stream");
       }
     } else {
       DEVICEKIT_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
@@ -313,7 +382,7 @@ class cuda_device_resource {
   void trim() noexcept {
 #if DEVICEKIT_HAS_CUDA
     if (state_->pool != nullptr && cuda_calls_allowed()) {
-      (void)cudaStreamSynchronize(state_->stream);
+      (void)detail::cuda_events::wait_for(state_->stream);
       (void)cudaMemPoolTrimTo(state_->pool, 0);
     }
 #endif
@@ -321,6 +390,10 @@ class cuda_device_resource {
 
   [[nodiscard]] device get_device() const noexcept { return device::cuda(state_->ordinal); }
   [[nodiscard]] bool uses_driver_pool() const noexcept { return state_->pool != nullptr; }
+#if DEVICEKIT_HAS_CUDA
+  /// The driver pool (cudaMemPoolCreate) this resource allocates from; null in synchronous mode.
+  [[nodiscard]] cudaMemPool_t native_pool() const noexcept { return state_->pool; }
+#endif
   [[nodiscard]] std::uint64_t release_threshold() const noexcept { return state_->threshold; }
   friend bool operator==(const cuda_device_resource& a, const cuda_device_resource& b) noexcept {
     return a.state_ == b.state_;
@@ -361,6 +434,7 @@ class cuda_device_resource {
     std::uint64_t threshold = 0;
     pool_handle pool = nullptr;
     native_stream_handle stream = nullptr;
+    bool registered = false;  ///< with detail::pool_peer_access
     state() = default;
     state(const state&) = delete;
     state& operator=(const state&) = delete;
@@ -372,6 +446,7 @@ class cuda_device_resource {
         (void)cudaStreamSynchronize(stream);
         (void)cudaStreamDestroy(stream);
       }
+      if (registered) detail::pool_peer_access::instance().remove_pool(ordinal, pool);
       if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
 #endif
     }

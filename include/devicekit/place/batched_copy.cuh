@@ -19,15 +19,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 
 namespace devicekit {
 
 /// Copies `sizes[i]` bytes from `srcs[i]` to `dsts[i]` for every i, device memory of the stream's
-/// device (or peers it can access), in one CUB launch queued on `s`. The pointer arrays are host
-/// arrays: they are staged to the device here, with the scratch memory stream-ordered
-/// (cudaMallocAsync / cudaFreeAsync), so nothing waits on the host.
+/// device (or peers it can access), in one CUB launch queued on `s`, on the stream's device
+/// whatever device is current. The pointer arrays are host arrays: they are staged to the device
+/// here, with the scratch memory from the device's devicekit pool in stream order
+/// (detail::batched_copy_plumbing), so nothing waits on the host.
 inline void batched_copy(std::span<const void* const> srcs, std::span<void* const> dsts,
                          std::span<const std::size_t> sizes, cudaStream_t s) {
   if (srcs.size() != dsts.size() || srcs.size() != sizes.size()) {
@@ -35,45 +35,19 @@ inline void batched_copy(std::span<const void* const> srcs, std::span<void* cons
                        std::to_string(srcs.size()) + ", " + std::to_string(dsts.size()) + ", " +
                        std::to_string(sizes.size()) + ")");
   }
-  const std::size_t count = srcs.size();
-  if (count == 0) return;
-  const std::size_t array_bytes = count * sizeof(void*);
-  const std::size_t tables = (3 * array_bytes + 255) / 256 * 256;
-
-  std::size_t temp_bytes = 0;
-  DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, static_cast<const void* const*>(nullptr),
-                                                  static_cast<void* const*>(nullptr),
-                                                  static_cast<const std::size_t*>(nullptr),
-                                                  static_cast<std::int64_t>(count), s));
-
-  auto& pool = detail::staging_pool();
-  auto* host = static_cast<std::byte*>(pool.allocate(3 * array_bytes));
-  std::memcpy(host, srcs.data(), array_bytes);
-  std::memcpy(host + array_bytes, dsts.data(), array_bytes);
-  std::memcpy(host + 2 * array_bytes, sizes.data(), array_bytes);
-
-  void* scratch = nullptr;
-  const cudaError_t alloc = cudaMallocAsync(&scratch, tables + temp_bytes, s);
-  if (alloc != cudaSuccess) {
-    pool.deallocate(host, 3 * array_bytes);
-    DEVICEKIT_CUDA_CHECK(alloc);
-  }
-  auto* dev = static_cast<std::byte*>(scratch);
-  const cudaError_t up = cudaMemcpyAsync(dev, host, 3 * array_bytes, cudaMemcpyHostToDevice, s);
-  if (up != cudaSuccess) {
-    pool.deallocate(host, 3 * array_bytes);
-    (void)cudaFreeAsync(scratch, s);
-    DEVICEKIT_CUDA_CHECK(up);
-  }
-  pool.deallocate_after(host, 3 * array_bytes, detail::record_event(s));
-
-  const auto* d_srcs = reinterpret_cast<const void* const*>(dev);
-  const auto* d_dsts = reinterpret_cast<void* const*>(dev + array_bytes);
-  const auto* d_sizes = reinterpret_cast<const std::size_t*>(dev + 2 * array_bytes);
-  const cudaError_t run = cub::DeviceMemcpy::Batched(dev + tables, temp_bytes, d_srcs, d_dsts, d_sizes,
-                                                     static_cast<std::int64_t>(count), s);
-  (void)cudaFreeAsync(scratch, s);  // after the copy, in stream order
-  DEVICEKIT_CUDA_CHECK(run);
+  const auto count = static_cast<std::int64_t>(srcs.size());
+  detail::batched_copy_plumbing(
+      srcs.data(), dsts.data(), sizes.data(), srcs.size(), s,
+      [&] {
+        std::size_t temp_bytes = 0;
+        DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, static_cast<const void* const*>(nullptr),
+                                                        static_cast<void* const*>(nullptr),
+                                                        static_cast<const std::size_t*>(nullptr), count, s));
+        return temp_bytes;
+      },
+      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp, std::size_t temp_bytes) {
+        return cub::DeviceMemcpy::Batched(temp, temp_bytes, d_srcs, d_dsts, d_sizes, count, s);
+      });
 }
 
 inline void batched_copy(std::span<const void* const> srcs, std::span<void* const> dsts,

@@ -171,18 +171,43 @@ inline void check_stream(const stream& s, device dev, const char* operation) {
 
 }  // namespace detail
 
-/// Places `tree` on `dev`: the same structure, array leaves in one block of `resource` on `dev`,
-/// filled by one staged transfer queued on `s` (a stream of `dev`; the copy may still run when
-/// this returns: synchronize `s`, or make later work on other streams wait for it). The source
-/// may be freed or changed as soon as this returns (host data has been staged by then), except
-/// host leaves of 1 MiB or more in pinned memory, which the copy engine reads in place: keep
-/// those until `s` has passed the copy.
+namespace detail {
+
+/// Gives a placed block back to its resource when the last leaf sharing it goes. A block filled
+/// by copies queued on a caller's stream may be dropped before they have run, and a pool's
+/// stream-less free means "no work in flight" (RMM's rule too): the memory would be handed out
+/// again under those copies. So the block first waits for its own copy, through an event recorded
+/// after it; the caller's stream itself is never named again (it may be gone by then). Work of
+/// the caller's that reads the tree is the caller's to finish before dropping it, as with any
+/// stream-ordered allocator (PyTorch's record_stream, RMM's device_buffer).
+template <class R>
+struct placed_block_release {
+  R* resource;
+  std::size_t bytes;
+  void* copied = nullptr;  ///< cudaEvent_t recorded after the copy; null: the copy had finished
+
+  void operator()(void* p) const noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (copied != nullptr && cuda_calls_allowed()) {
+      auto ev = static_cast<cudaEvent_t>(copied);
+      if (cudaEventQuery(ev) == cudaErrorNotReady) (void)cudaEventSynchronize(ev);  // blocking-sync event
+      (void)cudaEventDestroy(ev);
+    }
+#endif
+    resource->deallocate(p, bytes, placement_alignment);
+  }
+};
+
+/// Whether place's copy has finished when it returns (the stream-less overloads wait for it).
+enum class copy_completion { queued, finished };
+
+/// place's body: see the public overloads below.
 template <class T, placement_resource R>
-[[nodiscard]] auto place(const T& tree, device dev, const stream& s, R& resource) {
+[[nodiscard]] auto place_impl(const T& tree, device dev, const stream& s, R& resource, copy_completion completion) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
-  detail::scoped_range range("devicekit.place");
-  detail::check_stream(s, dev, "place");
-  (void)detail::source_device(tree, "place");
+  scoped_range range("devicekit.place");
+  check_stream(s, dev, "place");
+  (void)source_device(tree, "place");
 
   // Pass 1: lay the array leaves out in one block, each aligned for any use on the device.
   std::vector<std::size_t> offsets;
@@ -190,52 +215,76 @@ template <class T, placement_resource R>
   for_each_leaf(
       [&](const auto& leaf) {
         using L = std::remove_cvref_t<decltype(leaf)>;
-        if constexpr (!detail::is_scalar_leaf_v<L>) {
+        if constexpr (!is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
           const std::size_t bytes = traits::size(leaf) * sizeof(typename traits::element_type);
-          if (traits::device(leaf).is_cpu()) total += detail::page_offset_padding(traits::data(leaf), total, bytes);
+          if (traits::device(leaf).is_cpu()) total += page_offset_padding(traits::data(leaf), total, bytes);
           offsets.push_back(total);
           total += (bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
         }
       },
       tree);
 
-  std::shared_ptr<void> owner;
-  std::byte* base = nullptr;
-  if (total != 0) {
-    base = static_cast<std::byte*>(resource.allocate(total, placement_alignment));
-    owner = std::shared_ptr<void>(base, [res = &resource, total](void* p) { res->deallocate(p, total, placement_alignment); });
-  }
+  std::byte* base = total != 0 ? static_cast<std::byte*>(resource.allocate(total, placement_alignment)) : nullptr;
 
-  // Pass 2: what to copy where, then the copy.
-  std::vector<detail::copy_item> items;
+  // Pass 2: what to copy where, then the copy. If it fails, the copy engine has waited for what
+  // it had queued (place/detail/copy.hpp), so the block can go back at once.
+  std::vector<copy_item> items;
   items.reserve(offsets.size());
   std::size_t k = 0;
   for_each_leaf(
       [&](const auto& leaf) {
         using L = std::remove_cvref_t<decltype(leaf)>;
-        if constexpr (!detail::is_scalar_leaf_v<L>) {
+        if constexpr (!is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), traits::device(leaf),
-                           detail::owner_of(leaf), base + offsets[k++],
-                           traits::size(leaf) * sizeof(typename traits::element_type)});
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), traits::device(leaf), owner_of(leaf),
+                           base + offsets[k++], traits::size(leaf) * sizeof(typename traits::element_type)});
         }
       },
       tree);
-  detail::copy_items(items, dev, s.native_handle());
+  placed_block_release<R> release{&resource, total};
+  try {
+    copy_items(items, dev, s.native_handle());
+#if DEVICEKIT_HAS_CUDA
+    if (base != nullptr && dev.is_cuda() && completion == copy_completion::queued) {
+      scoped_device on(dev.ordinal());
+      release.copied = record_event(s.native_handle());
+    }
+#endif
+  } catch (...) {
+    if (base != nullptr) resource.deallocate(base, total, placement_alignment);
+    throw;
+  }
+  std::shared_ptr<void> owner;
+  if (base != nullptr) owner = std::shared_ptr<void>(base, release);  // runs `release` if it throws
 
   // Pass 3: the placed tree, leaves pointing into the block (same traversal order).
   k = 0;
   return tree_map(
       [&](const auto& leaf) {
         using L = std::remove_cvref_t<decltype(leaf)>;
-        if constexpr (detail::is_scalar_leaf_v<L>) {
+        if constexpr (is_scalar_leaf_v<L>) {
           return leaf;
         } else {
-          return detail::make_placed_leaf(leaf, base == nullptr ? nullptr : base + offsets[k++], owner, dev);
+          return make_placed_leaf(leaf, base == nullptr ? nullptr : base + offsets[k++], owner, dev);
         }
       },
       tree);
+}
+
+}  // namespace detail
+
+/// Places `tree` on `dev`: the same structure, array leaves in one block of `resource` on `dev`,
+/// filled by one staged transfer queued on `s` (a stream of `dev`; the copy may still run when
+/// this returns: synchronize `s`, or make later work on other streams wait for it). The source
+/// may be freed or changed as soon as this returns (host data has been staged by then), except
+/// host leaves of 1 MiB or more in pinned memory, which the copy engine reads in place: keep
+/// those until `s` has passed the copy. Dropping the placed tree before its copy has run is safe
+/// (the memory goes back once the copy is done); work of yours that uses the tree must be
+/// finished, or synchronized, before you drop it.
+template <class T, placement_resource R>
+[[nodiscard]] auto place(const T& tree, device dev, const stream& s, R& resource) {
+  return detail::place_impl(tree, dev, s, resource, detail::copy_completion::queued);
 }
 
 /// place on `s` with the default resource of `dev`.
@@ -250,8 +299,8 @@ template <class T, placement_resource R>
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
     const stream& s = detail::placement_stream(dev);
-    auto out = place(tree, dev, s, resource);
-    s.synchronize();
+    auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished);
+    detail::host_wait(s);
     return out;
   }
 #endif

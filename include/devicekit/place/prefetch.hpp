@@ -90,7 +90,7 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       if (current && dev.is_cuda() && cuda_calls_allowed()) {
         scoped_device on(dev.ordinal(), std::nothrow);
         cudaEvent_t past = nullptr;
-        if (cudaEventCreateWithFlags(&past, cudaEventDisableTiming) == cudaSuccess) {
+        if (cudaEventCreateWithFlags(&past, cudaEventDisableTiming | cudaEventBlockingSync) == cudaSuccess) {
           if (cudaEventRecord(past, consumer_stream) == cudaSuccess) (void)cudaEventSynchronize(past);
           (void)cudaEventDestroy(past);
         } else {
@@ -177,7 +177,7 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       // must be done by then (the events recorded on it stay valid after it is destroyed).
       if (copy_stream) {
         try {
-          copy_stream->synchronize();
+          detail::host_wait(*copy_stream);
         } catch (...) {
           std::lock_guard lock(mutex);
           if (!error) error = std::current_exception();

@@ -8,7 +8,8 @@
 /// the last leaf that shares it is destroyed: the resource must outlive the placed tree.
 ///
 /// `default_placement_resource(device)` is what placement uses when given none: a caching host
-/// pool for cpu devices, a `cudaMalloc` resource for each cuda device (both in place/detail/).
+/// pool for cpu devices, a devicekit pool (memory/pool.hpp) for each cuda device, whose
+/// `device_pool()` gives its stats (both in place/detail/resources.hpp).
 #include <devicekit/core/device.hpp>
 #include <devicekit/place/detail/resources.hpp>
 

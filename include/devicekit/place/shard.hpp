@@ -334,7 +334,7 @@ inline void finish_on(const std::vector<device>& devices) {
   std::vector<device> done;
   for (const device d : devices) {
     if (d.is_cuda() && std::find(done.begin(), done.end(), d) == done.end()) {
-      placement_stream(d).synchronize();
+      host_wait(placement_stream(d));
       done.push_back(d);
     }
   }

@@ -5,15 +5,17 @@
 ///
 ///   host -> host      one memcpy per leaf into the block
 ///   host -> cuda      packed into pinned staging and sent in one cudaMemcpyAsync; above
-///                     `single_stage_limit` in chunks through two pinned buffers, so the host
-///                     packs chunk k+1 while the copy engine moves chunk k; leaves of 1 MiB or
-///                     more that are pinned already are copied directly (no host memcpy)
+///                     `single_stage_limit` in chunks (staging_ring): the host packs chunk k+1
+///                     while the copy engine moves chunk k, taking fresh buffers rather than
+///                     waiting for a busy stream; leaves of 1 MiB or more that are pinned already
+///                     are copied directly (no host memcpy)
 ///   cuda -> same cuda device-to-device copies; leaves that lie in one allocation in the same order
 ///                     are one copy; many small ones go to `cub::DeviceMemcpy::Batched` when a .cu
 ///                     file of the program includes place/batched_copy.cuh
 ///   cuda -> other     cudaMemcpyPeerAsync where the pair supports peer access (enabled on first
-///                     use), else through pinned staging on the host
-///   cuda -> host      into pinned staging, then unpacked
+///                     use, and granted by devicekit's driver pools), else through pinned staging
+///                     in chunks, the destination stream waiting for each chunk on an event
+///   cuda -> host      into pinned staging in chunks through two buffers, then unpacked
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
@@ -24,6 +26,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,9 +80,14 @@ inline constexpr std::size_t batched_copy_min_count = 16;
 inline constexpr std::size_t batched_copy_max_average_bytes = std::size_t{256} << 10;
 
 /// Transfers at or below this size go through one staging area in one copy; larger ones are
-/// pipelined in `staging_chunk_bytes` chunks.
+/// pipelined in `staging_chunk_bytes` chunks, in every direction, so a transfer never pins its
+/// whole size at once.
 inline constexpr std::size_t single_stage_limit = std::size_t{16} << 20;
 inline constexpr std::size_t staging_chunk_bytes = std::size_t{8} << 20;
+/// Staging one transfer toward a stream may hold while the stream has not yet reached its copies
+/// (a stream busy with earlier work): up to this much, the host takes fresh buffers and returns
+/// without waiting for the stream; beyond it, it waits for the oldest chunk's copy.
+inline constexpr std::size_t max_staging_in_flight = std::size_t{256} << 20;
 
 /// Set by place/batched_copy.cuh when a .cu file includes it: copies `count` buffers on `stream`
 /// in one launch (device pointers, all on the stream's device). Returns false to decline.
@@ -120,16 +128,31 @@ inline void copy_host_items(std::span<const copy_item> items) {
   return it->second;
 }
 
-/// Creates an event, records it on `s`, and returns it (the caller owns it).
+/// Creates an event on the current device, records it on `s` (a stream of that device), and
+/// returns it (the caller owns it). cudaEventBlockingSync: a host thread that waits for it
+/// sleeps instead of spinning a core, which under cudaDeviceScheduleAuto it otherwise does
+/// whenever the process has fewer active contexts than cores (CUDA runtime API,
+/// cudaEventCreateWithFlags and cudaSetDeviceFlags). Costs nothing to events only queried or
+/// waited for by streams.
 [[nodiscard]] inline cudaEvent_t record_event(cudaStream_t s) {
   cudaEvent_t ev = nullptr;
-  DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync));
   const cudaError_t r = cudaEventRecord(ev, s);
   if (r != cudaSuccess) {
     (void)cudaEventDestroy(ev);
     DEVICEKIT_CUDA_CHECK(r);
   }
   return ev;
+}
+
+/// Waits on the host for the work queued on `s` so far, blocking the thread instead of spinning
+/// in cudaStreamSynchronize (see record_event).
+inline void host_wait(const stream& s) {
+  scoped_device on(s.get_device().ordinal());
+  const cudaEvent_t ev = record_event(s.native_handle());
+  const cudaError_t r = cudaEventSynchronize(ev);
+  (void)cudaEventDestroy(ev);
+  DEVICEKIT_CUDA_CHECK(r);
 }
 
 /// Whether `dst` can read `src`'s memory directly; enables it the first time (per process).
@@ -150,6 +173,9 @@ inline void copy_host_items(std::span<const copy_item> items) {
       (void)cudaGetLastError();
       ok = false;  // fall back to staging rather than fail the copy
     }
+    // Memory of devicekit's driver pools on `src` (placement's default included) needs access of
+    // its own: cudaDeviceEnablePeerAccess does not cover it (memory/resources.hpp).
+    if (ok) pool_peer_access::instance().grant(dst, src);
   }
   known[{dst, src}] = ok;
   return ok;
@@ -166,6 +192,88 @@ inline constexpr std::size_t pinned_source_min_bytes = std::size_t{1} << 20;
     return false;
   }
   return attr.type == cudaMemoryTypeHost;
+}
+
+/// Pinned staging buffers of one size for one transfer. `next()` gives a buffer no queued copy
+/// uses any more: an idle one, the oldest one whose copy has completed, or a fresh one from the
+/// staging pool while fewer than `max_in_flight` bytes are out, so the host does not wait for a
+/// stream that is still busy with earlier work; past that it waits for the oldest. `used(b, ev)`
+/// hands a buffer back with the event after its last copy (the ring owns the event). The
+/// destructor returns every buffer to the pool, those still in use after their event; a buffer
+/// taken and not handed back goes back at once, so on an error path the caller first waits for
+/// the copies it queued.
+class staging_ring {
+ public:
+  staging_ring(std::size_t buffer_bytes, std::size_t max_in_flight) noexcept
+      : bytes_(buffer_bytes), max_buffers_(std::max<std::size_t>(2, max_in_flight / std::max<std::size_t>(1, buffer_bytes))) {}
+  staging_ring(const staging_ring&) = delete;
+  staging_ring& operator=(const staging_ring&) = delete;
+  ~staging_ring() {
+    auto& pool = staging_pool();
+    for (auto& [p, done] : busy_) pool.deallocate_after(p, bytes_, done);
+    for (std::byte* p : idle_) pool.deallocate(p, bytes_);
+  }
+
+  [[nodiscard]] std::byte* next() {
+    if (idle_.empty() && !busy_.empty()) {
+      const cudaError_t r = cudaEventQuery(busy_.front().second);  // NotReady: a status, not the last error
+      if (r != cudaErrorNotReady || busy_.size() >= max_buffers_) {
+        if (r == cudaErrorNotReady) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(busy_.front().second));
+        (void)cudaEventDestroy(busy_.front().second);
+        idle_.push_back(busy_.front().first);
+        busy_.pop_front();
+      }
+    }
+    if (idle_.empty()) idle_.push_back(static_cast<std::byte*>(staging_pool().allocate(bytes_)));
+    std::byte* p = idle_.back();
+    idle_.pop_back();
+    taken_.push_back(p);
+    return p;
+  }
+
+  void used(std::byte* p, cudaEvent_t done) {
+    std::erase(taken_, p);
+    busy_.emplace_back(p, done);
+  }
+
+  /// Buffers taken and not handed back become idle (their copies were not queued, or the caller
+  /// has waited for them).
+  void abandon_taken() noexcept {
+    idle_.insert(idle_.end(), taken_.begin(), taken_.end());
+    taken_.clear();
+  }
+
+ private:
+  std::size_t bytes_;
+  std::size_t max_buffers_;
+  std::deque<std::pair<std::byte*, cudaEvent_t>> busy_;
+  std::vector<std::byte*> idle_;
+  std::vector<std::byte*> taken_;
+};
+
+/// A byte range of a transfer's staging space [0, total) that holds part of one source or
+/// destination range: `at` is where the range begins in the staging space.
+struct staged_range {
+  std::size_t at;
+  std::size_t bytes;
+};
+
+/// Calls f(range index, offset in range, offset in [lo, hi), length) for each part of `ranges`
+/// (sorted by `at`, not overlapping) inside [lo, hi); `cursor` carries the first range that may
+/// still overlap from one call to the next (chunks come in increasing order).
+template <class F>
+void for_each_part(std::span<const staged_range> ranges, std::size_t& cursor, std::size_t lo, std::size_t hi, F&& f) {
+  while (cursor < ranges.size() && ranges[cursor].at + ranges[cursor].bytes <= lo) ++cursor;
+  for (std::size_t k = cursor; k < ranges.size() && ranges[k].at < hi; ++k) {
+    const std::size_t a = std::max(lo, ranges[k].at);
+    const std::size_t z = std::min(hi, ranges[k].at + ranges[k].bytes);
+    if (a < z) f(k, a - ranges[k].at, a - lo, z - a);
+  }
+}
+
+/// The staging buffer size for a transfer of `total` bytes: all of it up to single_stage_limit.
+[[nodiscard]] inline std::size_t staging_buffer_bytes(std::size_t total) noexcept {
+  return total <= single_stage_limit ? total : staging_chunk_bytes;
 }
 
 inline void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s);
@@ -190,7 +298,8 @@ inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStre
 
 /// Host items -> device memory on stream `s`, through pinned staging (see the file comment). The
 /// destinations lie in one block in increasing order (placement lays them out so); the range they
-/// span goes in one copy, gaps included.
+/// span goes in one copy per chunk, gaps included. The host packs chunk k+1 while the copy engine
+/// moves chunk k, and does not wait for `s` (see staging_ring).
 inline void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
   std::byte* begin = nullptr;
   std::byte* end = nullptr;
@@ -201,135 +310,188 @@ inline void copy_staged_host_items_to_device(std::span<const copy_item> items, c
   }
   if (begin == nullptr) return;
   const auto len = static_cast<std::size_t>(end - begin);
-  auto& pool = staging_pool();
-  if (len <= single_stage_limit) {
-    auto* staging = static_cast<std::byte*>(pool.allocate(len));
-    for (const auto& it : items) {
-      bulk_copy(staging + (it.dst - begin), it.src, it.bytes);
-    }
-    const cudaError_t r = cudaMemcpyAsync(begin, staging, len, cudaMemcpyHostToDevice, s);
-    if (r != cudaSuccess) {
-      pool.deallocate(staging, len);
-      DEVICEKIT_CUDA_CHECK(r);
-    }
-    cudaEvent_t copied = nullptr;
-    try {
-      copied = record_event(s);
-    } catch (...) {
-      // The copy is queued and reads the staging: it goes back only once the copy is done.
-      (void)cudaStreamSynchronize(s);
-      pool.deallocate(staging, len);
-      throw;
-    }
-    pool.deallocate_after(staging, len, copied);
-    stats().host_to_device_transfers.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  // Two buffers: the host fills one while the copy engine drains the other.
-  const std::size_t chunk = staging_chunk_bytes;
-  std::byte* buf[2] = {static_cast<std::byte*>(pool.allocate(chunk)), static_cast<std::byte*>(pool.allocate(chunk))};
-  cudaEvent_t done[2] = {nullptr, nullptr};
-  std::size_t cursor = 0;  // first item that may still overlap the current chunk
+  std::vector<staged_range> ranges;
+  ranges.reserve(items.size());
+  for (const auto& it : items) ranges.push_back({static_cast<std::size_t>(it.dst - begin), it.bytes});
+  const std::size_t chunk = staging_buffer_bytes(len);
+  staging_ring ring(chunk, max_staging_in_flight);
+  std::size_t cursor = 0;
   std::size_t chunks = 0;
-  auto give_back = [&] {
-    for (int b = 0; b < 2; ++b) {
-      if (done[b] != nullptr) {
-        pool.deallocate_after(buf[b], chunk, done[b]);
-      } else {
-        pool.deallocate(buf[b], chunk);
-      }
-    }
-  };
   try {
     for (std::size_t lo = 0; lo < len; lo += chunk, ++chunks) {
       const std::size_t hi = std::min(len, lo + chunk);
-      const int b = static_cast<int>(chunks % 2);
-      if (done[b] != nullptr) {
-        DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(done[b]));  // the copy that last read buf[b]
-        (void)cudaEventDestroy(done[b]);
-        done[b] = nullptr;
-      }
-      auto first = [&](const copy_item& it) { return static_cast<std::size_t>(it.dst - begin); };
-      while (cursor < items.size() && first(items[cursor]) + items[cursor].bytes <= lo) ++cursor;
-      for (std::size_t k = cursor; k < items.size() && first(items[k]) < hi; ++k) {
-        const auto& it = items[k];
-        const std::size_t a = std::max(lo, first(it));
-        const std::size_t z = std::min(hi, first(it) + it.bytes);
-        if (a < z) bulk_copy(buf[b] + (a - lo), it.src + (a - first(it)), z - a);
-      }
-      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin + lo, buf[b], hi - lo, cudaMemcpyHostToDevice, s));
-      done[b] = record_event(s);
+      std::byte* buf = ring.next();
+      for_each_part(ranges, cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+        bulk_copy(buf + to, items[k].src + from, n);
+      });
+      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin + lo, buf, hi - lo, cudaMemcpyHostToDevice, s));
+      ring.used(buf, record_event(s));
     }
   } catch (...) {
-    // Copies queued before the failure still read the buffers (a buffer whose event was not
+    // Copies queued before the failure still read their buffers (the one whose event was not
     // recorded would otherwise go back at once): let them finish first.
     (void)cudaStreamSynchronize(s);
+    ring.abandon_taken();
+    throw;
+  }
+  stats().host_to_device_transfers.fetch_add(chunks, std::memory_order_relaxed);
+}
+
+/// Device items of one device -> host memory (any host destinations), through pinned staging:
+/// items that lie close together in one allocation come down in one copy. Above
+/// single_stage_limit in chunks through two buffers: the host unpacks chunk k while the copy
+/// engine brings chunk k+1. Returns when the bytes are there.
+inline void copy_device_group_to_host(std::span<const copy_item> items, device dev) {
+  struct run {
+    const std::byte* src;
+    std::size_t bytes;
+  };
+  std::vector<run> runs;
+  std::vector<staged_range> run_ranges;   // where each run lies in the staging space
+  std::vector<staged_range> item_ranges;  // where each item lies in it
+  std::size_t total = 0;
+  const copy_item* prev = nullptr;
+  for (const auto& it : items) {
+    // Merge with the previous run when in the same allocation, after it, with a gap below 64 KiB.
+    if (prev != nullptr && it.src_owner != nullptr && it.src_owner == prev->src_owner &&
+        it.src >= prev->src + prev->bytes && it.src - (prev->src + prev->bytes) <= (std::ptrdiff_t{64} << 10)) {
+      const auto grown = static_cast<std::size_t>(it.src + it.bytes - runs.back().src);
+      total += grown - runs.back().bytes;
+      runs.back().bytes = grown;
+      run_ranges.back().bytes = grown;
+    } else {
+      runs.push_back({it.src, it.bytes});
+      run_ranges.push_back({total, it.bytes});
+      total += it.bytes;
+    }
+    item_ranges.push_back({run_ranges.back().at + static_cast<std::size_t>(it.src - runs.back().src), it.bytes});
+    prev = &it;
+  }
+  if (total == 0) return;
+  const std::size_t chunk = staging_buffer_bytes(total);
+  const std::size_t chunks = (total + chunk - 1) / chunk;
+  const auto& st = placement_stream(dev);
+  scoped_device on(dev.ordinal());
+  // Two buffers: a buffer is free again once the host has unpacked it (its copy had completed).
+  auto& pool = staging_pool();
+  std::byte* buf[2] = {static_cast<std::byte*>(pool.allocate(chunk)), nullptr};
+  cudaEvent_t arrived[2] = {nullptr, nullptr};
+  std::size_t run_cursor = 0;
+  std::size_t item_cursor = 0;
+  auto bring = [&](std::size_t c) {
+    const std::size_t lo = c * chunk;
+    const std::size_t hi = std::min(total, lo + chunk);
+    if (buf[c % 2] == nullptr) buf[c % 2] = static_cast<std::byte*>(pool.allocate(chunk));
+    std::byte* b = buf[c % 2];
+    for_each_part(run_ranges, run_cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(b + to, runs[k].src + from, n, cudaMemcpyDeviceToHost, st.native_handle()));
+    });
+    arrived[c % 2] = record_event(st.native_handle());
+  };
+  auto give_back = [&] {
+    for (std::byte* b : buf) {
+      if (b != nullptr) pool.deallocate(b, chunk);
+    }
+  };
+  try {
+    bring(0);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      if (c + 1 < chunks) bring(c + 1);
+      const cudaEvent_t ev = std::exchange(arrived[c % 2], nullptr);
+      const cudaError_t r = cudaEventSynchronize(ev);
+      (void)cudaEventDestroy(ev);
+      DEVICEKIT_CUDA_CHECK(r);
+      const std::size_t lo = c * chunk;
+      for_each_part(item_ranges, item_cursor, lo, std::min(total, lo + chunk),
+                    [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+                      bulk_copy(items[k].dst + from, buf[c % 2] + to, n);
+                    });
+    }
+  } catch (...) {
+    // Copies queued before the failure still write into the staging: it goes back to the cache
+    // only once they are done, or the next user's data would be overwritten.
+    (void)cudaStreamSynchronize(st.native_handle());
+    for (cudaEvent_t& ev : arrived) {
+      if (ev != nullptr) (void)cudaEventDestroy(ev);
+    }
     give_back();
     throw;
   }
   give_back();
-  stats().host_to_device_transfers.fetch_add(chunks, std::memory_order_relaxed);
+  stats().device_to_host_transfers.fetch_add(runs.size(), std::memory_order_relaxed);
 }
 
-/// Device items -> host memory (any host destinations), through pinned staging: items that lie
-/// close together in one allocation come down in one copy. Returns when the bytes are there.
+/// Device items -> host memory, grouped by source device. Returns when the bytes are there.
 inline void copy_device_items_to_host(std::span<const copy_item> items) {
-  struct span_run {
-    const std::byte* src;
-    device dev;
-    std::size_t bytes;
-    std::size_t staging_at;
-  };
-  std::vector<span_run> runs;
-  std::vector<std::size_t> run_of(items.size());
-  std::size_t total = 0;
-  const copy_item* prev = nullptr;
-  for (std::size_t k = 0; k < items.size(); ++k) {
-    const auto& it = items[k];
-    // Merge with the previous run when in the same allocation, after it, with a gap below 64 KiB.
-    if (prev != nullptr && it.src_owner != nullptr && it.src_owner == prev->src_owner && it.src_device == prev->src_device &&
-        it.src >= prev->src + prev->bytes && it.src - (prev->src + prev->bytes) <= (std::ptrdiff_t{64} << 10)) {
-      auto& r = runs.back();
-      const auto grown = static_cast<std::size_t>(it.src + it.bytes - r.src);
-      total += grown - r.bytes;
-      r.bytes = grown;
-    } else {
-      runs.push_back({it.src, it.src_device, it.bytes, total});
-      total += it.bytes;
-    }
-    run_of[k] = runs.size() - 1;
-    prev = &it;
+  std::vector<device> sources;
+  for (const auto& it : items) {
+    if (std::find(sources.begin(), sources.end(), it.src_device) == sources.end()) sources.push_back(it.src_device);
   }
-  if (total == 0) return;
-  auto& pool = staging_pool();
-  auto* staging = static_cast<std::byte*>(pool.allocate(total));
-  std::vector<int> used;  // devices whose placement stream has copies into the staging
+  if (sources.size() == 1) return copy_device_group_to_host(items, sources.front());
+  for (const device from : sources) {
+    std::vector<copy_item> group;
+    for (const auto& it : items) {
+      if (it.src_device == from) group.push_back(it);
+    }
+    copy_device_group_to_host(group, from);
+  }
+}
+
+/// The host side of one batched copy (place/batched_copy.cuh launches the kernel): on the
+/// device of `s` (whatever the caller has current; restored after), the three tables (sources,
+/// destinations, sizes) go up through pinned staging and the kernel's scratch comes from that
+/// device's pool (default_device_pool), all in stream order, so nothing waits on the host and
+/// the scratch is cached: the driver's default pool, with its release threshold of 0, would hand
+/// it back to the system at every synchronisation (CUDA runtime API, cudaMemPoolAttrReleaseThreshold).
+/// `temp_bytes()` gives the kernel's scratch size; `launch(d_srcs, d_dsts, d_sizes, temp,
+/// temp_bytes)` queues the kernel on `s` and returns its error.
+template <class TempBytes, class Launch>
+void batched_copy_plumbing(const void* const* srcs, void* const* dsts, const std::size_t* sizes, std::size_t count,
+                           cudaStream_t s, TempBytes&& temp_bytes, Launch&& launch) {
+  if (count == 0) return;
+  int ordinal = 0;
+  DEVICEKIT_CUDA_CHECK(is_default_stream(s) ? cudaGetDevice(&ordinal) : cudaStreamGetDevice(s, &ordinal));
+  scoped_device on(ordinal);
+  const std::size_t array_bytes = count * sizeof(void*);
+  static_assert(sizeof(void*) == sizeof(std::size_t), "the three tables share one layout");
+  const std::size_t tables = (3 * array_bytes + 255) / 256 * 256;
+  const std::size_t temp = temp_bytes();
+  const std::size_t scratch_bytes = tables + temp;
+
+  auto& staging = staging_pool();
+  auto* host = static_cast<std::byte*>(staging.allocate(3 * array_bytes));
+  std::memcpy(host, srcs, array_bytes);
+  std::memcpy(host + array_bytes, dsts, array_bytes);
+  std::memcpy(host + 2 * array_bytes, sizes, array_bytes);
+
+  device_memory& pool = default_device_pool(ordinal);
+  std::byte* dev = nullptr;
   try {
-    for (const auto& r : runs) {
-      if (r.bytes == 0) continue;
-      const auto& st = placement_stream(r.dev);
-      scoped_device on(r.dev.ordinal());
-      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(staging + r.staging_at, r.src, r.bytes, cudaMemcpyDeviceToHost, st.native_handle()));
-      if (std::find(used.begin(), used.end(), r.dev.ordinal()) == used.end()) used.push_back(r.dev.ordinal());
-    }
-    for (int ordinal : used) placement_stream(device::cuda(ordinal)).synchronize();
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      const auto& it = items[k];
-      const auto& r = runs[run_of[k]];
-      bulk_copy(it.dst, staging + r.staging_at + (it.src - r.src), it.bytes);
-    }
+    dev = static_cast<std::byte*>(pool.allocate_async(scratch_bytes, 256, s));
   } catch (...) {
-    // Copies queued before the failure still write into the staging: it goes back to the
-    // cache only once they are done, or the next user's data would be overwritten.
-    for (int ordinal : used) {
-      scoped_device on(ordinal, std::nothrow);
-      (void)cudaStreamSynchronize(placement_stream(device::cuda(ordinal)).native_handle());
-    }
-    pool.deallocate(staging, total);
+    staging.deallocate(host, 3 * array_bytes);
     throw;
   }
-  pool.deallocate(staging, total);
-  stats().device_to_host_transfers.fetch_add(runs.size(), std::memory_order_relaxed);
+  const cudaError_t up = cudaMemcpyAsync(dev, host, 3 * array_bytes, cudaMemcpyHostToDevice, s);
+  if (up != cudaSuccess) {
+    staging.deallocate(host, 3 * array_bytes);
+    pool.deallocate_async(dev, scratch_bytes, 256, s);
+    DEVICEKIT_CUDA_CHECK(up);
+  }
+  cudaEvent_t uploaded = nullptr;
+  try {
+    uploaded = record_event(s);
+  } catch (...) {
+    (void)cudaStreamSynchronize(s);  // the upload still reads the staging
+    staging.deallocate(host, 3 * array_bytes);
+    pool.deallocate_async(dev, scratch_bytes, 256, s);
+    throw;
+  }
+  staging.deallocate_after(host, 3 * array_bytes, uploaded);
+  const cudaError_t run = launch(reinterpret_cast<const void* const*>(dev), reinterpret_cast<void* const*>(dev + array_bytes),
+                                 reinterpret_cast<const std::size_t*>(dev + 2 * array_bytes), dev + tables, temp);
+  pool.deallocate_async(dev, scratch_bytes, 256, s);  // after the kernel, in stream order
+  DEVICEKIT_CUDA_CHECK(run);
 }
 
 /// Device items, all on the block's device, on stream `s`.
@@ -367,33 +529,52 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
     stats().peer_copies.fetch_add(runs.size(), std::memory_order_relaxed);
     return;
   }
-  // No peer access: down to pinned host memory, then up to the destination.
+  // No peer access: down to pinned host memory on the source's placement stream, then up on `s`,
+  // in chunks; `s` waits for each chunk's arrival on an event, the host for nothing but buffers.
+  std::vector<staged_range> ranges;
   std::size_t total = 0;
-  for (const auto& r : runs) total += r.bytes;
-  auto& pool = staging_pool();
-  auto* staging = static_cast<std::byte*>(pool.allocate(total));
+  for (const auto& r : runs) {
+    ranges.push_back({total, r.bytes});
+    total += r.bytes;
+  }
+  if (total == 0) return;
+  const std::size_t chunk = staging_buffer_bytes(total);
+  const auto& src_stream = placement_stream(from);
+  staging_ring ring(chunk, max_staging_in_flight);
+  std::size_t down_cursor = 0;
+  std::size_t up_cursor = 0;
   try {
-    const auto& src_stream = placement_stream(from);
-    {
-      scoped_device on(from.ordinal());
-      std::size_t at = 0;
-      for (const auto& r : runs) {
-        DEVICEKIT_CUDA_CHECK(
-            cudaMemcpyAsync(staging + at, r.src, r.bytes, cudaMemcpyDeviceToHost, src_stream.native_handle()));
-        at += r.bytes;
+    for (std::size_t lo = 0; lo < total; lo += chunk) {
+      const std::size_t hi = std::min(total, lo + chunk);
+      std::byte* buf = ring.next();
+      cudaEvent_t arrived = nullptr;
+      {
+        scoped_device on(from.ordinal());
+        for_each_part(ranges, down_cursor, lo, hi, [&](std::size_t k, std::size_t at, std::size_t into, std::size_t n) {
+          DEVICEKIT_CUDA_CHECK(
+              cudaMemcpyAsync(buf + into, runs[k].src + at, n, cudaMemcpyDeviceToHost, src_stream.native_handle()));
+        });
+        arrived = record_event(src_stream.native_handle());
       }
-    }
-    src_stream.synchronize();
-    std::size_t at = 0;
-    for (const auto& r : runs) {
-      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(r.dst, staging + at, r.bytes, cudaMemcpyHostToDevice, s));
-      at += r.bytes;
+      // An event may be waited for by a stream of another device (CUDA runtime API,
+      // cudaStreamWaitEvent); destroying it once the wait is queued is allowed.
+      const cudaError_t waited = cudaStreamWaitEvent(s, arrived, 0);
+      (void)cudaEventDestroy(arrived);
+      DEVICEKIT_CUDA_CHECK(waited);
+      for_each_part(ranges, up_cursor, lo, hi, [&](std::size_t k, std::size_t at, std::size_t from_buf, std::size_t n) {
+        DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(runs[k].dst + at, buf + from_buf, n, cudaMemcpyHostToDevice, s));
+      });
+      ring.used(buf, record_event(s));
     }
   } catch (...) {
-    pool.deallocate(staging, total);
+    {
+      scoped_device on(from.ordinal(), std::nothrow);
+      (void)cudaStreamSynchronize(src_stream.native_handle());
+    }
+    (void)cudaStreamSynchronize(s);
+    ring.abandon_taken();
     throw;
   }
-  pool.deallocate_after(staging, total, record_event(s));
   stats().staged_device_copies.fetch_add(runs.size(), std::memory_order_relaxed);
 }
 

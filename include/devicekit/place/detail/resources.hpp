@@ -4,12 +4,13 @@
 ///   host_pool            a thread-safe caching pool of host memory (aligned operator new)
 ///   pinned_pool          the same over cudaMallocHost: staging areas for host<->device copies,
 ///                        with release after a CUDA event (the copy that reads it) has completed
-///   cuda_device_memory   cudaMalloc / cudaFree on one device (cudaFree waits for the device, so a
-///                        tree dropped while its copy runs is safe)
+///   default_device_pool  a devicekit pool per cuda device (memory/pool.hpp); a placed tree whose
+///                        copy may still run when it is dropped waits for that copy first (place.hpp)
 /// Nothing here calls CUDA once the process has begun to exit (core/runtime.hpp).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/memory/pool.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -187,29 +188,20 @@ class pinned_pool : public caching_pool<pinned_upstream> {
   std::vector<pending_block> pending_;
 };
 
-/// cudaMalloc / cudaFree on one device.
-class cuda_device_memory {
- public:
-  explicit cuda_device_memory(int ordinal) noexcept : ordinal_(ordinal) {}
-  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t /*alignment*/ = 256) {
-    if (bytes == 0) return nullptr;
-    scoped_device on(ordinal_);
-    void* p = nullptr;
-    DEVICEKIT_CUDA_CHECK(cudaMalloc(&p, bytes));
-    note_cuda_runtime_used();
-    return p;
-  }
-  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
-    if (p == nullptr || !cuda_calls_allowed()) return;
-    scoped_device on(ordinal_, std::nothrow);
-    (void)cudaFree(p);
-  }
-  [[nodiscard]] int ordinal() const noexcept { return ordinal_; }
-  friend bool operator==(const cuda_device_memory&, const cuda_device_memory&) = default;
-
- private:
-  int ordinal_;
-};
+/// The process's pool of device memory on cuda:`ordinal`: what placement allocates from when
+/// given no resource. A devicekit pool (memory/pool.hpp) over a driver pool of its own, so that
+/// freeing a placed tree never synchronises the GPU: cudaFree waits for all work on the device
+/// (CUDA runtime API, "cudaFree"), which stalled the copies of a prefetch running meanwhile. The
+/// balanced budget applies, and stats() / live_allocations() see placements. Never destroyed
+/// (see core/runtime.hpp): placed trees may outlive static objects.
+[[nodiscard]] inline device_memory& default_device_pool(int ordinal) {
+  static std::mutex mutex;
+  static auto* pools = new std::map<int, std::unique_ptr<device_memory>>();
+  std::lock_guard lock(mutex);
+  auto& slot = (*pools)[ordinal];
+  if (!slot) slot = std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(ordinal));
+  return *slot;
+}
 
 /// The process's staging pool. Never destroyed (see core/runtime.hpp): blocks are left to exit.
 [[nodiscard]] inline pinned_pool& staging_pool() {
@@ -222,28 +214,21 @@ class cuda_device_memory {
 class any_placement_resource {
  public:
   explicit any_placement_resource(host_pool* host) noexcept : host_(host) {}
-#if DEVICEKIT_HAS_CUDA
-  explicit any_placement_resource(cuda_device_memory cuda) noexcept : cuda_(cuda), is_cuda_(true) {}
-#endif
+  explicit any_placement_resource(device_memory* device_pool) noexcept : device_(device_pool) {}
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
-#if DEVICEKIT_HAS_CUDA
-    if (is_cuda_) return cuda_.allocate(bytes, alignment);
-#endif
+    if (device_ != nullptr) return device_->allocate(bytes, alignment);
     return host_->allocate(bytes, alignment);
   }
-  void deallocate(void* p, std::size_t bytes, std::size_t alignment = 256) noexcept {
-#if DEVICEKIT_HAS_CUDA
-    if (is_cuda_) return cuda_.deallocate(p, bytes, alignment);
-#endif
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment = 256) {
+    if (device_ != nullptr) return device_->deallocate(p, bytes, alignment);
     host_->deallocate(p, bytes, alignment);
   }
+  /// The devicekit pool behind a cuda device's resource; null for the host's.
+  [[nodiscard]] device_memory* device_pool() const noexcept { return device_; }
 
  private:
   host_pool* host_ = nullptr;
-#if DEVICEKIT_HAS_CUDA
-  cuda_device_memory cuda_{0};
-  bool is_cuda_ = false;
-#endif
+  device_memory* device_ = nullptr;
 };
 
 [[nodiscard]] inline host_pool& default_host_pool() {
@@ -262,7 +247,7 @@ class any_placement_resource {
       slot = std::make_unique<any_placement_resource>(&default_host_pool());
     } else {
 #if DEVICEKIT_HAS_CUDA
-      slot = std::make_unique<any_placement_resource>(cuda_device_memory(dev.ordinal()));
+      slot = std::make_unique<any_placement_resource>(&default_device_pool(dev.ordinal()));
 #else
       throw config_error("cannot place on " + dev.str() + ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
 #endif
