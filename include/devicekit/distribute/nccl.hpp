@@ -166,8 +166,10 @@ class nccl_backend {
     if (cap < bytes) {
       scoped_device on(q.dev.ordinal());
       if (q.scratch[slot] != nullptr) {
-        // Queued work may still use the old buffer.
-        cuda_check(cudaStreamSynchronize(q.stream), "cudaStreamSynchronize", p);
+        // Queued work may still use the old buffer: wait for it under the timeout and NCCL's
+        // error polling, as finish() does. A collective queued earlier in this operation may be
+        // stuck on a failed or dead peer, and cudaStreamSynchronize would then block for ever.
+        wait(p, op_);
         cuda_check(cudaFree(q.scratch[slot]), "cudaFree", p);
         q.scratch[slot] = nullptr;
         cap = 0;
