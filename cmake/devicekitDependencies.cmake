@@ -1,0 +1,64 @@
+# devicekit's third-party dependencies as imported targets, found the same way by devicekit's own
+# build (CMakeLists.txt) and by the installed package (devicekitConfig.cmake, at the consumer's
+# configure time). The exported targets link these names, never a path from the machine that
+# built the package, so an install works with a toolkit, NCCL or Boost somewhere else
+# (CUDAToolkit_ROOT, NCCL_HOME, CMAKE_PREFIX_PATH).
+#
+#   devicekit_find_hana()   devicekit_deps::hana: Boost.Hana's headers (optional: devicekit
+#                           includes its Hana adaptor only when <boost/hana/...> is found).
+#   devicekit_find_cccl()   after find_package(CUDAToolkit): devicekit_deps::cccl, the toolkit's
+#                           CCCL directory (include/cccl since CUDA 13; nvcc searches it by
+#                           itself, a host compiler does not), empty for a toolkit that keeps
+#                           CCCL in include/. Sets DEVICEKIT_TOOLKIT_CCCL_DIR.
+#   devicekit_find_nccl()   after find_package(CUDAToolkit), looking in the toolkit, then NCCL_HOME,
+#                           then the usual places (cache: DEVICEKIT_NCCL_INCLUDE_DIR, DEVICEKIT_NCCL_LIBRARY):
+#     devicekit_deps::nccl_headers  nccl.h (empty when not found)
+#     devicekit_deps::nccl          libnccl with its headers; only when both are found.
+include_guard(GLOBAL)
+
+function(devicekit_find_hana)
+  find_path(DEVICEKIT_HANA_INCLUDE_DIR boost/hana.hpp DOC "Boost.Hana's include directory (optional)")
+  if(NOT TARGET devicekit_deps::hana)
+    add_library(devicekit_deps::hana INTERFACE IMPORTED)
+    if(DEVICEKIT_HANA_INCLUDE_DIR)
+      set_target_properties(devicekit_deps::hana PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${DEVICEKIT_HANA_INCLUDE_DIR}")
+    endif()
+  endif()
+endfunction()
+
+function(devicekit_find_cccl)
+  set(cccl_dir "")
+  foreach(dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
+    if(EXISTS "${dir}/cccl/cuda/std/mdspan")
+      set(cccl_dir "${dir}/cccl")
+      break()
+    endif()
+  endforeach()
+  set(DEVICEKIT_TOOLKIT_CCCL_DIR "${cccl_dir}" PARENT_SCOPE)
+  if(NOT TARGET devicekit_deps::cccl)
+    add_library(devicekit_deps::cccl INTERFACE IMPORTED)
+    if(cccl_dir)
+      set_target_properties(devicekit_deps::cccl PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${cccl_dir}")
+    endif()
+  endif()
+endfunction()
+
+function(devicekit_find_nccl)
+  get_filename_component(toolkit_root "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+  find_path(DEVICEKIT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME
+            PATH_SUFFIXES include DOC "NCCL's include directory")
+  find_library(DEVICEKIT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} "${toolkit_root}" ENV NCCL_HOME
+               PATH_SUFFIXES lib lib64 DOC "libnccl")
+  if(NOT TARGET devicekit_deps::nccl_headers)
+    add_library(devicekit_deps::nccl_headers INTERFACE IMPORTED)
+    if(DEVICEKIT_NCCL_INCLUDE_DIR)
+      set_target_properties(devicekit_deps::nccl_headers PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES "${DEVICEKIT_NCCL_INCLUDE_DIR}")
+    endif()
+  endif()
+  if(DEVICEKIT_NCCL_INCLUDE_DIR AND DEVICEKIT_NCCL_LIBRARY AND NOT TARGET devicekit_deps::nccl)
+    add_library(devicekit_deps::nccl UNKNOWN IMPORTED)
+    set_target_properties(devicekit_deps::nccl PROPERTIES IMPORTED_LOCATION "${DEVICEKIT_NCCL_LIBRARY}"
+                                                          INTERFACE_LINK_LIBRARIES devicekit_deps::nccl_headers)
+  endif()
+endfunction()
