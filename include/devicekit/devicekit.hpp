@@ -3,7 +3,9 @@
 /// Everything devicekit offers. Each facility header also stands alone.
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/core/pool_access.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>

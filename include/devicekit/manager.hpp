@@ -29,6 +29,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -343,8 +344,9 @@ class device_manager {
     for (const auto& p : state_.caps.devices) {
       if (p.id == dev) return;
     }
-    throw device_mismatch("cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_list() +
-                          ")");
+    throw device_mismatch(
+        "cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_list() + ")",
+        std::nullopt, dev);
   }
 
   /// Makes a detector's answer self-consistent: a custom detector may give only counts.

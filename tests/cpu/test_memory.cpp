@@ -790,6 +790,88 @@ TEST_CASE("memory_profiler: nested scopes, peaks, counts and a Perfetto-readable
   pool.deallocate(base, 1000);
 }
 
+namespace {
+/// The scope slices of a Chrome trace, as "B<name>" / "E<name>", checked to nest properly.
+std::vector<std::string> trace_scopes(const dk::memory_profiler& prof) {
+  std::ostringstream os;
+  prof.write_chrome_trace(os);
+  const auto j = nlohmann::json::parse(os.str());
+  std::vector<std::string> scopes;
+  std::vector<std::string> open;
+  for (const auto& e : j.at("traceEvents")) {
+    const auto ph = e.at("ph").get<std::string>();
+    if (ph != "B" && ph != "E") continue;
+    const auto name = e.at("name").get<std::string>();
+    scopes.push_back(ph + name);
+    if (ph == "B") {
+      open.push_back(name);
+    } else {
+      REQUIRE_FALSE(open.empty());
+      CHECK(open.back() == name);  // an end closes the innermost open slice
+      open.pop_back();
+    }
+  }
+  return scopes;
+}
+}  // namespace
+
+TEST_CASE("memory_profiler stops and restarts like a stopwatch, adding to its figures", "[memory][profiler]") {
+  dk::memory_pool<dk::host_resource> pool(test_config());
+  void* base = pool.allocate(1000);
+  dk::memory_profiler prof(pool, "step", {.record_timeline = true});
+  CHECK(prof.running());
+  prof.start();  // already running: nothing happens (no second registration)
+  void* a = pool.allocate(4096);
+  CHECK(prof.allocation_count() == 1);
+
+  prof.stop();
+  CHECK_FALSE(prof.running());
+  prof.stop();  // already stopped: nothing happens
+  pool.deallocate(a, 4096);  // not seen while stopped
+  void* unseen = pool.allocate(1 * MiB);
+  pool.deallocate(unseen, 1 * MiB);
+  // The figures stay readable, and unchanged, while stopped.
+  CHECK(prof.allocation_count() == 1);
+  CHECK(prof.free_count() == 0);
+  CHECK(prof.peak_bytes() == 1000 + 4096);
+  CHECK(prof.timeline().size() == 3);  // start, one allocation, stop
+
+  prof.start();
+  CHECK(prof.running());
+  prof.start();
+  void* c = pool.allocate(2000);
+  // Counts add up over the periods; the first period's peak (higher than anything since) stays.
+  CHECK(prof.allocation_count() == 2);
+  CHECK(prof.bytes_allocated() == 4096 + 2000);
+  CHECK(prof.peak_bytes() == 1000 + 4096);
+  CHECK(prof.peak_increase_bytes() == 4096);  // above what was allocated at the first start
+  void* d = pool.allocate(10000);
+  CHECK(prof.peak_bytes() == 1000 + 2000 + 10000);
+  CHECK(prof.peak_increase_bytes() == 2000 + 10000);
+  CHECK(prof.peak_reserved_bytes() >= prof.peak_bytes());
+
+  {
+    // A scope opened inside the profiler and still open when it stops ends there in its trace.
+    dk::memory_profiler inner(pool, "inner", {.record_timeline = true});
+    pool.deallocate(c, 2000);
+    prof.stop();
+    pool.deallocate(d, 10000);  // seen by inner only
+    CHECK(inner.free_count() == 2);
+    prof.start();
+    CHECK(trace_scopes(inner) == std::vector<std::string>{"Binner", "Bstep"});  // both still open
+  }
+  CHECK(prof.free_count() == 1);
+  prof.stop();
+  const auto timeline = prof.timeline();
+  // Period 1: start, a, stop. Period 2: start, c, d, free c, stop. Period 3: start, stop.
+  REQUIRE(timeline.size() == 3 + 5 + 2);
+  for (std::size_t i = 1; i < timeline.size(); ++i) CHECK(timeline[i].t_us >= timeline[i - 1].t_us);
+  CHECK(timeline[3].allocated == 1000);  // the second period starts where the pool was then
+  CHECK(trace_scopes(prof) ==
+        std::vector<std::string>{"Bstep", "Estep", "Bstep", "Binner", "Einner", "Estep", "Bstep", "Estep"});
+  pool.deallocate(base, 1000);
+}
+
 // --- buffers and allocators -------------------------------------------------------------------------
 
 TEST_CASE("device_buffer owns its elements and is move-only", "[memory][buffer]") {

@@ -5,8 +5,10 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
 
+#include <mutex>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace devicekit {
 
@@ -65,6 +67,46 @@ class scoped_device {
   bool restore_ = false;
 };
 using native_stream_handle = cudaStream_t;
+
+namespace detail {
+/// The CUDA streams that devicekit's `stream` objects own, by device: what `is_idle(device)`
+/// (core/device_ops.hpp) queries besides the device's default streams. A handle is removed
+/// before it is destroyed, and queried only under the registry's lock, so a query never meets a
+/// destroyed stream. Never destroyed itself: streams held by statics and thread_locals go after
+/// ordinary statics.
+class stream_registry {
+ public:
+  [[nodiscard]] static stream_registry& instance() {
+    static auto* registry = new stream_registry();
+    return *registry;
+  }
+
+  void add(int ordinal, cudaStream_t s) {
+    std::lock_guard lock(mutex_);
+    streams_.emplace_back(ordinal, s);
+  }
+
+  void remove(cudaStream_t s) noexcept {
+    std::lock_guard lock(mutex_);
+    std::erase_if(streams_, [s](const auto& e) { return e.second == s; });
+  }
+
+  /// True when `pred` holds for every registered stream of device `ordinal` (it stops at the
+  /// first that does not). `pred` runs under the lock: it must not create or destroy streams.
+  template <class Pred>
+  [[nodiscard]] bool all_of(int ordinal, Pred&& pred) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& [o, s] : streams_) {
+      if (o == ordinal && !pred(s)) return false;
+    }
+    return true;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<int, cudaStream_t>> streams_;
+};
+}  // namespace detail
 #else
 using native_stream_handle = void*;
 #endif
@@ -81,6 +123,12 @@ class stream {
     scoped_device on(dev.ordinal());
     DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
     note_cuda_runtime_used();
+    try {
+      detail::stream_registry::instance().add(dev.ordinal(), handle_);
+    } catch (...) {
+      (void)cudaStreamDestroy(std::exchange(handle_, nullptr));
+      throw;
+    }
 #else
     throw config_error("cannot create a stream on " + dev.str() +
                        ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
@@ -129,7 +177,9 @@ class stream {
  private:
   void release() noexcept {
 #if DEVICEKIT_HAS_CUDA
-    if (handle_ != nullptr && cuda_calls_allowed()) (void)cudaStreamDestroy(handle_);
+    if (handle_ == nullptr) return;
+    detail::stream_registry::instance().remove(handle_);
+    if (cuda_calls_allowed()) (void)cudaStreamDestroy(handle_);
 #endif
     handle_ = nullptr;
   }

@@ -14,10 +14,23 @@
 ///     prof.write_chrome_trace("forward.trace.json");
 ///   }
 ///
+/// Explicit control, besides the scope: `stop()` pauses the profiler and `start()` resumes it,
+/// like a stopwatch (to leave out an evaluation pass inside a training step, say):
+///   - stop() keeps everything recorded so far readable; events while stopped are not counted.
+///   - start() adds to the same figures: counts and bytes_allocated go on summing, the peaks are
+///     the highest over all running periods, peak_increase_bytes stays relative to what was
+///     allocated at the first start, and the timeline gets one more slice (a start and a stop
+///     sample around each period; the trace shows one scope slice per period).
+///   - stop() on a stopped profiler and start() on a running one do nothing; the destructor
+///     stops a running profiler. For fresh figures, make a new profiler.
+/// start() and stop() of one profiler belong to one thread at a time; the figures may be read
+/// from any thread.
+///
 /// A profiler must not outlive its pool. Recording costs one sample per allocation or free
 /// (24 bytes) while a timeline is recorded, nothing otherwise.
 #include <devicekit/memory/device_memory.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
@@ -46,22 +59,46 @@ class memory_profiler {
   memory_profiler& operator=(const memory_profiler&) = delete;
   ~memory_profiler() { stop(); }
 
-  /// Ends the scope early; the figures stay readable.
+  /// Pauses recording (ends the scope early when not started again); the figures stay readable.
+  /// Does nothing when already stopped.
   void stop() {
     if (!running_) return;
     memory_->detach_profiler(&state_);
     running_ = false;
   }
+  /// Resumes recording after stop(), adding to the figures recorded so far (see the file's
+  /// comment). Does nothing when already running.
+  void start() {
+    if (running_) return;
+    // Attaching sets the start and peak figures to the pool's present ones: the earlier periods'
+    // are carried here first, and the readers combine both under the pool's lock, so a reader
+    // never sees the peak drop.
+    read([&] {
+      if (!resumed_) first_start_allocated_ = state_.start_allocated;
+      resumed_ = true;
+      carried_peak_allocated_ = std::max(carried_peak_allocated_, state_.peak_allocated);
+      carried_peak_reserved_ = std::max(carried_peak_reserved_, state_.peak_reserved);
+      return 0;
+    });
+    memory_->attach_profiler(&state_);
+    running_ = true;
+  }
+  /// Whether events are being recorded: from construction to stop(), and after start().
   [[nodiscard]] bool running() const noexcept { return running_; }
   [[nodiscard]] const std::string& name() const noexcept { return state_.name; }
 
   /// The highest allocated bytes (of the whole pool) seen while the profiler ran.
-  [[nodiscard]] std::size_t peak_bytes() const { return read([&] { return state_.peak_allocated; }); }
-  /// How far the peak rose above what was allocated when the profiler started.
+  [[nodiscard]] std::size_t peak_bytes() const { return read([&] { return peak_allocated_locked(); }); }
+  /// How far the peak rose above what was allocated when the profiler (first) started.
   [[nodiscard]] std::size_t peak_increase_bytes() const {
-    return read([&] { return state_.peak_allocated - std::min(state_.peak_allocated, state_.start_allocated); });
+    return read([&] {
+      const std::size_t peak = peak_allocated_locked();
+      return peak - std::min(peak, resumed_ ? first_start_allocated_ : state_.start_allocated);
+    });
   }
-  [[nodiscard]] std::size_t peak_reserved_bytes() const { return read([&] { return state_.peak_reserved; }); }
+  [[nodiscard]] std::size_t peak_reserved_bytes() const {
+    return read([&] { return std::max(carried_peak_reserved_, state_.peak_reserved); });
+  }
   [[nodiscard]] std::uint64_t allocation_count() const { return read([&] { return state_.allocations; }); }
   [[nodiscard]] std::uint64_t free_count() const { return read([&] { return state_.frees; }); }
   [[nodiscard]] std::size_t bytes_allocated() const { return read([&] { return state_.bytes_allocated; }); }
@@ -83,10 +120,27 @@ class memory_profiler {
       os << ",\n{\"name\":\"memory " << dev << " (bytes)\",\"ph\":\"C\",\"pid\":1,\"ts\":" << ts
          << ",\"args\":{\"allocated\":" << s.allocated << ",\"reserved\":" << s.reserved << "}}";
     }
-    for (const auto& m : markers) {
-      std::snprintf(ts, sizeof ts, "%.3f", m.t_us);
-      os << ",\n{\"name\":\"" << escape(m.name) << "\",\"ph\":\"" << (m.begin ? 'B' : 'E')
+    // Slices must nest: a scope still open inside this profiler when it stopped ends there (this
+    // profiler saw no more of it), and the end it reports later is dropped.
+    std::vector<const std::string*> open;
+    auto slice = [&](const std::string& name, bool begin, double t_us) {
+      std::snprintf(ts, sizeof ts, "%.3f", t_us);
+      os << ",\n{\"name\":\"" << escape(name) << "\",\"ph\":\"" << (begin ? 'B' : 'E')
          << "\",\"pid\":1,\"tid\":1,\"ts\":" << ts << "}";
+    };
+    for (const auto& m : markers) {
+      if (m.begin) {
+        open.push_back(&m.name);
+        slice(m.name, true, m.t_us);
+        continue;
+      }
+      const auto it = std::find_if(open.rbegin(), open.rend(), [&](const std::string* n) { return *n == m.name; });
+      if (it == open.rend()) continue;
+      const auto keep = static_cast<std::size_t>(open.rend() - it) - 1;
+      while (open.size() > keep) {
+        slice(*open.back(), false, m.t_us);
+        open.pop_back();
+      }
     }
     os << "\n]}\n";
   }
@@ -102,6 +156,10 @@ class memory_profiler {
   template <class F>
   std::invoke_result_t<F&> read(F&& f) const {
     return memory_->with_lock(f);
+  }
+
+  [[nodiscard]] std::size_t peak_allocated_locked() const {
+    return std::max(carried_peak_allocated_, state_.peak_allocated);
   }
 
   static std::string escape(const std::string& s) {
@@ -124,6 +182,11 @@ class memory_profiler {
   device_memory* memory_;
   detail::profile_state state_;
   bool running_ = true;
+  // Figures of the periods before the last start() (read and written under the pool's lock).
+  bool resumed_ = false;
+  std::size_t first_start_allocated_ = 0;
+  std::size_t carried_peak_allocated_ = 0;
+  std::size_t carried_peak_reserved_ = 0;
 };
 
 }  // namespace devicekit

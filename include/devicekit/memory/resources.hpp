@@ -23,6 +23,7 @@
 /// `cuda::mr::device_accessible` (found by ADL through get_property).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/core/pool_access.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/stats.hpp>
@@ -31,13 +32,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <new>
-#include <set>
 #include <string>
-#include <vector>
 
 #if !defined(DEVICEKIT_HAS_CCCL_MR)
 #  if DEVICEKIT_HAS_CUDA && defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) && \
@@ -127,56 +124,6 @@ struct cuda_events {
   static void destroy(void* ev) noexcept {
     if (ev != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev));
   }
-};
-#endif
-
-#if DEVICEKIT_HAS_CUDA
-/// Peer access to the memory of pools made with cudaMemPoolCreate. cudaDeviceEnablePeerAccess
-/// does not apply to them: each pool grants access itself, with cudaMemPoolSetAccess (CUDA
-/// programming guide, "Stream Ordered Memory Allocator", device accessibility for multi-GPU
-/// support), and only to other devices (the owner always has it; RMM learnt that setting it for
-/// the owner fails, rapidsai/rmm#1753). This registry keeps the pools devicekit created on each
-/// device and the devices that have been given access to that device's memory: a new pool grants
-/// access to those at once, a newly granted device gets it from every pool.
-class pool_peer_access {
- public:
-  [[nodiscard]] static pool_peer_access& instance() {
-    static auto* registry = new pool_peer_access();  // never destroyed: pools may outlive statics
-    return *registry;
-  }
-
-  void add_pool(int owner, cudaMemPool_t pool) {
-    std::lock_guard lock(mutex_);
-    for (const int accessor : accessors_[owner]) set_access(pool, accessor);
-    pools_[owner].push_back(pool);
-  }
-
-  void remove_pool(int owner, cudaMemPool_t pool) noexcept {
-    std::lock_guard lock(mutex_);
-    std::erase(pools_[owner], pool);
-  }
-
-  /// From now on `accessor` may read and write the memory of every devicekit pool on `owner`
-  /// (the caller has checked cudaDeviceCanAccessPeer).
-  void grant(int accessor, int owner) {
-    if (accessor == owner) return;
-    std::lock_guard lock(mutex_);
-    if (!accessors_[owner].insert(accessor).second) return;
-    for (const cudaMemPool_t pool : pools_[owner]) set_access(pool, accessor);
-  }
-
- private:
-  static void set_access(cudaMemPool_t pool, int accessor) {
-    cudaMemAccessDesc desc{};
-    desc.location.type = cudaMemLocationTypeDevice;
-    desc.location.id = accessor;
-    desc.flags = cudaMemAccessFlagsProtReadWrite;
-    DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
-  }
-
-  std::mutex mutex_;
-  std::map<int, std::vector<cudaMemPool_t>> pools_;
-  std::map<int, std::set<int>> accessors_;
 };
 #endif
 

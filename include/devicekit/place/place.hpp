@@ -39,10 +39,27 @@
 namespace devicekit {
 
 /// Trees, leaves or streams on different devices met in one operation. The message names both
-/// devices (and the leaves, where leaves disagree).
+/// devices (and the leaves, where leaves disagree); `expected()` and `actual()` carry them as
+/// values, for code that handles the error (moves the tree, retries on another stream):
+///   leaves or trees that disagree   expected: the first one's device, actual: the other's
+///   a stream for another device     expected: the target device, actual: the stream's
+///   place_view of device leaves     expected: cpu:0, actual: the leaves' device
+/// Either is nullopt where the throw site does not know it (a device that is not among a
+/// manager's devices has no single expected one).
 class device_mismatch : public error {
  public:
-  using error::error;
+  explicit device_mismatch(const std::string& what, std::optional<device> expected = std::nullopt,
+                           std::optional<device> actual = std::nullopt)
+      : error(what), expected_(expected), actual_(actual) {}
+
+  /// The device the operation needed (or met first); nullopt when not known.
+  [[nodiscard]] const std::optional<device>& expected() const noexcept { return expected_; }
+  /// The device that did not match it; nullopt when not known.
+  [[nodiscard]] const std::optional<device>& actual() const noexcept { return actual_; }
+
+ private:
+  std::optional<device> expected_;
+  std::optional<device> actual_;
 };
 
 namespace detail {
@@ -139,7 +156,8 @@ template <class T>
           } else if (*found != d) {
             throw device_mismatch(std::string(operation) + ": the tree's leaves are on different devices: '" +
                                   found_path + "' is on " + found->str() + ", '" + path.display() + "' is on " +
-                                  d.str() + "; place them on one device first");
+                                  d.str() + "; place them on one device first",
+                                  *found, d);
           }
         }
       },
@@ -166,7 +184,8 @@ inline void check_stream(const stream& s, device dev, const char* operation) {
   const device sd = s.get_device();
   if (sd == dev || (sd.is_cpu() && dev.is_cpu())) return;
   throw device_mismatch(std::string(operation) + ": the stream is on " + sd.str() + " but the target device is " +
-                        dev.str() + "; pass a stream of " + dev.str() + " (or none)");
+                        dev.str() + "; pass a stream of " + dev.str() + " (or none)",
+                        dev, sd);
 }
 
 }  // namespace detail
@@ -326,7 +345,8 @@ template <class T>
   static_assert(require_tree<T>(), "place_view(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
   if (const auto d = detail::source_device(tree, "place_view")) {
     throw device_mismatch("place_view: views are of host memory, but the tree has leaves on " + d->str() +
-                          "; use to_host(tree) or place(tree, device::cpu())");
+                              "; use to_host(tree) or place(tree, device::cpu())",
+                          device::cpu(), *d);
   }
   return tree_map(
       [](const auto& leaf) {
@@ -385,7 +405,8 @@ template <class T>
             found_path = path.display();
           } else if (*found != d) {
             throw device_mismatch("the tree's leaves are on different devices: '" + found_path + "' is on " +
-                                  found->str() + ", '" + path.display() + "' is on " + d.str());
+                                  found->str() + ", '" + path.display() + "' is on " + d.str(),
+                                  *found, d);
           }
         }
       },
@@ -410,7 +431,8 @@ template <class T, class... Ts>
     } else if (*found != *d) {
       throw device_mismatch("trees on different devices: tree " + std::to_string(found_at) + " is on " +
                             found->str() + ", tree " + std::to_string(at) + " is on " + d->str() +
-                            "; move one with place(tree, device) first");
+                            "; move one with place(tree, device) first",
+                            *found, *d);
     }
   };
   (one(rest), ...);

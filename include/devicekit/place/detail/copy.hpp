@@ -17,6 +17,7 @@
 ///                     in chunks, the destination stream waiting for each chunk on an event
 ///   cuda -> host      into pinned staging in chunks through two buffers, then unpacked
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/host_copy.hpp>
@@ -155,30 +156,13 @@ inline void host_wait(const stream& s) {
   DEVICEKIT_CUDA_CHECK(r);
 }
 
-/// Whether `dst` can read `src`'s memory directly; enables it the first time (per process).
+/// Whether `dst` can read `src`'s memory directly; enables it the first time (per process),
+/// through enable_peer_access's implementation (core/device_ops.hpp), which also grants access
+/// to devicekit's driver pools on `src`. False when the pair has no peer support or enabling
+/// failed: the caller stages through host memory instead of failing the copy.
 [[nodiscard]] inline bool ensure_peer_access(int dst, int src) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, int>, bool> known;
-  std::lock_guard lock(mutex);
-  if (auto it = known.find({dst, src}); it != known.end()) return it->second;
-  int can = 0;
-  DEVICEKIT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, dst, src));
-  bool ok = can != 0;
-  if (ok) {
-    scoped_device on(dst);
-    const cudaError_t r = cudaDeviceEnablePeerAccess(src, 0);
-    if (r == cudaErrorPeerAccessAlreadyEnabled) {
-      (void)cudaGetLastError();
-    } else if (r != cudaSuccess) {
-      (void)cudaGetLastError();
-      ok = false;  // fall back to staging rather than fail the copy
-    }
-    // Memory of devicekit's driver pools on `src` (placement's default included) needs access of
-    // its own: cudaDeviceEnablePeerAccess does not cover it (memory/resources.hpp).
-    if (ok) pool_peer_access::instance().grant(dst, src);
-  }
-  known[{dst, src}] = ok;
-  return ok;
+  if (dst == src) return true;
+  return try_enable_peer_access(dst, src).result == peer_access_state::status::enabled;
 }
 
 /// Host leaves at least this large are checked for being pinned already; those are read by the
