@@ -27,6 +27,16 @@ std::vector<float> ramp(std::size_t n, float start) {
   return v;
 }
 
+/// What `accessor` may do with the memory of `r`'s driver pool.
+cudaMemAccessFlags pool_access(const dk::cuda_device_resource& r, int accessor) {
+  cudaMemLocation where{};
+  where.type = cudaMemLocationTypeDevice;
+  where.id = accessor;
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  REQUIRE(cudaMemPoolGetAccess(&flags, r.native_pool(), &where) == cudaSuccess);
+  return flags;
+}
+
 dk::pool_config small_pool() {
   dk::pool_config c;
   c.max_size = std::size_t{64} << 20;
@@ -538,27 +548,19 @@ TEST_CASE("devicekit pools grant peer access when a peer first needs it", "[sim]
     WARN("cuda:1 cannot access cuda:0 in this run: nothing to grant");
     return;
   }
-  auto peer_access = [](const dk::cuda_device_resource& r) {
-    cudaMemLocation peer{};
-    peer.type = cudaMemLocationTypeDevice;
-    peer.id = 1;
-    cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
-    REQUIRE(cudaMemPoolGetAccess(&flags, r.native_pool(), &peer) == cudaSuccess);
-    return flags;
-  };
   const dk::device from = dk::device::cuda(0);
   dk::memory_pool<dk::cuda_device_resource> earlier{dk::cuda_device_resource(0), small_pool()};
   REQUIRE(earlier.upstream().native_pool() != nullptr);
   auto src = dk::place(ramp(4096, 3.f), from, earlier);
   auto moved = dk::place(src, dk::device::cuda(1));  // a peer copy: access enabled, and granted
   CHECK(dk::to_host(moved) == ramp(4096, 3.f));
-  CHECK(peer_access(earlier.upstream()) == cudaMemAccessFlagsProtReadWrite);
+  CHECK(pool_access(earlier.upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
   const dk::memory_pool<dk::cuda_device_resource> later{dk::cuda_device_resource(0), small_pool()};
-  CHECK(peer_access(later.upstream()) == cudaMemAccessFlagsProtReadWrite);
+  CHECK(pool_access(later.upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
   auto* placement = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(
       dk::default_placement_resource(from).device_pool());
   REQUIRE(placement != nullptr);
-  CHECK(peer_access(placement->upstream()) == cudaMemAccessFlagsProtReadWrite);
+  CHECK(pool_access(placement->upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
 }
 
 // --- issue 13: device-wide calls, peer access, device_mismatch's fields ----------------------------
@@ -577,15 +579,6 @@ int current_device() {
   int d = -1;
   REQUIRE(cudaGetDevice(&d) == cudaSuccess);
   return d;
-}
-
-cudaMemAccessFlags pool_access(const dk::cuda_device_resource& r, int accessor) {
-  cudaMemLocation where{};
-  where.type = cudaMemLocationTypeDevice;
-  where.id = accessor;
-  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
-  REQUIRE(cudaMemPoolGetAccess(&flags, r.native_pool(), &where) == cudaSuccess);
-  return flags;
 }
 
 template <class F>

@@ -89,13 +89,7 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
       // caching pool would hand its memory out again under those reads.
       if (current && dev.is_cuda() && cuda_calls_allowed()) {
         scoped_device on(dev.ordinal(), std::nothrow);
-        cudaEvent_t past = nullptr;
-        if (cudaEventCreateWithFlags(&past, cudaEventDisableTiming | cudaEventBlockingSync) == cudaSuccess) {
-          if (cudaEventRecord(past, consumer_stream) == cudaSuccess) (void)cudaEventSynchronize(past);
-          (void)cudaEventDestroy(past);
-        } else {
-          (void)cudaStreamSynchronize(consumer_stream);
-        }
+        if (detail::cuda_events::wait_for(consumer_stream) != cudaSuccess) (void)cudaStreamSynchronize(consumer_stream);
       }
       current.reset();
       for (auto& it : queue) {

@@ -147,13 +147,10 @@ inline void copy_host_items(std::span<const copy_item> items) {
 }
 
 /// Waits on the host for the work queued on `s` so far, blocking the thread instead of spinning
-/// in cudaStreamSynchronize (see record_event).
+/// in cudaStreamSynchronize (cuda_events::wait_for, memory/resources.hpp).
 inline void host_wait(const stream& s) {
   scoped_device on(s.get_device().ordinal());
-  const cudaEvent_t ev = record_event(s.native_handle());
-  const cudaError_t r = cudaEventSynchronize(ev);
-  (void)cudaEventDestroy(ev);
-  DEVICEKIT_CUDA_CHECK(r);
+  DEVICEKIT_CUDA_CHECK(cuda_events::wait_for(s.native_handle()));
 }
 
 /// Whether `dst` can read `src`'s memory directly; enables it the first time (per process),
