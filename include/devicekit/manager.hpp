@@ -146,7 +146,7 @@ class device_manager {
   }
   /// `tree` on the stream's device, queued on `s`.
   template <class T>
-  [[nodiscard]] auto place(const T& tree, const stream& s) {
+  [[nodiscard]] auto place(const T& tree, stream_ref s) {
     check_placement_device(s.get_device());
     return devicekit::place(tree, s.get_device(), s, placement_memory(s.get_device()));
   }
@@ -202,6 +202,13 @@ class device_manager {
   [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2, native_stream_handle consumer = nullptr) {
     return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
                                placement_memory(state_.default_device), consumer);
+  }
+  /// The same for kernels on `consumer`, which must be a stream of the default device.
+  template <class R>
+  [[nodiscard]] auto prefetch(R&& source, std::size_t depth, stream_ref consumer) {
+    detail::check_stream(consumer, state_.default_device, "prefetch");
+    return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
+                               placement_memory(state_.default_device), consumer.native_handle());
   }
 
   [[nodiscard]] device_report report(cost_table costs = {}) const {

@@ -13,6 +13,7 @@
 #include <new>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace dk = devicekit;
@@ -133,4 +134,31 @@ TEST_CASE("device_mismatch carries the expected and actual devices as values", "
     CHECK(e->expected() == dk::device::cpu());
     CHECK(e->actual() == dk::device::cuda(5));
   }
+}
+
+TEST_CASE("a default stream_ref is the cpu inline stream; a cpu stream converts to it", "[core][stream_ref]") {
+  const dk::stream_ref inline_ref;
+  CHECK(inline_ref.get_device() == dk::device::cpu(0));
+  CHECK(inline_ref.native_handle() == nullptr);
+  CHECK(inline_ref.idle());
+  inline_ref.synchronize();  // nothing is queued on the cpu: returns at once
+  const dk::stream cpu_stream;
+  const dk::stream_ref from_stream = cpu_stream;
+  CHECK(from_stream == inline_ref);
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<int, dk::stream_ref>);
+}
+
+TEST_CASE("placement on the cpu takes a stream_ref, and refuses one of a cuda device", "[place][stream_ref]") {
+  const std::vector<double> source{1.0, 2.0, 3.0};
+  auto placed = dk::place(source, dk::device::cpu(0), dk::stream_ref{});
+  CHECK(dk::to_host(placed) == source);
+#if DEVICEKIT_HAS_CUDA
+  // A reference with an explicit device is trusted without a runtime call, so this runs without
+  // a GPU; the placement is refused before any CUDA work.
+  const dk::stream_ref gpu_stream(dk::device::cuda(0), nullptr);
+  const auto e = mismatch_of([&] { (void)dk::place(source, dk::device::cpu(0), gpu_stream); });
+  REQUIRE(e);
+  CHECK(e->expected() == dk::device::cpu(0));
+  CHECK(e->actual() == dk::device::cuda(0));
+#endif
 }

@@ -514,6 +514,17 @@ class nccl_communicator {
   [[nodiscard]] ncclComm_t native_handle(int local = 0) const { return backend_.part(local).comm; }
   /// Runs this local rank's work on `s` (owned by the caller) instead of the communicator's stream.
   void set_stream(int local, cudaStream_t s) { backend_.set_stream(local, s); }
+  /// The same with a stream reference, which must be a stream of this local rank's device: NCCL
+  /// requires the stream of a call to belong to the communicator's device (NCCL docs, "CUDA
+  /// Stream Semantics").
+  void set_stream(int local, stream_ref s) {
+    if (s.get_device() != device_of(local)) {
+      throw config_error("nccl_communicator::set_stream: local rank " + std::to_string(local) + " works on " +
+                         device_of(local).str() + " but the stream is on " + s.get_device().str() +
+                         "; pass a stream of " + device_of(local).str());
+    }
+    backend_.set_stream(local, s.native_handle());
+  }
 
   /// NCCL moves the memory of each local rank's device.
   [[nodiscard]] bool accepts(device d, int local = 0) const { return d == device_of(local); }

@@ -31,7 +31,7 @@ class device_buffer {
   }
 
   /// `count` elements, allocated and later freed in the order of stream `s`.
-  device_buffer(std::size_t count, device_memory& memory, const stream& s,
+  device_buffer(std::size_t count, device_memory& memory, stream_ref s,
                 std::source_location where = std::source_location::current())
       : memory_(&memory), size_(count), stream_(s.native_handle()), ordered_(true) {
     data_ = static_cast<T*>(memory.allocate_async(bytes_for(count), alignment(), stream_, where));

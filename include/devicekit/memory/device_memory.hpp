@@ -195,11 +195,11 @@ class device_memory {
   }
 
   // --- stream-ordered ---------------------------------------------------------------------------
-  [[nodiscard]] void* allocate(std::size_t bytes, const stream& s,
+  [[nodiscard]] void* allocate(std::size_t bytes, stream_ref s,
                                std::source_location where = std::source_location::current()) {
     return allocate_impl(bytes, detail::pool_granule, true, s.native_handle(), where);
   }
-  void deallocate(void* p, std::size_t bytes, const stream& s) { deallocate_impl(p, bytes, true, s.native_handle()); }
+  void deallocate(void* p, std::size_t bytes, stream_ref s) { deallocate_impl(p, bytes, true, s.native_handle()); }
   [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, native_stream_handle s,
                                      std::source_location where = std::source_location::current()) {
     return allocate_impl(bytes, alignment, true, s, where);
@@ -207,6 +207,14 @@ class device_memory {
   void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, native_stream_handle s) {
     (void)alignment;
     deallocate_impl(p, bytes, true, s);
+  }
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, stream_ref s,
+                                     std::source_location where = std::source_location::current()) {
+    return allocate_impl(bytes, alignment, true, s.native_handle(), where);
+  }
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, stream_ref s) {
+    (void)alignment;
+    deallocate_impl(p, bytes, true, s.native_handle());
   }
 #if DEVICEKIT_HAS_CCCL_MR
   /// CCCL's async_resource form.
@@ -260,7 +268,7 @@ class device_memory {
       retire_slot(*st);
     }
   }
-  void release_stream(const stream& s) { release_stream(s.native_handle()); }
+  void release_stream(stream_ref s) { release_stream(s.native_handle()); }
 
   /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, when
   /// fragmentation then exceeds `defrag_threshold` (or `force`), returns empty chunks upstream.

@@ -32,6 +32,8 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
 
   explicit thrust_allocator(device_memory& memory, native_stream_handle s = nullptr) noexcept
       : memory_(&memory), stream_(s) {}
+  /// Allocations and frees in the order of `s` (devicekit's stream, or any wrapped one).
+  thrust_allocator(device_memory& memory, stream_ref s) noexcept : memory_(&memory), stream_(s.native_handle()) {}
   template <class U>
   thrust_allocator(const thrust_allocator<U>& other) noexcept  // NOLINT: rebinding is implicit
       : memory_(other.memory()), stream_(other.stream()) {}

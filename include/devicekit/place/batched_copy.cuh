@@ -51,7 +51,7 @@ inline void batched_copy(std::span<const void* const> srcs, std::span<void* cons
 }
 
 inline void batched_copy(std::span<const void* const> srcs, std::span<void* const> dsts,
-                         std::span<const std::size_t> sizes, const stream& s) {
+                         std::span<const std::size_t> sizes, stream_ref s) {
   batched_copy(srcs, dsts, sizes, s.native_handle());
 }
 

@@ -180,7 +180,7 @@ template <class T>
   return pad <= bytes / 4 ? pad : 0;
 }
 
-inline void check_stream(const stream& s, device dev, const char* operation) {
+inline void check_stream(stream_ref s, device dev, const char* operation) {
   const device sd = s.get_device();
   if (sd == dev || (sd.is_cpu() && dev.is_cpu())) return;
   throw device_mismatch(std::string(operation) + ": the stream is on " + sd.str() + " but the target device is " +
@@ -222,7 +222,7 @@ enum class copy_completion { queued, finished };
 
 /// place's body: see the public overloads below.
 template <class T, placement_resource R>
-[[nodiscard]] auto place_impl(const T& tree, device dev, const stream& s, R& resource, copy_completion completion) {
+[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource, copy_completion completion) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.place");
   check_stream(s, dev, "place");
@@ -302,13 +302,13 @@ template <class T, placement_resource R>
 /// (the memory goes back once the copy is done); work of yours that uses the tree must be
 /// finished, or synchronized, before you drop it.
 template <class T, placement_resource R>
-[[nodiscard]] auto place(const T& tree, device dev, const stream& s, R& resource) {
+[[nodiscard]] auto place(const T& tree, device dev, stream_ref s, R& resource) {
   return detail::place_impl(tree, dev, s, resource, detail::copy_completion::queued);
 }
 
 /// place on `s` with the default resource of `dev`.
 template <class T>
-[[nodiscard]] auto place(const T& tree, device dev, const stream& s) {
+[[nodiscard]] auto place(const T& tree, device dev, stream_ref s) {
   return place(tree, dev, s, default_placement_resource(dev));
 }
 
@@ -317,7 +317,7 @@ template <class T, placement_resource R>
 [[nodiscard]] auto place(const T& tree, device dev, R& resource) {
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
-    const stream& s = detail::placement_stream(dev);
+    stream_ref s = detail::placement_stream(dev);
     auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished);
     detail::host_wait(s);
     return out;

@@ -281,7 +281,7 @@ template <std::ranges::viewable_range R>
 
 /// prefetch for kernels on `consumer` (a stream of `dev`).
 template <std::ranges::viewable_range R>
-[[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth, const stream& consumer) {
+[[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth, stream_ref consumer) {
   detail::check_stream(consumer, dev, "prefetch");
   return prefetch(std::forward<R>(source), dev, depth, default_placement_resource(dev), consumer.native_handle());
 }

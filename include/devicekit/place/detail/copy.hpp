@@ -148,7 +148,7 @@ inline void copy_host_items(std::span<const copy_item> items) {
 
 /// Waits on the host for the work queued on `s` so far, blocking the thread instead of spinning
 /// in cudaStreamSynchronize (cuda_events::wait_for, memory/resources.hpp).
-inline void host_wait(const stream& s) {
+inline void host_wait(stream_ref s) {
   scoped_device on(s.get_device().ordinal());
   DEVICEKIT_CUDA_CHECK(cuda_events::wait_for(s.native_handle()));
 }
