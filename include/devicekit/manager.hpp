@@ -164,8 +164,9 @@ class device_manager {
   /// tree per share, in plan order, as `per_device` (single_device: one; replicate: one per
   /// device) or, for schemes that split the batch, as `sharded` (shard_batch: one shard per
   /// device, its uneven policy applied). A custom scheme's plan is checked (validate_plan); its
-  /// row shares must be the ragged split of the batch over its devices, which is what
-  /// place/shard can make (config_error otherwise). The placed trees allocate from memory(dev).
+  /// row shares may split the batch any way (1, 5, 3 rows for a batch of 9) as long as they
+  /// cover it in order, share i starting where share i - 1 ends (config_error otherwise). The
+  /// placed trees allocate from memory(dev).
   template <class T>
   [[nodiscard]] auto distribute(const T& tree) {
     const tree_summary summary = summarize_tree(tree);
@@ -179,13 +180,30 @@ class device_manager {
     if constexpr (requires { Scheme::uneven; }) {
       return devicekit::shard(tree, devs, 0, to_place_policy(Scheme::uneven), placement_selector());
     } else if constexpr (requires { Scheme::splits_batch; }) {
-      // A custom scheme that declares row shares: only the split place/shard makes is possible.
-      if (whole || schemes::shard_batch::plan(summary, devs) != p) {
-        throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
-                           "' declares splits_batch, but its plan is not the ragged split of the batch over its "
-                           "devices, the only split place/shard makes");
+      // A custom scheme that declares row shares: placed as it plans them, rows in order.
+      std::vector<std::size_t> counts;
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < p.shares.size(); ++i) {
+        const auto& share = p.shares[i];
+        if (share.whole || share.begin != next || share.padding != 0) {
+          throw config_error("distribute: scheme '" + std::string(scheme_.name()) + "' declares splits_batch, but share " +
+                             std::to_string(i) + " (" + share.dev.str() + ") " +
+                             (share.whole ? std::string("is a whole copy")
+                              : share.padding != 0
+                                  ? "asks for " + std::to_string(share.padding) + " padding row(s)"
+                                  : "starts at row " + std::to_string(share.begin) + " instead of " + std::to_string(next)) +
+                             "; row shares must cover the batch in order without padding (use basic_shard_batch"
+                             "<uneven_batch::pad> for padding)");
+        }
+        counts.push_back(share.count);
+        next += share.count;
       }
-      return devicekit::shard(tree, devs, 0, uneven::ragged, placement_selector());
+      if (next != summary.batch) {
+        throw config_error("distribute: scheme '" + std::string(scheme_.name()) + "' gives row shares that sum to " +
+                           std::to_string(next) + " rows, but the batch has " + std::to_string(summary.batch) +
+                           "; the shares must cover every row once");
+      }
+      return devicekit::shard(tree, devs, 0, counts, placement_selector());
     } else {
       if (!whole) {
         throw config_error("distribute: scheme '" + std::string(scheme_.name()) +

@@ -10,6 +10,7 @@
 
 #include <boost/hana/define_struct.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -356,6 +357,82 @@ TEST_CASE("uneven batches: error (like JAX), pad (with the count), ragged (last 
     CHECK(even.pad == 0);
     CHECK(even.valid == std::vector<std::size_t>{2, 2, 2});
   }
+}
+
+/// The shards' rows put back together along axis 0 (the inverse of shard along axis 0).
+template <class Shards>
+batch concatenate_shards(const Shards& shards) {
+  std::size_t rows = 0;
+  for (auto v : shards.valid) rows += v;
+  batch out{images_t(images_t::extents_type(rows)), {}, 0.0};
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const auto host = dk::to_host(shards[i]);
+    const auto& labels = host.template get<"labels">();
+    const auto& images = host.template get<"images">();
+    REQUIRE(labels.size() == shards.valid[i]);
+    out.labels.insert(out.labels.end(), labels.begin(), labels.end());
+    std::copy(images.data(), images.data() + images.size(), out.images.data() + at * 6);
+    at += shards.valid[i];
+    out.lr = host.template get<"lr">();
+  }
+  return out;
+}
+
+TEST_CASE("ragged shards are balanced (numpy.array_split) and put back together give the batch",
+          "[shard][split]") {
+  const std::vector<dk::device> four(4, dk::device::cpu());
+  const batch b = make_batch(9);
+  const auto s = dk::shard(b, four, 0, dk::uneven::ragged);
+  CHECK(s.valid == std::vector<std::size_t>{3, 2, 2, 2});
+  CHECK(s.pad == 0);
+  // Shard 1 holds rows 3 and 4, shard 3 rows 7 and 8.
+  CHECK(s[1].get<"labels">().size() == 2);
+  CHECK(s[1].get<"labels">().data()[0] == b.labels[3]);
+  CHECK(s[3].get<"labels">().data()[1] == b.labels[8]);
+  CHECK(s[3].get<"images">().extent(0) == 2);
+  CHECK(s[3].get<"images">()(1, 1, 2) == b.images(8, 1, 2));
+  const batch back = concatenate_shards(s);
+  CHECK(back.labels == b.labels);
+  CHECK(std::equal(back.images.data(), back.images.data() + back.images.size(), b.images.data()));
+
+  // Fewer rows than devices: one row each until they run out.
+  const auto two_rows = dk::shard(make_batch(2), four, 0, dk::uneven::ragged);
+  CHECK(two_rows.valid == std::vector<std::size_t>{1, 1, 0, 0});
+  CHECK(two_rows[1].get<"labels">().data()[0] == make_batch(2).labels[1]);
+  CHECK(two_rows[3].get<"labels">().empty());
+  // No rows at all.
+  const auto none = dk::shard(make_batch(0), four, 0, dk::uneven::ragged);
+  CHECK(none.valid == std::vector<std::size_t>{0, 0, 0, 0});
+  CHECK(none[0].get<"images">().extent(0) == 0);
+  CHECK(concatenate_shards(none).labels.empty());
+
+  // The mesh form splits the same way.
+  const auto by_mesh = dk::shard(b, dk::mesh(four), dk::partition_spec{"data"}, dk::uneven::ragged);
+  CHECK(by_mesh.valid == std::vector<std::size_t>{3, 2, 2, 2});
+}
+
+TEST_CASE("shard with rows per device given: any split summing to the batch", "[shard][split]") {
+  const std::vector<dk::device> three(3, dk::device::cpu());
+  const batch b = make_batch(9);
+  const auto s = dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 3});
+  CHECK(s.valid == std::vector<std::size_t>{1, 5, 3});
+  CHECK(s.policy == dk::uneven::ragged);
+  CHECK(s[0].get<"labels">().size() == 1);
+  CHECK(s[1].get<"labels">().data()[0] == b.labels[1]);
+  CHECK(s[1].get<"images">().extent(0) == 5);
+  CHECK(s[2].get<"images">()(0, 0, 0) == b.images(6, 0, 0));
+  CHECK(concatenate_shards(s).labels == b.labels);
+  // Empty shards are a split too.
+  CHECK(dk::shard(b, three, 0, std::vector<std::size_t>{0, 9, 0}).valid == std::vector<std::size_t>{0, 9, 0});
+
+  CHECK_THROWS_AS((void)dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 2}), dk::config_error);
+  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 2}),
+                    Catch::Matchers::Contains("the row counts 1, 5, 2 sum to 8 but the batch has 9 rows"));
+  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{4, 5}),
+                    Catch::Matchers::Contains("2 row count(s) given (4, 5) for 3 part(s)"));
+  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{}),
+                    Catch::Matchers::Contains("no row counts given for 3 device(s)"));
 }
 
 TEST_CASE("leaves that disagree on the batch size are named with their sizes", "[shard]") {
