@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/manager.hpp>
+#include <devicekit/place/copy.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
 #include <devicekit/tree/hana.hpp>
@@ -199,6 +200,71 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK_THROWS_WITH((void)dk::place(std::vector<float>{1.f}, dk::device::cuda(0), cpu_stream, res),
                     Catch::Matchers::Contains("the stream is on cpu:0 but the target device is cuda:0"));
   CHECK(res.allocations == 0);
+}
+
+TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating nothing", "[place][copy_into]") {
+  counting_resource res;
+  const dk::stream cpu_stream;
+  auto placed = dk::place(std::make_tuple(make_batch(3, 1), std::vector<double>{1.0, 2.0}), dk::device::cpu(), cpu_stream, res);
+  REQUIRE(res.allocations == 1);
+  const float* images_before = std::get<0>(placed).get<"images">().data();
+
+  const auto next = std::make_tuple(make_batch(3, 2), std::vector<double>{7.0, 8.0});
+  dk::copy(next, placed, cpu_stream);
+  CHECK(res.allocations == 1);  // written in place
+  CHECK(std::get<0>(placed).get<"images">().data() == images_before);
+  CHECK(dk::to_host(std::get<0>(placed)).labels == std::get<0>(next).labels);
+  CHECK(std::get<0>(placed).get<"images">()(2, 1, 2) == std::get<0>(next).images(2, 1, 2));
+  CHECK(std::get<0>(placed).get<"lr">() == 1.0);  // the scalar too (0.5 * seed 2)
+  CHECK(std::get<1>(placed).data()[1] == 8.0);
+
+  // A placed tree as the source; the stream-less form.
+  auto other = dk::place(std::make_tuple(make_batch(3, 3), std::vector<double>{5.0, 6.0}), dk::device::cpu(), cpu_stream, res);
+  dk::copy(other, placed);
+  CHECK(res.allocations == 2);  // only `other`
+  CHECK(std::get<0>(placed).get<"labels">().data()[0] == 300);
+  CHECK(std::get<1>(placed).data()[0] == 5.0);
+}
+
+TEST_CASE("copy refuses trees that do not match the destination, naming what differs", "[place][copy_into][mismatch]") {
+  const dk::stream cpu_stream;
+  auto placed = dk::place(std::make_tuple(make_batch(3), std::vector<std::vector<int>>{{1, 2}, {3}}), dk::device::cpu());
+  const auto before = dk::to_host(placed);
+
+  // Another structure: a vector node of another length.
+  const auto longer = std::make_tuple(make_batch(3), std::vector<std::vector<int>>{{1, 2}, {3}, {4}});
+  CHECK_THROWS_AS(dk::copy(longer, placed, cpu_stream), dk::tree_structure_error);
+  CHECK_THROWS_WITH(dk::copy(longer, placed, cpu_stream), Catch::Matchers::Contains("differ in structure"));
+  // Other leaf lengths, named by path; nothing is written.
+  const auto resized = std::make_tuple(make_batch(4), std::vector<std::vector<int>>{{1, 2}, {3, 4}});
+  CHECK_THROWS_AS(dk::copy(resized, placed, cpu_stream), dk::config_error);
+  CHECK_THROWS_WITH(dk::copy(resized, placed, cpu_stream),
+                    Catch::Matchers::Contains("leaf '[0].images' is 4 x 2 x 3 in the source but 3 x 2 x 3") ||
+                        Catch::Matchers::Contains("leaf '[0].images' has 24 element(s) in the source but 18"));
+  CHECK_THROWS_WITH(dk::copy(resized, placed, cpu_stream),
+                    Catch::Matchers::Contains("leaf '[0].labels' has 4 element(s) in the source but 3") &&
+                        Catch::Matchers::Contains("leaf '[1][1]' has 2 element(s) in the source but 1"));
+  CHECK(dk::to_host(std::get<1>(placed)) == std::get<1>(before));
+  CHECK(std::get<0>(placed).get<"lr">() == std::get<0>(before).lr);
+
+  // A destination on a GPU with a stream of another device (views of fake device memory: the
+  // check comes before any copy, so it runs without a GPU).
+  float dummy[4] = {};
+  auto on_gpu = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(1)));
+  try {
+    dk::copy(std::make_tuple(std::vector<float>(4, 1.f)), on_gpu, cpu_stream);
+    FAIL("copy accepted a stream of cpu:0 for a tree on cuda:1");
+  } catch (const dk::device_mismatch& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("the stream is on cpu:0 but the target device is cuda:1"));
+    CHECK(e.expected() == dk::device::cuda(1));
+    CHECK(e.actual() == dk::device::cpu());
+  }
+  CHECK(dummy[0] == 0.f);
+  // A destination whose leaves are on two devices.
+  auto split = std::make_tuple(dk::device_array<float>::view(dummy, 2, dk::device::cuda(0)),
+                               dk::device_array<float>::view(dummy + 2, 2, dk::device::cuda(1)));
+  CHECK_THROWS_AS(dk::copy(std::make_tuple(std::vector<float>(2), std::vector<float>(2)), split, cpu_stream),
+                  dk::device_mismatch);
 }
 
 TEST_CASE("placement opens NVTX ranges for place, shard, replicate and prefetch", "[place][nvtx]") {
