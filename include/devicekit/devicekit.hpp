@@ -34,6 +34,7 @@
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/place/copy.hpp>
+#include <devicekit/place/default_device.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>

@@ -20,6 +20,7 @@
 #include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/strategy.hpp>
+#include <devicekit/place/default_device.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
@@ -134,10 +135,12 @@ class device_manager {
   // before the manager, and only once no queued GPU work still reads them (synchronise the
   // stream that uses them first: the pool hands freed memory out again at once).
 
-  /// `tree` on the default device (or on `dev`), finished on return.
+  /// `tree` on the default device (or on `dev`), finished on return. The default device is that
+  /// of the innermost default_device_scope on this thread, else default_device().
   template <class T>
   [[nodiscard]] auto place(const T& tree) {
-    return devicekit::place(tree, state_.default_device, placement_memory(state_.default_device));
+    const device dev = placement_default("place");
+    return devicekit::place(tree, dev, placement_memory(dev));
   }
   template <class T>
   [[nodiscard]] auto place(const T& tree, device dev) {
@@ -213,13 +216,14 @@ class device_manager {
     }
   }
 
-  /// Trees of `source` placed on the default device up to `depth` ahead (see place/prefetch.hpp);
+  /// Trees of `source` placed on the default device (of a default_device_scope, as place(tree))
+  /// up to `depth` ahead (see place/prefetch.hpp);
   /// on a GPU, kernels on `consumer` (default: the legacy default stream) wait for each copy, and
   /// a tree's memory is reused only after `consumer` has passed the point where the loop moved on.
   template <class R>
   [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2, native_stream_handle consumer = nullptr) {
-    return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
-                               placement_memory(state_.default_device), consumer);
+    const device dev = placement_default("prefetch");
+    return devicekit::prefetch(std::forward<R>(source), dev, depth, placement_memory(dev), consumer);
   }
 
   [[nodiscard]] device_report report(cost_table costs = {}) const {
@@ -357,6 +361,22 @@ class device_manager {
   /// The pool placement on `d` allocates from (every cpu ordinal is the host).
   [[nodiscard]] device_memory& placement_memory(device d) { return memory(d.is_cpu() ? device::cpu() : d); }
 
+  /// Where placement without a device goes: the innermost default_device_scope's device (checked
+  /// to be one of this manager's), else the manager's default device.
+  [[nodiscard]] device placement_default(const char* operation) const {
+    const auto scoped = scoped_default_device();
+    if (!scoped) return state_.default_device;
+    try {
+      check_placement_device(*scoped);
+    } catch (const device_mismatch&) {
+      throw device_mismatch(std::string(operation) + ": the default_device_scope asks for " + scoped->str() +
+                                ", which is not one of this manager's devices (" + device_list() +
+                                "); scope one of them, or pass the device explicitly",
+                            std::nullopt, *scoped);
+    }
+    return *scoped;
+  }
+
   void check_placement_device(device dev) const {
     if (dev.is_cpu()) return;
     for (const auto& p : state_.caps.devices) {
@@ -456,6 +476,13 @@ inline default_manager_type& default_manager(settings config, bool force_reinit)
 
 [[nodiscard]] inline bool has_gpu() { return default_manager().has_gpu(); }
 [[nodiscard]] inline device default_device() { return default_manager().default_device(); }
+
+/// `tree` placed by the global manager on the default device: the innermost
+/// default_device_scope's on this thread, else default_device(). Finished on return.
+template <class T>
+[[nodiscard]] auto place(const T& tree) {
+  return default_manager().place(tree);
+}
 
 /// Prints the report of `dm` (text; `verbose` adds every device property).
 template <class D, class S, class Sc>

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -742,5 +743,68 @@ TEST_CASE("the manager's placement allocates from its pool, one block per tree",
     CHECK(mem.stats().active_blocks == before.active_blocks + shards.size());
   }
   CHECK(mem.stats().active_blocks == before.active_blocks);
+}
+
+// --- default_device_scope -------------------------------------------------------------------------
+
+TEST_CASE("default_device_scope sets where placement without a device goes, and nests", "[place][default_device]") {
+  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  const batch b = make_batch(2);
+  REQUIRE(dm.default_device() == dk::device::cpu());
+  CHECK_FALSE(dk::scoped_default_device().has_value());
+  CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(0));
+  {
+    dk::default_device_scope outer(dk::device::cpu(1));
+    CHECK(outer.get() == dk::device::cpu(1));
+    CHECK(dk::scoped_default_device() == dk::device::cpu(1));
+    CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(1));
+    CHECK(dk::device_of(dk::place(b)) == dk::device::cpu(1));  // the global manager's place(tree) too
+    {
+      dk::default_device_scope inner(dk::device::cpu(2));
+      CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(2));
+      CHECK(outer.get() == dk::device::cpu(1));
+      std::vector<batch> src{b};
+      for (auto& x : dm.prefetch(src)) CHECK(dk::device_of(x) == dk::device::cpu(2));
+    }
+    CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(1));  // the outer scope again
+    // An explicit device wins over the scope.
+    CHECK(dk::device_of(dm.place(b, dk::device::cpu(3))) == dk::device::cpu(3));
+  }
+  CHECK_FALSE(dk::scoped_default_device().has_value());
+  CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(0));
+}
+
+TEST_CASE("default_device_scope restores on exceptions and is per thread", "[place][default_device]") {
+  try {
+    dk::default_device_scope s(dk::device::cpu(4));
+    throw std::runtime_error("step failed");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK_FALSE(dk::scoped_default_device().has_value());
+
+  dk::default_device_scope mine(dk::device::cpu(1));
+  std::optional<dk::device> seen_by_other = dk::device::cuda(9);
+  std::optional<dk::device> other_scoped;
+  std::thread t([&] {
+    seen_by_other = dk::scoped_default_device();
+    dk::default_device_scope theirs(dk::device::cpu(5));
+    other_scoped = dk::scoped_default_device();
+  });
+  t.join();
+  CHECK_FALSE(seen_by_other.has_value());  // another thread does not see this thread's scope
+  CHECK(other_scoped == dk::device::cpu(5));
+  CHECK(dk::scoped_default_device() == dk::device::cpu(1));  // nor this one the other's
+
+  // A scoped device the manager does not have: device_mismatch naming the scope.
+  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::default_device_scope gpu(dk::device::cuda(7));
+  try {
+    (void)dm.place(make_batch(1));
+    FAIL("placed on a device the manager does not have");
+  } catch (const dk::device_mismatch& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("the default_device_scope asks for cuda:7") &&
+                             Catch::Matchers::Contains("not one of this manager's devices"));
+    CHECK(e.actual() == dk::device::cuda(7));
+  }
 }
 #endif  // DEVICEKIT_HAS_MDSPAN

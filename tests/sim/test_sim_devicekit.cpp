@@ -819,3 +819,17 @@ TEST_CASE("copy with a stream of another GPU names both devices", "[sim][multi][
   CHECK(e->actual() == last);
   CHECK(dk::to_host(placed) == ramp(16, 0.f));
 }
+
+TEST_CASE("default_device_scope sends placement without a device to the scoped GPU", "[sim][place][default_device]") {
+  const dk::device last = dk::device::cuda(sim::device_count() - 1);
+  dk::device_manager<dk::cuda_detector> dm{dk::settings{}};
+  REQUIRE(dm.default_device() == dk::device::cuda(0));
+  {
+    dk::default_device_scope scope(last);
+    const auto placed = dm.place(ramp(64, 3.f));
+    CHECK(dk::device_of(placed) == last);
+    CHECK(dk::to_host(placed) == ramp(64, 3.f));
+    CHECK(dk::device_of(dk::place(ramp(8, 0.f))) == last);
+  }
+  CHECK(dk::device_of(dm.place(ramp(8, 0.f))) == dk::device::cuda(0));
+}
