@@ -216,7 +216,7 @@ TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating n
   CHECK(std::get<0>(placed).get<"images">().data() == images_before);
   CHECK(dk::to_host(std::get<0>(placed)).labels == std::get<0>(next).labels);
   CHECK(std::get<0>(placed).get<"images">()(2, 1, 2) == std::get<0>(next).images(2, 1, 2));
-  CHECK(std::get<0>(placed).get<"lr">() == 1.0);  // the scalar too (0.5 * seed 2)
+  CHECK(std::get<0>(placed).get<"lr">() == 1.0);  // the scalar too (make_batch gives 0.5 * its second argument)
   CHECK(std::get<1>(placed).data()[1] == 8.0);
 
   // A placed tree as the source; the stream-less form.
