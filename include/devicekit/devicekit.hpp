@@ -33,9 +33,12 @@
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
+#include <devicekit/place/copy.hpp>
+#include <devicekit/place/default_device.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
+#include <devicekit/place/split.hpp>
 #include <devicekit/report/report.hpp>
 #include <devicekit/tree/tree.hpp>
 // Hana structs as tree nodes: host code only (Hana does not support nvcc).

@@ -20,6 +20,7 @@
 #include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/strategy.hpp>
+#include <devicekit/place/default_device.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
@@ -134,10 +135,12 @@ class device_manager {
   // before the manager, and only once no queued GPU work still reads them (synchronise the
   // stream that uses them first: the pool hands freed memory out again at once).
 
-  /// `tree` on the default device (or on `dev`), finished on return.
+  /// `tree` on the default device (or on `dev`), finished on return. The default device is that
+  /// of the innermost default_device_scope on this thread, else default_device().
   template <class T>
   [[nodiscard]] auto place(const T& tree) {
-    return devicekit::place(tree, state_.default_device, placement_memory(state_.default_device));
+    const device dev = placement_default("place");
+    return devicekit::place(tree, dev, placement_memory(dev));
   }
   template <class T>
   [[nodiscard]] auto place(const T& tree, device dev) {
@@ -164,8 +167,9 @@ class device_manager {
   /// tree per share, in plan order, as `per_device` (single_device: one; replicate: one per
   /// device) or, for schemes that split the batch, as `sharded` (shard_batch: one shard per
   /// device, its uneven policy applied). A custom scheme's plan is checked (validate_plan); its
-  /// row shares must be the ragged split of the batch over its devices, which is what
-  /// place/shard can make (config_error otherwise). The placed trees allocate from memory(dev).
+  /// row shares may split the batch any way (1, 5, 3 rows for a batch of 9) as long as they
+  /// cover it in order, share i starting where share i - 1 ends (config_error otherwise). The
+  /// placed trees allocate from memory(dev).
   template <class T>
   [[nodiscard]] auto distribute(const T& tree) {
     const tree_summary summary = summarize_tree(tree);
@@ -179,13 +183,30 @@ class device_manager {
     if constexpr (requires { Scheme::uneven; }) {
       return devicekit::shard(tree, devs, 0, to_place_policy(Scheme::uneven), placement_selector());
     } else if constexpr (requires { Scheme::splits_batch; }) {
-      // A custom scheme that declares row shares: only the split place/shard makes is possible.
-      if (whole || schemes::shard_batch::plan(summary, devs) != p) {
-        throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
-                           "' declares splits_batch, but its plan is not the ragged split of the batch over its "
-                           "devices, the only split place/shard makes");
+      // A custom scheme that declares row shares: placed as it plans them, rows in order.
+      std::vector<std::size_t> counts;
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < p.shares.size(); ++i) {
+        const auto& share = p.shares[i];
+        if (share.whole || share.begin != next || share.padding != 0) {
+          throw config_error("distribute: scheme '" + std::string(scheme_.name()) + "' declares splits_batch, but share " +
+                             std::to_string(i) + " (" + share.dev.str() + ") " +
+                             (share.whole ? std::string("is a whole copy")
+                              : share.padding != 0
+                                  ? "asks for " + std::to_string(share.padding) + " padding row(s)"
+                                  : "starts at row " + std::to_string(share.begin) + " instead of " + std::to_string(next)) +
+                             "; row shares must cover the batch in order without padding (use basic_shard_batch"
+                             "<uneven_batch::pad> for padding)");
+        }
+        counts.push_back(share.count);
+        next += share.count;
       }
-      return devicekit::shard(tree, devs, 0, uneven::ragged, placement_selector());
+      if (next != summary.batch) {
+        throw config_error("distribute: scheme '" + std::string(scheme_.name()) + "' gives row shares that sum to " +
+                           std::to_string(next) + " rows, but the batch has " + std::to_string(summary.batch) +
+                           "; the shares must cover every row once");
+      }
+      return devicekit::shard(tree, devs, 0, counts, placement_selector());
     } else {
       if (!whole) {
         throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
@@ -195,13 +216,14 @@ class device_manager {
     }
   }
 
-  /// Trees of `source` placed on the default device up to `depth` ahead (see place/prefetch.hpp);
+  /// Trees of `source` placed on the default device (of a default_device_scope, as place(tree))
+  /// up to `depth` ahead (see place/prefetch.hpp);
   /// on a GPU, kernels on `consumer` (default: the legacy default stream) wait for each copy, and
   /// a tree's memory is reused only after `consumer` has passed the point where the loop moved on.
   template <class R>
   [[nodiscard]] auto prefetch(R&& source, std::size_t depth = 2, native_stream_handle consumer = nullptr) {
-    return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
-                               placement_memory(state_.default_device), consumer);
+    const device dev = placement_default("prefetch");
+    return devicekit::prefetch(std::forward<R>(source), dev, depth, placement_memory(dev), consumer);
   }
   /// The same for kernels on `consumer`, which must be a stream of the default device.
   template <class R>
@@ -346,6 +368,22 @@ class device_manager {
   /// The pool placement on `d` allocates from (every cpu ordinal is the host).
   [[nodiscard]] device_memory& placement_memory(device d) { return memory(d.is_cpu() ? device::cpu() : d); }
 
+  /// Where placement without a device goes: the innermost default_device_scope's device (checked
+  /// to be one of this manager's), else the manager's default device.
+  [[nodiscard]] device placement_default(const char* operation) const {
+    const auto scoped = scoped_default_device();
+    if (!scoped) return state_.default_device;
+    try {
+      check_placement_device(*scoped);
+    } catch (const device_mismatch&) {
+      throw device_mismatch(std::string(operation) + ": the default_device_scope asks for " + scoped->str() +
+                                ", which is not one of this manager's devices (" + device_list() +
+                                "); scope one of them, or pass the device explicitly",
+                            std::nullopt, *scoped);
+    }
+    return *scoped;
+  }
+
   void check_placement_device(device dev) const {
     if (dev.is_cpu()) return;
     for (const auto& p : state_.caps.devices) {
@@ -445,6 +483,13 @@ inline default_manager_type& default_manager(settings config, bool force_reinit)
 
 [[nodiscard]] inline bool has_gpu() { return default_manager().has_gpu(); }
 [[nodiscard]] inline device default_device() { return default_manager().default_device(); }
+
+/// `tree` placed by the global manager on the default device: the innermost
+/// default_device_scope's on this thread, else default_device(). Finished on return.
+template <class T>
+[[nodiscard]] auto place(const T& tree) {
+  return default_manager().place(tree);
+}
 
 /// Prints the report of `dm` (text; `verbose` adds every device property).
 template <class D, class S, class Sc>

@@ -142,8 +142,8 @@ TEST_CASE("shard_batch: rows per device under each uneven policy", "[distribute]
     CHECK_THROWS_WITH(dk::schemes::basic_shard_batch<uneven_batch::error>::plan(t, four_gpus),
                       Catch::Contains("10 rows does not divide into 4 equal shards") && Catch::Contains("pad"));
     const auto ragged = dk::shard_batch::plan(t, four_gpus);
-    CHECK(rows(ragged) == std::vector<std::size_t>{3, 3, 3, 1});
-    CHECK(ragged.shares[3].begin == 9);
+    CHECK(rows(ragged) == std::vector<std::size_t>{3, 3, 2, 2});  // balanced, as numpy.array_split
+    CHECK(ragged.shares[3].begin == 8);
     CHECK(ragged.shares[3].padding == 0);
     const auto pad = dk::schemes::basic_shard_batch<uneven_batch::pad>::plan(t, four_gpus);
     CHECK(rows(pad) == std::vector<std::size_t>{3, 3, 3, 1});
@@ -155,6 +155,44 @@ TEST_CASE("shard_batch: rows per device under each uneven policy", "[distribute]
     CHECK(rows(p) == std::vector<std::size_t>{1, 1, 0, 0});
     CHECK(p.shares[3].begin == 2);
   }
+  SECTION("9 rows over 4 devices: 3, 2, 2, 2, no shard empty") {
+    const auto p = dk::shard_batch::plan({9, 1, 0}, four_gpus);
+    CHECK(rows(p) == std::vector<std::size_t>{3, 2, 2, 2});
+    std::vector<std::size_t> begins;
+    for (const auto& s : p.shares) begins.push_back(s.begin);
+    CHECK(begins == std::vector<std::size_t>{0, 3, 5, 7});
+    // The scatter counts of the collectives are the same split.
+    CHECK(dk::split_counts(9, 4) == rows(p));
+  }
+  SECTION("no rows: every shard empty") {
+    const auto p = dk::shard_batch::plan({0, 1, 0}, four_gpus);
+    CHECK(rows(p) == std::vector<std::size_t>{0, 0, 0, 0});
+    CHECK(p.shares[3].begin == 0);
+  }
+}
+
+TEST_CASE("balanced_rows: the split of numpy.array_split", "[distribute][scheme][split]") {
+  // Every (rows, parts) up to 12 x 6: consecutive, covering, sizes within one, larger ones first.
+  for (std::size_t rows = 0; rows <= 12; ++rows) {
+    for (std::size_t parts = 1; parts <= 6; ++parts) {
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < parts; ++i) {
+        const dk::row_range r = dk::balanced_rows(rows, parts, i);
+        CHECK(r.begin == next);
+        CHECK(r.count == rows / parts + (i < rows % parts ? 1 : 0));
+        if (rows >= parts) CHECK(r.count > 0);
+        next += r.count;
+      }
+      CHECK(next == rows);
+    }
+  }
+  CHECK_THROWS_WITH(dk::balanced_rows(5, 0, 0), Catch::Contains("zero parts"));
+  CHECK_THROWS_WITH(dk::balanced_rows(5, 2, 2), Catch::Contains("part 2 asked of a split into 2 parts"));
+  CHECK_THROWS_WITH(dk::check_row_counts(std::vector<std::size_t>{1, 5, 2}, 3, 9, "test"),
+                    Catch::Contains("the row counts 1, 5, 2 sum to 8 but the batch has 9 rows"));
+  CHECK_THROWS_WITH(dk::check_row_counts(std::vector<std::size_t>{4, 5}, 3, 9, "test"),
+                    Catch::Contains("2 row count(s) given (4, 5) for 3 part(s)"));
+  CHECK_NOTHROW(dk::check_row_counts(std::vector<std::size_t>{1, 5, 3}, 3, 9, "test"));
 }
 
 TEST_CASE("a plan's device assignment: one replica per share", "[distribute][scheme][assignment]") {
@@ -419,7 +457,9 @@ TEST_CASE("the manager plans with its scheme and reports the device assignment",
   REQUIRE(p.shares.size() == 3);
   CHECK(p.shares[0].dev == dk::device::cuda(1));
   CHECK(p.shares[0].count == 3);
-  CHECK(p.shares[2].count == 1);
+  CHECK(p.shares[1].count == 2);  // 7 rows over 3: 3, 2, 2
+  CHECK(p.shares[2].count == 2);
+  CHECK(p.shares[2].begin == 5);
   std::ostringstream os;
   dk::print_device_info(dm, os);
   CHECK_THAT(os.str(), Catch::Contains("Distribution: shard_batch") &&
@@ -530,4 +570,61 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
     const auto d = dm.distribute(b);
     CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(1)});
   }
+}
+
+namespace {
+/// A custom scheme with a row split of its own: 1, 5, 3 rows of a batch of 9 (say, devices of
+/// unequal speed), on cpu:0, cpu:1, cpu:0.
+struct one_five_three {
+  static constexpr bool splits_batch = true;
+  static constexpr std::string_view name() noexcept { return "one_five_three"; }
+  static dk::distribution_plan plan(const dk::tree_summary& t, std::span<const dk::device> devices) {
+    const std::size_t first = std::min<std::size_t>(1, t.batch);
+    const std::size_t second = std::min<std::size_t>(5, t.batch - first);
+    return {{{devices[0], false, 0, first, 0},
+             {devices[1], false, first, second, 0},
+             {devices[0], false, first + second, t.batch - first - second, 0}}};
+  }
+};
+/// A custom split that forgets rows: 2 + 2 of any batch.
+struct drops_rows {
+  static constexpr bool splits_batch = true;
+  static constexpr std::string_view name() noexcept { return "drops_rows"; }
+  static dk::distribution_plan plan(const dk::tree_summary& t, std::span<const dk::device> devices) {
+    const std::size_t n = std::min<std::size_t>(2, t.batch);
+    return {{{devices[0], false, 0, n, 0}, {devices[1], false, n, std::min<std::size_t>(2, t.batch - n), 0}}};
+  }
+};
+/// A custom split whose shares are out of order.
+struct swapped_rows {
+  static constexpr bool splits_batch = true;
+  static constexpr std::string_view name() noexcept { return "swapped_rows"; }
+  static dk::distribution_plan plan(const dk::tree_summary& t, std::span<const dk::device> devices) {
+    const std::size_t half = t.batch / 2;
+    return {{{devices[0], false, half, t.batch - half, 0}, {devices[1], false, 0, half, 0}}};
+  }
+};
+}  // namespace
+
+TEST_CASE("dm.distribute places a custom scheme's own row split", "[distribute][manager][split]") {
+  const batch b = make_batch(9);
+  dk::device_manager<dk::fixed_detector, dk::balanced, one_five_three> dm{dk::settings{},
+                                                                         dk::fixed_detector{two_cpus()}};
+  const auto d = dm.distribute(b);
+  REQUIRE(d.size() == 3);
+  CHECK(d.valid == std::vector<std::size_t>{1, 5, 3});
+  CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(0), dk::device::cpu(1), dk::device::cpu(0)});
+  CHECK(host_values(d[0].template get<"y">()) == std::vector<std::int32_t>{0});
+  CHECK(host_values(d[1].template get<"y">()) == std::vector<std::int32_t>{10, 20, 30, 40, 50});
+  CHECK(host_values(d[2].template get<"x">()) == std::vector<float>{6.5f, 7.5f, 8.5f});
+
+  dk::device_manager<dk::fixed_detector, dk::balanced, drops_rows> short_dm{dk::settings{},
+                                                                           dk::fixed_detector{two_cpus()}};
+  CHECK_THROWS_AS((void)short_dm.distribute(b), dk::config_error);
+  CHECK_THROWS_WITH((void)short_dm.distribute(b),
+                    Catch::Contains("'drops_rows'") && Catch::Contains("sum to 4 rows, but the batch has 9"));
+  dk::device_manager<dk::fixed_detector, dk::balanced, swapped_rows> swapped_dm{dk::settings{},
+                                                                               dk::fixed_detector{two_cpus()}};
+  CHECK_THROWS_WITH((void)swapped_dm.distribute(b),
+                    Catch::Contains("share 0 (cpu:0) starts at row 4 instead of 0") && Catch::Contains("in order"));
 }

@@ -4,17 +4,20 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/manager.hpp>
+#include <devicekit/place/copy.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
 #include <devicekit/tree/hana.hpp>
 
 #include <boost/hana/define_struct.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -200,6 +203,71 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK(res.allocations == 0);
 }
 
+TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating nothing", "[place][copy_into]") {
+  counting_resource res;
+  const dk::stream cpu_stream;
+  auto placed = dk::place(std::make_tuple(make_batch(3, 1), std::vector<double>{1.0, 2.0}), dk::device::cpu(), cpu_stream, res);
+  REQUIRE(res.allocations == 1);
+  const float* images_before = std::get<0>(placed).get<"images">().data();
+
+  const auto next = std::make_tuple(make_batch(3, 2), std::vector<double>{7.0, 8.0});
+  dk::copy(next, placed, cpu_stream);
+  CHECK(res.allocations == 1);  // written in place
+  CHECK(std::get<0>(placed).get<"images">().data() == images_before);
+  CHECK(dk::to_host(std::get<0>(placed)).labels == std::get<0>(next).labels);
+  CHECK(std::get<0>(placed).get<"images">()(2, 1, 2) == std::get<0>(next).images(2, 1, 2));
+  CHECK(std::get<0>(placed).get<"lr">() == 1.0);  // the scalar too (make_batch gives 0.5 * its second argument)
+  CHECK(std::get<1>(placed).data()[1] == 8.0);
+
+  // A placed tree as the source; the stream-less form.
+  auto other = dk::place(std::make_tuple(make_batch(3, 3), std::vector<double>{5.0, 6.0}), dk::device::cpu(), cpu_stream, res);
+  dk::copy(other, placed);
+  CHECK(res.allocations == 2);  // only `other`
+  CHECK(std::get<0>(placed).get<"labels">().data()[0] == 300);
+  CHECK(std::get<1>(placed).data()[0] == 5.0);
+}
+
+TEST_CASE("copy refuses trees that do not match the destination, naming what differs", "[place][copy_into][mismatch]") {
+  const dk::stream cpu_stream;
+  auto placed = dk::place(std::make_tuple(make_batch(3), std::vector<std::vector<int>>{{1, 2}, {3}}), dk::device::cpu());
+  const auto before = dk::to_host(placed);
+
+  // Another structure: a vector node of another length.
+  const auto longer = std::make_tuple(make_batch(3), std::vector<std::vector<int>>{{1, 2}, {3}, {4}});
+  CHECK_THROWS_AS(dk::copy(longer, placed, cpu_stream), dk::tree_structure_error);
+  CHECK_THROWS_WITH(dk::copy(longer, placed, cpu_stream), Catch::Matchers::Contains("differ in structure"));
+  // Other leaf lengths, named by path; nothing is written.
+  const auto resized = std::make_tuple(make_batch(4), std::vector<std::vector<int>>{{1, 2}, {3, 4}});
+  CHECK_THROWS_AS(dk::copy(resized, placed, cpu_stream), dk::config_error);
+  CHECK_THROWS_WITH(dk::copy(resized, placed, cpu_stream),
+                    Catch::Matchers::Contains("leaf '[0].images' is 4 x 2 x 3 in the source but 3 x 2 x 3") ||
+                        Catch::Matchers::Contains("leaf '[0].images' has 24 element(s) in the source but 18"));
+  CHECK_THROWS_WITH(dk::copy(resized, placed, cpu_stream),
+                    Catch::Matchers::Contains("leaf '[0].labels' has 4 element(s) in the source but 3") &&
+                        Catch::Matchers::Contains("leaf '[1][1]' has 2 element(s) in the source but 1"));
+  CHECK(dk::to_host(std::get<1>(placed)) == std::get<1>(before));
+  CHECK(std::get<0>(placed).get<"lr">() == std::get<0>(before).lr);
+
+  // A destination on a GPU with a stream of another device (views of fake device memory: the
+  // check comes before any copy, so it runs without a GPU).
+  float dummy[4] = {};
+  auto on_gpu = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(1)));
+  try {
+    dk::copy(std::make_tuple(std::vector<float>(4, 1.f)), on_gpu, cpu_stream);
+    FAIL("copy accepted a stream of cpu:0 for a tree on cuda:1");
+  } catch (const dk::device_mismatch& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("the stream is on cpu:0 but the target device is cuda:1"));
+    CHECK(e.expected() == dk::device::cuda(1));
+    CHECK(e.actual() == dk::device::cpu());
+  }
+  CHECK(dummy[0] == 0.f);
+  // A destination whose leaves are on two devices.
+  auto split = std::make_tuple(dk::device_array<float>::view(dummy, 2, dk::device::cuda(0)),
+                               dk::device_array<float>::view(dummy + 2, 2, dk::device::cuda(1)));
+  CHECK_THROWS_AS(dk::copy(std::make_tuple(std::vector<float>(2), std::vector<float>(2)), split, cpu_stream),
+                  dk::device_mismatch);
+}
+
 TEST_CASE("placement opens NVTX ranges for place, shard, replicate and prefetch", "[place][nvtx]") {
   {
     std::lock_guard lock(range_mutex);
@@ -356,6 +424,82 @@ TEST_CASE("uneven batches: error (like JAX), pad (with the count), ragged (last 
     CHECK(even.pad == 0);
     CHECK(even.valid == std::vector<std::size_t>{2, 2, 2});
   }
+}
+
+/// The shards' rows put back together along axis 0 (the inverse of shard along axis 0).
+template <class Shards>
+batch concatenate_shards(const Shards& shards) {
+  std::size_t rows = 0;
+  for (auto v : shards.valid) rows += v;
+  batch out{images_t(images_t::extents_type(rows)), {}, 0.0};
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const auto host = dk::to_host(shards[i]);
+    const auto& labels = host.template get<"labels">();
+    const auto& images = host.template get<"images">();
+    REQUIRE(labels.size() == shards.valid[i]);
+    out.labels.insert(out.labels.end(), labels.begin(), labels.end());
+    std::copy(images.data(), images.data() + images.size(), out.images.data() + at * 6);
+    at += shards.valid[i];
+    out.lr = host.template get<"lr">();
+  }
+  return out;
+}
+
+TEST_CASE("ragged shards are balanced (numpy.array_split) and put back together give the batch",
+          "[shard][split]") {
+  const std::vector<dk::device> four(4, dk::device::cpu());
+  const batch b = make_batch(9);
+  const auto s = dk::shard(b, four, 0, dk::uneven::ragged);
+  CHECK(s.valid == std::vector<std::size_t>{3, 2, 2, 2});
+  CHECK(s.pad == 0);
+  // Shard 1 holds rows 3 and 4, shard 3 rows 7 and 8.
+  CHECK(s[1].get<"labels">().size() == 2);
+  CHECK(s[1].get<"labels">().data()[0] == b.labels[3]);
+  CHECK(s[3].get<"labels">().data()[1] == b.labels[8]);
+  CHECK(s[3].get<"images">().extent(0) == 2);
+  CHECK(s[3].get<"images">()(1, 1, 2) == b.images(8, 1, 2));
+  const batch back = concatenate_shards(s);
+  CHECK(back.labels == b.labels);
+  CHECK(std::equal(back.images.data(), back.images.data() + back.images.size(), b.images.data()));
+
+  // Fewer rows than devices: one row each until they run out.
+  const auto two_rows = dk::shard(make_batch(2), four, 0, dk::uneven::ragged);
+  CHECK(two_rows.valid == std::vector<std::size_t>{1, 1, 0, 0});
+  CHECK(two_rows[1].get<"labels">().data()[0] == make_batch(2).labels[1]);
+  CHECK(two_rows[3].get<"labels">().empty());
+  // No rows at all.
+  const auto none = dk::shard(make_batch(0), four, 0, dk::uneven::ragged);
+  CHECK(none.valid == std::vector<std::size_t>{0, 0, 0, 0});
+  CHECK(none[0].get<"images">().extent(0) == 0);
+  CHECK(concatenate_shards(none).labels.empty());
+
+  // The mesh form splits the same way.
+  const auto by_mesh = dk::shard(b, dk::mesh(four), dk::partition_spec{"data"}, dk::uneven::ragged);
+  CHECK(by_mesh.valid == std::vector<std::size_t>{3, 2, 2, 2});
+}
+
+TEST_CASE("shard with rows per device given: any split summing to the batch", "[shard][split]") {
+  const std::vector<dk::device> three(3, dk::device::cpu());
+  const batch b = make_batch(9);
+  const auto s = dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 3});
+  CHECK(s.valid == std::vector<std::size_t>{1, 5, 3});
+  CHECK(s.policy == dk::uneven::ragged);
+  CHECK(s[0].get<"labels">().size() == 1);
+  CHECK(s[1].get<"labels">().data()[0] == b.labels[1]);
+  CHECK(s[1].get<"images">().extent(0) == 5);
+  CHECK(s[2].get<"images">()(0, 0, 0) == b.images(6, 0, 0));
+  CHECK(concatenate_shards(s).labels == b.labels);
+  // Empty shards are a split too.
+  CHECK(dk::shard(b, three, 0, std::vector<std::size_t>{0, 9, 0}).valid == std::vector<std::size_t>{0, 9, 0});
+
+  CHECK_THROWS_AS((void)dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 2}), dk::config_error);
+  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 2}),
+                    Catch::Matchers::Contains("the row counts 1, 5, 2 sum to 8 but the batch has 9 rows"));
+  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{4, 5}),
+                    Catch::Matchers::Contains("2 row count(s) given (4, 5) for 3 part(s)"));
+  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{}),
+                    Catch::Matchers::Contains("no row counts given for 3 device(s)"));
 }
 
 TEST_CASE("leaves that disagree on the batch size are named with their sizes", "[shard]") {
@@ -599,5 +743,68 @@ TEST_CASE("the manager's placement allocates from its pool, one block per tree",
     CHECK(mem.stats().active_blocks == before.active_blocks + shards.size());
   }
   CHECK(mem.stats().active_blocks == before.active_blocks);
+}
+
+// --- default_device_scope -------------------------------------------------------------------------
+
+TEST_CASE("default_device_scope sets where placement without a device goes, and nests", "[place][default_device]") {
+  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  const batch b = make_batch(2);
+  REQUIRE(dm.default_device() == dk::device::cpu());
+  CHECK_FALSE(dk::scoped_default_device().has_value());
+  CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(0));
+  {
+    dk::default_device_scope outer(dk::device::cpu(1));
+    CHECK(outer.get() == dk::device::cpu(1));
+    CHECK(dk::scoped_default_device() == dk::device::cpu(1));
+    CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(1));
+    CHECK(dk::device_of(dk::place(b)) == dk::device::cpu(1));  // the global manager's place(tree) too
+    {
+      dk::default_device_scope inner(dk::device::cpu(2));
+      CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(2));
+      CHECK(outer.get() == dk::device::cpu(1));
+      std::vector<batch> src{b};
+      for (auto& x : dm.prefetch(src)) CHECK(dk::device_of(x) == dk::device::cpu(2));
+    }
+    CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(1));  // the outer scope again
+    // An explicit device wins over the scope.
+    CHECK(dk::device_of(dm.place(b, dk::device::cpu(3))) == dk::device::cpu(3));
+  }
+  CHECK_FALSE(dk::scoped_default_device().has_value());
+  CHECK(dk::device_of(dm.place(b)) == dk::device::cpu(0));
+}
+
+TEST_CASE("default_device_scope restores on exceptions and is per thread", "[place][default_device]") {
+  try {
+    dk::default_device_scope s(dk::device::cpu(4));
+    throw std::runtime_error("step failed");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK_FALSE(dk::scoped_default_device().has_value());
+
+  dk::default_device_scope mine(dk::device::cpu(1));
+  std::optional<dk::device> seen_by_other = dk::device::cuda(9);
+  std::optional<dk::device> other_scoped;
+  std::thread t([&] {
+    seen_by_other = dk::scoped_default_device();
+    dk::default_device_scope theirs(dk::device::cpu(5));
+    other_scoped = dk::scoped_default_device();
+  });
+  t.join();
+  CHECK_FALSE(seen_by_other.has_value());  // another thread does not see this thread's scope
+  CHECK(other_scoped == dk::device::cpu(5));
+  CHECK(dk::scoped_default_device() == dk::device::cpu(1));  // nor this one the other's
+
+  // A scoped device the manager does not have: device_mismatch naming the scope.
+  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::default_device_scope gpu(dk::device::cuda(7));
+  try {
+    (void)dm.place(make_batch(1));
+    FAIL("placed on a device the manager does not have");
+  } catch (const dk::device_mismatch& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("the default_device_scope asks for cuda:7") &&
+                             Catch::Matchers::Contains("not one of this manager's devices"));
+    CHECK(e.actual() == dk::device::cuda(7));
+  }
 }
 #endif  // DEVICEKIT_HAS_MDSPAN

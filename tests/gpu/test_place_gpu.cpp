@@ -166,7 +166,9 @@ TEST_CASE("replicate and shard over the GPUs present", "[shard][gpu]") {
   CHECK(last.get<"images">()(1, 2, 4) == b.images(9, 2, 4));
   CHECK(last.get<"images">()(3, 2, 4) == 0.f);
   const auto ragged = dk::shard(b, three, 0, dk::uneven::ragged);
-  CHECK(dk::to_host(ragged[2]).get<"labels">().size() == 2);
+  CHECK(ragged.valid == std::vector<std::size_t>{4, 3, 3});  // balanced, as numpy.array_split
+  CHECK(dk::to_host(ragged[2]).get<"labels">().size() == 3);
+  CHECK(dk::to_host(ragged[2]).get<"labels">()[0] == b.labels[7]);
 }
 
 TEST_CASE("prefetch to the GPU delivers every tree with a consumer stream waiting on events", "[prefetch][gpu]") {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <cstddef>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace dk = devicekit;
@@ -755,4 +756,80 @@ TEST_CASE("device_mismatch carries the devices as values on GPUs", "[sim][mismat
   CHECK(trees->expected() == dk::device::cuda(0));
   CHECK(trees->actual() == gpu);
   CHECK_THAT(trees->what(), Catch::Contains("tree 1 is on cuda:0") && Catch::Contains("tree 2 is on cuda:" + std::to_string(last)));
+}
+
+// copy(src, placed, stream): a training loop refills the buffers it placed once. The copy must
+// allocate nothing on the device (pool and simulator counters unchanged), return without waiting
+// for a busy stream (the pageable source is staged first), and land once the stream runs.
+TEST_CASE("copy into a placed tree allocates nothing and does not wait for the stream", "[sim][place][copy_into]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal()), small_pool()};
+  const dk::stream s(gpu);
+  auto placed = dk::place(std::make_tuple(ramp(4096, 0.f), ramp(100, 5.f), 1.5), gpu, s, pool);
+  s.synchronize();
+  const auto stats_before = pool.stats();
+  const std::size_t bytes_before = sim::device_bytes_in_use(gpu.ordinal());
+
+  const auto next = std::make_tuple(ramp(4096, 1000.f), ramp(100, -50.f), 2.5);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(s.native_handle(), gate::hold, &g) == cudaSuccess);
+  {
+    timed_call call([&] { dk::copy(next, placed, s); });
+    CHECK(call.finished_within(std::chrono::seconds(3)));
+    g.open = true;
+  }
+  s.synchronize();
+  CHECK(dk::to_host(std::get<0>(placed)) == std::get<0>(next));
+  CHECK(dk::to_host(std::get<1>(placed)) == std::get<1>(next));
+  CHECK(std::get<2>(placed) == 2.5);
+  const auto stats_after = pool.stats();
+  CHECK(stats_after.allocation_count == stats_before.allocation_count);
+  CHECK(stats_after.reserved_bytes == stats_before.reserved_bytes);
+  CHECK(sim::device_bytes_in_use(gpu.ordinal()) == bytes_before);
+
+  // A placed tree as the source: from the first GPU (a peer or staged copy with two or more),
+  // finished on return in the stream-less form.
+  const auto source = dk::place(std::make_tuple(ramp(4096, 7.f), ramp(100, 8.f), 3.5), dk::device::cuda(0));
+  dk::copy(source, placed);
+  CHECK(dk::to_host(std::get<0>(placed)) == ramp(4096, 7.f));
+  CHECK(dk::to_host(std::get<1>(placed)) == ramp(100, 8.f));
+  CHECK(pool.stats().allocation_count == stats_before.allocation_count);
+  CHECK(sim::violations().empty());
+}
+
+// The staged host copy writes the whole range its destinations span; a destination tree made of
+// some leaves of a placed block must not have the leaves between them overwritten.
+TEST_CASE("copy into leaves picked from a placed block leaves the others alone", "[sim][place][copy_into]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const auto block = dk::place(std::make_tuple(ramp(1000, 0.f), ramp(1000, 100.f), ramp(1000, 200.f)), gpu);
+  auto outer = std::make_tuple(std::get<0>(block), std::get<2>(block));  // skips the middle leaf
+  dk::copy(std::make_tuple(ramp(1000, -1.f), ramp(1000, -2.f)), outer);
+  CHECK(dk::to_host(std::get<0>(block)) == ramp(1000, -1.f));
+  CHECK(dk::to_host(std::get<1>(block)) == ramp(1000, 100.f));  // untouched
+  CHECK(dk::to_host(std::get<2>(block)) == ramp(1000, -2.f));
+}
+
+TEST_CASE("copy with a stream of another GPU names both devices", "[sim][multi][place][copy_into][mismatch]") {
+  const dk::device last = dk::device::cuda(sim::device_count() - 1);
+  auto placed = dk::place(ramp(16, 0.f), dk::device::cuda(0));
+  const dk::stream other(last);
+  const auto e = mismatch_of([&] { dk::copy(ramp(16, 1.f), placed, other); });
+  REQUIRE(e.has_value());
+  CHECK(e->expected() == dk::device::cuda(0));
+  CHECK(e->actual() == last);
+  CHECK(dk::to_host(placed) == ramp(16, 0.f));
+}
+
+TEST_CASE("default_device_scope sends placement without a device to the scoped GPU", "[sim][place][default_device]") {
+  const dk::device last = dk::device::cuda(sim::device_count() - 1);
+  dk::device_manager<dk::cuda_detector> dm{dk::settings{}};
+  REQUIRE(dm.default_device() == dk::device::cuda(0));
+  {
+    dk::default_device_scope scope(last);
+    const auto placed = dm.place(ramp(64, 3.f));
+    CHECK(dk::device_of(placed) == last);
+    CHECK(dk::to_host(placed) == ramp(64, 3.f));
+    CHECK(dk::device_of(dk::place(ramp(8, 0.f))) == last);
+  }
+  CHECK(dk::device_of(dm.place(ramp(8, 0.f))) == dk::device::cuda(0));
 }

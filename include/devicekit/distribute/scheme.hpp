@@ -11,6 +11,7 @@
 /// `shard_batch` are also available as `devicekit::single_device` and `devicekit::shard_batch`.
 #include <devicekit/core/device.hpp>
 #include <devicekit/distribute/assignment.hpp>
+#include <devicekit/place/split.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -73,7 +74,8 @@ namespace schemes {
 /// How shard_batch treats a batch that does not divide evenly over the devices.
 ///  - error:  refuse, like JAX ("the dimension size is 19, partitioned 4 times");
 ///  - pad:    every shard has ceil(batch / n) rows, the last ones padded (like flax);
-///  - ragged: ceil(batch / n) rows per shard, the last shard(s) smaller.
+///  - ragged: balanced shards, as numpy.array_split: sizes differ by at most one, the first
+///            batch % n shards one row larger (9 over 4: 3, 2, 2, 2; see place/split.hpp).
 enum class uneven_batch { error, pad, ragged };
 
 [[nodiscard]] constexpr std::string_view to_string(uneven_batch u) noexcept {
@@ -118,20 +120,29 @@ struct basic_shard_batch {
                          std::to_string(n) + " equal shards (uneven policy 'error'); use uneven_batch::pad or "
                          "uneven_batch::ragged, or a batch size that is a multiple of " + std::to_string(n));
     }
-    const std::size_t per = (batch + n - 1) / n;  // ceil: the size of every full shard
     distribution_plan p;
-    std::size_t begin = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t count = begin < batch ? std::min(per, batch - begin) : 0;
-      const std::size_t padding = Uneven == uneven_batch::pad ? per - count : 0;
-      p.shares.push_back({devices[i], false, begin, count, padding});
-      begin += count;
+    if constexpr (Uneven == uneven_batch::pad) {
+      // Padded shards all have ceil(batch / n) rows, so the real rows fill them in that size
+      // (flax's pad_shard_unpad): the last shards hold the padding.
+      const std::size_t per = (batch + n - 1) / n;
+      std::size_t begin = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t count = begin < batch ? std::min(per, batch - begin) : 0;
+        p.shares.push_back({devices[i], false, begin, count, per - count});
+        begin += count;
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const row_range r = balanced_rows(batch, n, i);
+        p.shares.push_back({devices[i], false, r.begin, r.count, 0});
+      }
     }
     return p;
   }
 };
 
-/// The default data-parallel scheme: ragged (the last shard smaller), which keeps every row.
+/// The default data-parallel scheme: ragged (balanced shards, sizes differing by at most one),
+/// which keeps every row.
 using shard_batch = basic_shard_batch<uneven_batch::ragged>;
 
 }  // namespace schemes

@@ -21,6 +21,7 @@
 /// An NCCL communicator that drives several local GPUs (init_all) takes one tree per local rank:
 /// `all_reduce(comm, one_per_device(trees))`.
 #include <devicekit/distribute/collectives.hpp>
+#include <devicekit/place/split.hpp>
 #include <devicekit/tree/tree.hpp>
 
 #include <concepts>
@@ -323,11 +324,11 @@ void all_reduce(Comm& comm, per_device<Tree>& trees, reduce_op op = reduce_op::s
 
 /// Balanced counts for scatter: `total` split over `parts`, the first `total % parts` parts one
 /// larger (10 over 4: 3, 3, 2, 2).
+/// The same split as shard's ragged policy and the shard_batch scheme (place/split.hpp), so a
+/// rank's scattered rows are the rows its shard would hold.
 [[nodiscard]] inline std::vector<std::size_t> split_counts(std::size_t total, std::size_t parts) {
   if (parts == 0) throw config_error("split_counts: zero parts");
-  std::vector<std::size_t> out(parts, total / parts);
-  for (std::size_t i = 0; i < total % parts; ++i) ++out[i];
-  return out;
+  return balanced_row_counts(total, parts);
 }
 
 }  // namespace devicekit

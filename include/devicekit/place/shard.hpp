@@ -7,6 +7,8 @@
 ///   shard(tree, devices, axis, uneven)         every array leaf split along `axis` (the batch
 ///                                              axis), one shard per device; all leaves must agree
 ///                                              on the batch size; scalars are copied to every shard
+///   shard(tree, devices, axis, row_counts)     the same with the rows per device given (any split
+///                                              summing to the batch, e.g. a custom scheme's plan)
 ///   shard(tree, mesh, partition_spec, uneven)  the mesh form (seed 001's distribute_batch): a 1-D
 ///                                              or 2-D device mesh with named axes; dimension d of
 ///                                              every leaf is split over the mesh axis the spec
@@ -17,8 +19,9 @@
 ///   error   refuse, like JAX ("axis 0 of size 19 cannot be split evenly over 4 devices")
 ///   pad     every shard gets ceil(n / parts) rows, the missing ones zero, like flax; the result
 ///           says how many rows were added (`pad`) and how many are real in each shard (`valid`)
-///   ragged  shards of ceil(n / parts) rows until the data runs out: the last ones are smaller
-///           (possibly empty)
+///   ragged  balanced shards, as numpy.array_split: sizes differ by at most one, the first
+///           n % parts shards one row larger (9 over 4: 3, 2, 2, 2); a shard is empty only when
+///           there are fewer rows than devices (place/split.hpp)
 ///
 /// Shards' leaves are `device_array<T>` (contiguous leaves) and `shaped_array<T, dextents, L>`
 /// (shaped leaves: the split extents become dynamic; layout_left stays, others become
@@ -26,6 +29,7 @@
 /// as they are; others are gathered on the host first. A tree on a device is brought to the host
 /// to be split.
 #include <devicekit/place/place.hpp>
+#include <devicekit/place/split.hpp>
 
 #include <algorithm>
 #include <array>
@@ -33,6 +37,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -172,10 +177,25 @@ struct part_range {
     const std::size_t per = n / parts;
     return {index * per, per, per};
   }
+  if (policy == uneven::ragged) {
+    const row_range r = balanced_rows(n, parts, index);
+    return {r.begin, r.count, r.count};
+  }
+  // pad: every part ceil(n / parts) rows, filled in order, so the padding is at the end (flax).
   const std::size_t per = (n + parts - 1) / parts;
   const std::size_t begin = std::min(n, index * per);
   const std::size_t valid = std::min(per, n - begin);
-  return {begin, valid, policy == uneven::pad ? per : valid};
+  return {begin, valid, per};
+}
+
+/// Part `index` of the batch axis: from `counts` (rows per part, checked by the caller) when
+/// given, else by `policy`.
+[[nodiscard]] inline part_range batch_part(std::size_t n, std::size_t parts, std::size_t index, uneven policy,
+                                           std::span<const std::size_t> counts) {
+  if (counts.empty()) return split_part(n, parts, index, policy);
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < index; ++i) begin += counts[i];
+  return {begin, counts[index], counts[index]};
 }
 
 [[nodiscard]] inline std::string uneven_message(std::string_view what, std::size_t axis, std::size_t n, std::size_t parts,
@@ -185,7 +205,7 @@ struct part_range {
          " cannot be split evenly over " + std::to_string(parts) + " devices (mesh axis '" + mesh_axis +
          "'): " + std::to_string(n) + " = " + std::to_string(parts) + " x " + std::to_string(n / parts) + " + " +
          std::to_string(n % parts) + "; use uneven::pad (adds " + std::to_string(per * parts - n) +
-         " zero row(s), like flax) or uneven::ragged (the last shard is smaller)";
+         " zero row(s), like flax) or uneven::ragged (shard sizes differ by at most one row)";
 }
 
 /// Calls the mapping with the indices held in an array.
@@ -355,7 +375,8 @@ template <class T, class R>
 
 template <class T, class F>
 [[nodiscard]] auto shard_host_tree(const T& tree, const mesh& m, const partition_spec& spec, uneven policy,
-                                   std::optional<std::size_t> strict_axis, F& resource_for) {
+                                   std::optional<std::size_t> strict_axis, F& resource_for,
+                                   std::span<const std::size_t> batch_counts = {}) {
   // Which mesh axis each leaf dimension is split over.
   std::vector<std::optional<std::size_t>> dim_axis(spec.size());
   std::optional<std::size_t> batch_dim;
@@ -406,8 +427,12 @@ template <class T, class F>
     if (!by_size.empty()) batch_size = by_size.begin()->first;
   }
 
+  if (!batch_counts.empty()) {
+    if (!batch_dim) throw config_error("shard: row counts were given, but " + spec.str() + " splits no dimension");
+    check_row_counts(batch_counts, m.axis_size(*dim_axis[*batch_dim]), batch_size, "shard");
+  }
   if (policy == uneven::error) {
-    if (batch_dim) {
+    if (batch_dim && batch_counts.empty()) {
       const std::size_t parts = m.axis_size(*dim_axis[*batch_dim]);
       if (batch_size % parts != 0) {
         throw config_error(uneven_message("", *batch_dim, batch_size, parts, m.axis_name(*dim_axis[*batch_dim])));
@@ -442,7 +467,10 @@ template <class T, class F>
           if (l.kind != leaf_kind::scalar) {
             for (std::size_t d = 0; d < l.shape.size(); ++d) {
               if (d < dim_axis.size() && dim_axis[d]) {
-                split.dims.push_back(split_part(l.shape[d], m.axis_size(*dim_axis[d]), coords[*dim_axis[d]], policy));
+                split.dims.push_back(d == batch_dim ? batch_part(l.shape[d], m.axis_size(*dim_axis[d]),
+                                                                 coords[*dim_axis[d]], policy, batch_counts)
+                                                    : split_part(l.shape[d], m.axis_size(*dim_axis[d]),
+                                                                 coords[*dim_axis[d]], policy));
               } else {
                 split.dims.push_back({0, l.shape[d], l.shape[d]});
               }
@@ -455,13 +483,14 @@ template <class T, class F>
     out.devices.push_back(dev);
     out.mesh_coords.push_back(coords);
     if (batch_dim) {
-      const auto part = split_part(batch_size, m.axis_size(*dim_axis[*batch_dim]), coords[*dim_axis[*batch_dim]], policy);
+      const auto part =
+          batch_part(batch_size, m.axis_size(*dim_axis[*batch_dim]), coords[*dim_axis[*batch_dim]], policy, batch_counts);
       out.valid.push_back(part.valid);
     } else {
       out.valid.push_back(0);
     }
   }
-  if (batch_dim && policy == uneven::pad && batch_size % m.axis_size(*dim_axis[*batch_dim]) != 0) {
+  if (batch_dim && batch_counts.empty() && policy == uneven::pad && batch_size % m.axis_size(*dim_axis[*batch_dim]) != 0) {
     const std::size_t parts = m.axis_size(*dim_axis[*batch_dim]);
     out.pad = (batch_size + parts - 1) / parts * parts - batch_size;
   }
@@ -471,18 +500,19 @@ template <class T, class F>
 
 template <class T, class F>
 [[nodiscard]] auto shard_tree(const T& tree, const mesh& m, const partition_spec& spec, uneven policy,
-                              std::optional<std::size_t> strict_axis, F& resource_for) {
+                              std::optional<std::size_t> strict_axis, F& resource_for,
+                              std::span<const std::size_t> batch_counts = {}) {
   static_assert(require_tree<T>(), "shard(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.shard");
   const auto src = source_device(tree, "shard");
   if (src) {
     // Split on the host: bring the tree down first.
-    auto out = shard_host_tree(to_host(tree), m, spec, policy, strict_axis, resource_for);
+    auto out = shard_host_tree(to_host(tree), m, spec, policy, strict_axis, resource_for, batch_counts);
     using direct = decltype(shard_host_tree(tree, m, spec, policy, strict_axis, resource_for));
     static_assert(std::is_same_v<direct, decltype(out)>, "shard: a device tree and its host copy shard differently");
     return out;
   }
-  return shard_host_tree(tree, m, spec, policy, strict_axis, resource_for);
+  return shard_host_tree(tree, m, spec, policy, strict_axis, resource_for, batch_counts);
 }
 
 }  // namespace detail
@@ -528,6 +558,30 @@ template <class T>
 [[nodiscard]] auto shard(const T& tree, const std::vector<device>& devices, std::size_t axis = 0,
                          uneven policy = uneven::error) {
   return shard(tree, devices, axis, policy, detail::default_resource_selector{});
+}
+
+/// Splits along `axis` with the rows per device given: device i gets the next `row_counts[i]`
+/// rows (any split, e.g. 1, 5, 3 for a batch of 9; empty shards allowed). config_error unless
+/// there is one count per device and they sum to the batch. The result's `valid` holds the
+/// counts and its policy is uneven::ragged (no padding). Finished on return.
+template <class T, class F>
+  requires detail::resource_selector<F>
+[[nodiscard]] auto shard(const T& tree, const std::vector<device>& devices, std::size_t axis,
+                         const std::vector<std::size_t>& row_counts, F&& resource_for) {
+  if (row_counts.empty() && !devices.empty()) {
+    throw config_error("shard: no row counts given for " + std::to_string(devices.size()) +
+                       " device(s); give one count per device");
+  }
+  std::vector<std::optional<std::string>> dims(axis + 1);
+  dims[axis] = "batch";
+  return detail::shard_tree(tree, mesh(devices, "batch"), partition_spec(std::move(dims)), uneven::ragged, axis,
+                            resource_for, std::span<const std::size_t>(row_counts));
+}
+
+template <class T>
+[[nodiscard]] auto shard(const T& tree, const std::vector<device>& devices, std::size_t axis,
+                         const std::vector<std::size_t>& row_counts) {
+  return shard(tree, devices, axis, row_counts, detail::default_resource_selector{});
 }
 
 /// The mesh form: dimension d of every array leaf is split over the mesh axis `spec` names at d

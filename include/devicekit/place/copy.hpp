@@ -1,0 +1,190 @@
+#pragma once
+/// \file
+/// Copying a tree into a tree that is already placed, the way a training loop refills its
+/// buffers every step instead of allocating new ones (torch.Tensor.copy_(non_blocking=True),
+/// jax's donated buffers):
+///
+///   copy(src, dst, stream)   writes src's leaves into dst's, queued on `stream` (a stream of
+///                            dst's device); nothing is allocated on the device
+///   copy(src, dst)           the same on an internal stream, finished on return
+///
+/// `src` is a host tree or a placed tree (any device) of the same structure as `dst`, with the
+/// same element type and element count in every array leaf (and the same shape where both are
+/// shaped). Scalar leaves of dst are assigned. The copies go through placement's copy engine
+/// (place/detail/copy.hpp): host leaves through pinned staging, one transfer per run of
+/// adjacent destination leaves; device leaves by device-to-device or peer copies.
+#include <devicekit/place/place.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace devicekit {
+
+namespace detail {
+
+/// Host items toward one cuda device, split into runs whose destinations follow each other
+/// with at most placement's alignment padding between them and lie in one allocation (same
+/// owner). The staged transfer (copy_staged_host_items_to_device) writes the whole range its
+/// items span, gaps included: harmless inside a block place laid out (its gaps are padding),
+/// wrong for a destination tree whose leaves come from different allocations, or from one
+/// allocation with other live data between them.
+struct owned_item {
+  copy_item item;
+  const void* dst_owner = nullptr;
+};
+
+[[nodiscard]] inline std::vector<std::vector<copy_item>> adjacent_runs(std::vector<owned_item> items) {
+  std::sort(items.begin(), items.end(), [](const owned_item& a, const owned_item& b) { return a.item.dst < b.item.dst; });
+  std::vector<std::vector<copy_item>> runs;
+  const owned_item* prev = nullptr;
+  for (const auto& it : items) {
+    if (it.item.bytes == 0) continue;
+    const bool joins = prev != nullptr && it.dst_owner != nullptr && it.dst_owner == prev->dst_owner &&
+                       it.item.dst >= prev->item.dst + prev->item.bytes &&
+                       it.item.dst - (prev->item.dst + prev->item.bytes) < static_cast<std::ptrdiff_t>(placement_alignment);
+    if (!joins) runs.emplace_back();
+    runs.back().push_back(it.item);
+    prev = &it;
+  }
+  return runs;
+}
+
+template <class S, class D>
+void check_copy_leaf(const tree_path& path, const S& src, const D& dst, std::vector<std::string>& problems) {
+  using st = leaf_traits<S>;
+  using dt = leaf_traits<D>;
+  static_assert((st::kind == leaf_kind::scalar) == (dt::kind == leaf_kind::scalar),
+                "copy(src, dst): a scalar leaf of one tree faces an array leaf of the other");
+  if constexpr (st::kind != leaf_kind::scalar) {
+    static_assert(std::is_same_v<std::remove_cv_t<typename st::element_type>, std::remove_cv_t<typename dt::element_type>>,
+                  "copy(src, dst): leaves at the same position must have the same element type");
+    const std::string where = path.display();
+    const leaf_info s = describe_leaf(src);
+    const leaf_info d = describe_leaf(dst);
+    if (s.size != d.size) {
+      problems.push_back("leaf '" + where + "' has " + std::to_string(s.size) + " element(s) in the source but " +
+                         std::to_string(d.size) + " in the destination");
+    } else if (st::kind == leaf_kind::shaped && dt::kind == leaf_kind::shaped && s.shape != d.shape) {
+      const auto dims = [](const std::vector<std::size_t>& shape) {
+        std::string out;
+        for (const auto e : shape) out += (out.empty() ? "" : " x ") + std::to_string(e);
+        return out;
+      };
+      problems.push_back("leaf '" + where + "' is " + dims(s.shape) + " in the source but " + dims(d.shape) +
+                         " in the destination");
+    }
+    if constexpr (st::kind == leaf_kind::shaped && dt::kind == leaf_kind::shaped) {
+      using sl = typename std::remove_cvref_t<decltype(src.mapping())>::layout_type;
+      using dl = typename std::remove_cvref_t<decltype(dst.mapping())>::layout_type;
+      static_assert(std::is_same_v<sl, dl>,
+                    "copy(src, dst): shaped leaves at the same position must have the same layout (bytes are copied "
+                    "as they lie)");
+    }
+  }
+}
+
+/// copy's body: checks, then the copies on `s` (cuda dst) or inline (cpu dst).
+template <class Src, class Dst>
+void copy_into(const Src& src, Dst& dst, const stream& s) {
+  static_assert(require_tree<Src>(), "copy(src, dst, ...): src must be a tree (see devicekit/tree/tree.hpp)");
+  static_assert(require_tree<Dst>(), "copy(src, dst, ...): dst must be a tree (see devicekit/tree/tree.hpp)");
+  scoped_range range("devicekit.copy");
+  if (!same_structure(src, dst)) {
+    throw tree_structure_error("copy: the source tree " + structure(src).str() + " and the destination " +
+                               structure(dst).str() + " differ in structure; copy needs a destination placed from a "
+                               "tree like the source (place(src, device) makes one)");
+  }
+  (void)source_device(src, "copy");
+  const std::optional<device> target = device_of(dst);  // device_mismatch when dst's leaves disagree
+  std::vector<std::string> problems;
+  for_each_leaf_with_path([&](const tree_path& path, const auto& from, const auto& to) { check_copy_leaf(path, from, to, problems); },
+                          src, dst);
+  if (!problems.empty()) {
+    std::string msg = "copy: the trees' leaves do not match: ";
+    for (std::size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
+    throw config_error(msg + " (copy writes into the destination as it is; place a new tree for other sizes)");
+  }
+  const device dev = target.value_or(s.get_device());
+  if (target) check_stream(s, dev, "copy");
+
+  // Scalars are values in the placed tree: assigned here, on the host.
+  std::vector<copy_item> on_device;
+  std::vector<owned_item> on_host;
+  for_each_leaf(
+      [&](const auto& from, auto& to) {
+        using S = std::remove_cvref_t<decltype(from)>;
+        if constexpr (is_scalar_leaf_v<S>) {
+          to = from;
+        } else {
+          using traits = leaf_traits<S>;
+          copy_item it{reinterpret_cast<const std::byte*>(traits::data(from)), traits::device(from), nullptr,
+                       mutable_bytes(to), traits::size(from) * sizeof(typename traits::element_type)};
+          // Device sources are copied leaf by leaf (no owner: coalesce would copy the gaps between
+          // leaves of one source allocation, which need not be gaps in the destination).
+          if (it.src_device.is_cpu()) {
+            on_host.push_back({it, owner_of(to)});
+          } else {
+            on_device.push_back(it);
+          }
+        }
+      },
+      src, dst);
+  if (!target) return;  // no array leaf: only scalars
+
+  if (dev.is_cpu()) {
+    std::vector<copy_item> items = std::move(on_device);
+    for (const auto& it : on_host) items.push_back(it.item);
+    copy_items(items, dev, s.native_handle());
+    return;
+  }
+#if DEVICEKIT_HAS_CUDA
+  {
+    scoped_device on(dev.ordinal());
+    for (const auto& run : adjacent_runs(std::move(on_host))) copy_host_items_to_device(run, s.native_handle());
+  }
+  copy_items(on_device, dev, s.native_handle());
+#else
+  throw config_error("copy: cannot copy to " + dev.str() + ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+#endif
+}
+
+}  // namespace detail
+
+/// Writes `src` into the placed tree `dst` (same structure, same element types and counts),
+/// queued on `s`, a stream of dst's device; no device memory is allocated. Returns without
+/// waiting for `s`. Lifetimes, as with place(tree, device, stream):
+///  - host leaves in pageable memory are packed into pinned staging before this returns: the
+///    source may then be changed or freed (the host waits only when more than 256 MiB of staging
+///    is still queued);
+///  - host leaves of 1 MiB or more already in pinned memory, and device leaves, are read by the
+///    copy engine when `s` gets there: keep them alive and unchanged until then;
+///  - dst must stay alive until `s` has passed the copy, and work on other streams that reads or
+///    writes dst must be ordered around it (an event, or synchronize `s`).
+/// Errors: tree_structure_error when the structures differ; config_error naming each leaf whose
+/// element count (or shape) differs; device_mismatch (expected: dst's device, actual: the
+/// stream's) for a stream of another device, and when dst's or src's leaves are on several
+/// devices. Leaves that differ in element type, or a scalar facing an array, do not compile.
+template <class Src, class Dst>
+void copy(const Src& src, Dst& dst, const stream& s) {
+  detail::copy_into(src, dst, s);
+}
+
+/// copy on an internal stream of dst's device, finished on return.
+template <class Src, class Dst>
+void copy(const Src& src, Dst& dst) {
+#if DEVICEKIT_HAS_CUDA
+  if (const auto d = device_of(dst); d && d->is_cuda()) {
+    const stream& s = detail::placement_stream(*d);
+    detail::copy_into(src, dst, s);
+    detail::host_wait(s);
+    return;
+  }
+#endif
+  const stream inline_stream;
+  detail::copy_into(src, dst, inline_stream);
+}
+
+}  // namespace devicekit
