@@ -88,7 +88,7 @@ void check_copy_leaf(const tree_path& path, const S& src, const D& dst, std::vec
 
 /// copy's body: checks, then the copies on `s` (cuda dst) or inline (cpu dst).
 template <class Src, class Dst>
-void copy_into(const Src& src, Dst& dst, const stream& s) {
+void copy_into(const Src& src, Dst& dst, stream_ref s) {
   static_assert(require_tree<Src>(), "copy(src, dst, ...): src must be a tree (see devicekit/tree/tree.hpp)");
   static_assert(require_tree<Dst>(), "copy(src, dst, ...): dst must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.copy");
@@ -168,7 +168,7 @@ void copy_into(const Src& src, Dst& dst, const stream& s) {
 /// stream's) for a stream of another device, and when dst's or src's leaves are on several
 /// devices. Leaves that differ in element type, or a scalar facing an array, do not compile.
 template <class Src, class Dst>
-void copy(const Src& src, Dst& dst, const stream& s) {
+void copy(const Src& src, Dst& dst, stream_ref s) {
   detail::copy_into(src, dst, s);
 }
 
