@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Everything devicekit offers. Each facility header also stands alone.
+#include <devicekit/core/allocator_kind.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_ops.hpp>

@@ -149,3 +149,50 @@ TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[
   }
 }
 #endif
+
+TEST_CASE("allocator kinds and byte sizes parse, with messages that list what is allowed", "[core][settings][memory]") {
+  CHECK(dk::parse_allocator_kind("pool") == dk::allocator_kind::pool);
+  CHECK(dk::parse_allocator_kind("bfc") == dk::allocator_kind::pool);
+  CHECK(dk::parse_allocator_kind("async") == dk::allocator_kind::async);
+  CHECK(dk::parse_allocator_kind("cuda_async") == dk::allocator_kind::async);
+  CHECK(dk::parse_allocator_kind("platform") == dk::allocator_kind::platform);
+  CHECK(dk::to_string(dk::allocator_kind::async) == "async");
+  CHECK_THROWS_WITH(dk::parse_allocator_kind("arena", "DEVICEKIT_ALLOCATOR"),
+                    Catch::Contains("DEVICEKIT_ALLOCATOR='arena'") && Catch::Contains("pool") &&
+                        Catch::Contains("async") && Catch::Contains("platform"));
+
+  CHECK(dk::parse_byte_size("4096") == 4096u);
+  CHECK(dk::parse_byte_size("256MiB") == (256ull << 20));
+  CHECK(dk::parse_byte_size("2G") == (2ull << 30));
+  CHECK(dk::parse_byte_size("3KiB") == 3072u);
+  CHECK_THROWS_WITH(dk::parse_byte_size("12 apples", "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"),
+                    Catch::Contains("DEVICEKIT_COLLECTIVE_MEMORY_SIZE='12 apples'") && Catch::Contains("256MiB"));
+  CHECK_THROWS_AS(dk::parse_byte_size(""), dk::config_error);
+  CHECK_THROWS_AS(dk::parse_byte_size("-5"), dk::config_error);
+  CHECK_THROWS_AS(dk::parse_byte_size("99999999999999999999GiB"), dk::config_error);
+}
+
+TEST_CASE("settings read the allocator and the collective reserve from the environment", "[core][settings][memory]") {
+  {
+    const dk::settings plain = dk::settings{};
+    CHECK_FALSE(plain.has_allocator());
+    CHECK(plain.get_allocator() == dk::allocator_kind::pool);
+    CHECK(plain.get_collective_memory_size() == 0u);
+  }
+  {
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "platform");
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "64MiB");
+    const auto s = dk::settings::from_environment();
+    CHECK(s.has_allocator());
+    CHECK(s.get_allocator() == dk::allocator_kind::platform);
+    CHECK(s.get_collective_memory_size() == (64ull << 20));
+  }
+  {
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "bogus");
+    CHECK_THROWS_WITH(dk::settings::from_environment(), Catch::Contains("DEVICEKIT_ALLOCATOR='bogus'"));
+  }
+  {
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "lots");
+    CHECK_THROWS_WITH(dk::settings::from_environment(), Catch::Contains("DEVICEKIT_COLLECTIVE_MEMORY_SIZE='lots'"));
+  }
+}
