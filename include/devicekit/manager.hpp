@@ -13,6 +13,8 @@
 /// manager is cheap to construct and makes no CUDA call for memory until asked. A manager is
 /// move-only; destroying it (or re-initialising the global one) releases its pools, so memory
 /// from them must be freed first.
+#include <devicekit/core/device_list.hpp>
+#include <devicekit/core/topology.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
@@ -135,7 +137,20 @@ class device_manager {
     for (const auto& p : state_.caps.devices) {
       if (p.id == d) return p;
     }
-    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_list() + ")");
+    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_names() + ")");
+  }
+
+  /// This process's devices as a device_list (global ids, process index, local hardware ids,
+  /// device kinds) under process context `p` (default: the launcher's environment; one process
+  /// without one). Gather the lists of all processes with device_list::gather for the global one.
+  [[nodiscard]] devicekit::device_list local_device_list(const process_context& p = process_context::from_environment()) const {
+    std::vector<std::string> kinds;
+    for (const auto& d : state_.caps.devices) kinds.push_back(d.name);
+    return devicekit::device_list::local(devices(), p, kinds);
+  }
+  /// The topology of local_device_list(p): platform, platform version, devices.
+  [[nodiscard]] device_topology topology(const process_context& p = process_context::from_environment()) const {
+    return topology_for_devices(local_device_list(p));
   }
 
   // --- placement (place/): trees onto this manager's devices -----------------------------------
@@ -352,7 +367,7 @@ class device_manager {
       if (p.id == d) return p.total_memory_bytes;
     }
     if (d == device::cpu()) return state_.caps.host.total_memory_bytes;
-    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_list() +
+    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_names() +
                        ", and cpu:0 for host memory)");
   }
 
@@ -376,7 +391,7 @@ class device_manager {
     return out;
   }
 
-  [[nodiscard]] std::string device_list() const {
+  [[nodiscard]] std::string device_names() const {
     std::string s;
     for (const auto& p : state_.caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
     return s.empty() ? "none" : s;
@@ -403,7 +418,7 @@ class device_manager {
       if (p.id == dev) return;
     }
     throw device_mismatch(
-        "cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_list() + ")",
+        "cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_names() + ")",
         std::nullopt, dev);
   }
 

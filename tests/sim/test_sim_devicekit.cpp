@@ -833,3 +833,20 @@ TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim]
   CHECK(dm.memory_stats(gpu).bytes_in_use == before.bytes_in_use);
   CHECK(dm.live_buffers(gpu).size() == live_before);
 }
+
+TEST_CASE("the topology of the simulated GPUs names the CUDA platform and versions", "[sim][topology]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  const manager dm{dk::settings{}};
+  const auto topo = dm.topology(dk::process_context{});
+  CHECK(topo.platform == "cuda");
+  int driver = 0;
+  int runtime = 0;
+  REQUIRE(cudaDriverGetVersion(&driver) == cudaSuccess);
+  REQUIRE(cudaRuntimeGetVersion(&runtime) == cudaSuccess);
+  CHECK(topo.platform_version == "cuda driver " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
+                                     " runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10));
+  REQUIRE(topo.devices.size() == static_cast<std::size_t>(sim::device_count()));
+  CHECK(topo.devices[0].device_kind == dm.properties(dk::device::cuda(0)).name);
+  CHECK(topo.devices.is_fully_addressable());
+  CHECK(dk::device_topology::deserialize(topo.serialize()) == topo);
+}
