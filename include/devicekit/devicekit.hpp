@@ -1,14 +1,17 @@
 #pragma once
 /// \file
 /// Everything devicekit offers. Each facility header also stands alone.
+#include <devicekit/core/allocator_kind.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_list.hpp>
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/pool_access.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/core/topology.hpp>
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>

@@ -13,6 +13,8 @@
 /// manager is cheap to construct and makes no CUDA call for memory until asked. A manager is
 /// move-only; destroying it (or re-initialising the global one) releases its pools, so memory
 /// from them must be freed first.
+#include <devicekit/core/device_list.hpp>
+#include <devicekit/core/topology.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
@@ -93,7 +95,16 @@ class device_manager {
     normalize(state_.caps, config);
     state_.default_device = choose_default(state_.caps, config);
     state_.config = std::move(config);
+    for (const auto& p : state_.caps.devices) {
+      if (p.id.is_cuda()) (void)budget(p.id);  // a collective reserve larger than a GPU: config_error now
+    }
   }
+
+  /// A manager with a strategy chosen at run time (managers whose Strategy is dynamic_strategy,
+  /// such as the global one): settings and strategy from `cfg` (e.g. generative_model_preset).
+  explicit device_manager(const manager_config& cfg, Detector detector = Detector{}, Scheme scheme = Scheme{})
+    requires std::same_as<Strategy, dynamic_strategy>
+      : device_manager(cfg.config, std::move(detector), dynamic_strategy(cfg.strategy), std::move(scheme)) {}
 
   [[nodiscard]] const devicekit::capabilities& capabilities() const noexcept { return state_.caps; }
   [[nodiscard]] const settings& config() const noexcept { return state_.config; }
@@ -127,7 +138,20 @@ class device_manager {
     for (const auto& p : state_.caps.devices) {
       if (p.id == d) return p;
     }
-    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_list() + ")");
+    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_names() + ")");
+  }
+
+  /// This process's devices as a device_list (global ids, process index, local hardware ids,
+  /// device kinds) under process context `p` (default: the launcher's environment; one process
+  /// without one). Gather the lists of all processes with device_list::gather for the global one.
+  [[nodiscard]] devicekit::device_list local_device_list(const process_context& p = process_context::from_environment()) const {
+    std::vector<std::string> kinds;
+    for (const auto& d : state_.caps.devices) kinds.push_back(d.name);
+    return devicekit::device_list::local(devices(), p, kinds);
+  }
+  /// The topology of local_device_list(p): platform, platform version, devices.
+  [[nodiscard]] device_topology topology(const process_context& p = process_context::from_environment()) const {
+    return topology_for_devices(local_device_list(p));
   }
 
   // --- placement (place/): trees onto this manager's devices -----------------------------------
@@ -276,9 +300,16 @@ class device_manager {
   // --- memory -------------------------------------------------------------------------------------
   /// How the budget of `d` is reached: its total memory, the headroom, the strategy's fraction.
   /// `d` is one of devices() or cpu:0 (config_error otherwise).
+  /// On a GPU the budget is reduced by the settings' collective_memory_size (config_error when the
+  /// reserve exceeds the device's memory).
   [[nodiscard]] memory_budget budget(device d) const {
-    return budget_for(strategy_, d.kind(), total_memory(d));
+    const memory_budget b = budget_for(strategy_, d.kind(), total_memory(d));
+    if (!d.is_cuda()) return b;
+    return reserve_for_collectives(b, state_.config.get_collective_memory_size(), d.str());
   }
+
+  /// The allocator that serves this manager's GPUs (settings::set_allocator, DEVICEKIT_ALLOCATOR).
+  [[nodiscard]] allocator_kind allocator() const noexcept { return state_.config.get_allocator(); }
 
   /// The configuration the pool of `d` gets: max_size = the budget, initial_size = the
   /// strategy's start (if any), then the strategy's own configure_pool (if it has one).
@@ -288,13 +319,17 @@ class device_manager {
     c.budget = b;
     c.max_size = static_cast<std::size_t>(b.budget_bytes);
     c.initial_size = static_cast<std::size_t>(b.start_bytes);
+    // async / platform: every allocation goes to the driver, as jaxlib's cuda_async and platform
+    // allocators bypass its BFC pool; the budget still caps what is live.
+    c.release_on_free = d.is_cuda() && allocator() != allocator_kind::pool;
     if constexpr (detail::configures_pool<Strategy>) strategy_.configure_pool(c, b);
     return c;
   }
 
-  /// The caching pool of `d` (made on first use: host memory for cpu:0, a driver-pool-backed
-  /// cuda_device_resource for a GPU). Thread-safe. config_error for a device this manager does
-  /// not have.
+  /// The pool of `d` (made on first use: host memory for cpu:0; for a GPU by the allocator kind:
+  /// `pool` a caching pool over a driver pool of its own, `async` cudaMallocAsync per allocation
+  /// from the device's default pool, `platform` cudaMalloc per allocation, both without caching).
+  /// Thread-safe. config_error for a device this manager does not have.
   [[nodiscard]] device_memory& memory(device d) {
     (void)total_memory(d);  // validates d
     if (!state_.memory) state_.memory = std::make_unique<detail::memory_registry>();
@@ -310,7 +345,10 @@ class device_manager {
       // The driver pool keeps up to the budget when idle: its default threshold (0) would hand
       // memory back at every synchronisation.
       const std::uint64_t threshold = c.max_size.value_or(0);
-      pool = std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(d.ordinal(), threshold),
+      const auto mode = allocator() == allocator_kind::platform ? cuda_device_resource::mode::synchronous
+                        : allocator() == allocator_kind::async  ? cuda_device_resource::mode::device_default_pool
+                                                                : cuda_device_resource::mode::async_pool;
+      pool = std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(d.ordinal(), threshold, mode),
                                                                  std::move(c));
     }
     state_.memory->pools.emplace_back(d, std::move(pool));
@@ -328,13 +366,37 @@ class device_manager {
     return out;
   }
 
+  /// The memory of `d` in jaxlib's terms (Device.memory_stats()): this manager's pool of `d` and,
+  /// on a GPU, the process's default placement pool (what devicekit::place uses without a
+  /// resource), where they have been made; bytes_limit is budget(d). Makes no pool.
+  /// config_error for a device this manager does not have.
+  [[nodiscard]] device_memory_stats memory_stats(device d) const {
+    device_memory_stats out;
+    out.bytes_limit = budget(d).budget_bytes;  // validates d
+    for (const device_memory* m : pools_of(d)) out += m->stats();
+    return out;
+  }
+
+  /// The live allocations on `d` (jaxlib's live_buffers), from the same pools as
+  /// memory_stats(d), by address; each with its source location when the pool tracks.
+  [[nodiscard]] std::vector<allocation_record> live_buffers(device d) const {
+    (void)total_memory(d);
+    std::vector<allocation_record> out;
+    for (const device_memory* m : pools_of(d)) {
+      auto live = m->live_allocations();
+      out.insert(out.end(), live.begin(), live.end());
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ptr < b.ptr; });
+    return out;
+  }
+
  private:
   [[nodiscard]] std::uint64_t total_memory(device d) const {
     for (const auto& p : state_.caps.devices) {
       if (p.id == d) return p.total_memory_bytes;
     }
     if (d == device::cpu()) return state_.caps.host.total_memory_bytes;
-    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_list() +
+    throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_names() +
                        ", and cpu:0 for host memory)");
   }
 
@@ -347,7 +409,18 @@ class device_manager {
     return nullptr;
   }
 
-  [[nodiscard]] std::string device_list() const {
+  [[nodiscard]] std::vector<const device_memory*> pools_of(device d) const {
+    std::vector<const device_memory*> out;
+    if (const device_memory* m = find_memory(d)) out.push_back(m);
+#if DEVICEKIT_HAS_CUDA
+    if (d.is_cuda()) {
+      if (const device_memory* m = detail::find_default_device_pool(d.ordinal())) out.push_back(m);
+    }
+#endif
+    return out;
+  }
+
+  [[nodiscard]] std::string device_names() const {
     std::string s;
     for (const auto& p : state_.caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
     return s.empty() ? "none" : s;
@@ -390,7 +463,7 @@ class device_manager {
       if (p.id == dev) return;
     }
     throw device_mismatch(
-        "cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_list() + ")",
+        "cannot place on " + dev.str() + ": it is not one of this manager's devices (" + device_names() + ")",
         std::nullopt, dev);
   }
 
@@ -441,8 +514,9 @@ class device_manager {
   [[no_unique_address]] Scheme scheme_;
 };
 
-/// The type of the global manager: CUDA if there is a GPU, else the CPU; balanced memory.
-using default_manager_type = device_manager<>;
+/// The type of the global manager: CUDA if there is a GPU, else the CPU; its memory strategy is
+/// chosen at run time (balanced unless default_manager(..., strategy) says otherwise).
+using default_manager_type = device_manager<first_available<cuda_detector, cpu_detector>, dynamic_strategy>;
 
 namespace detail {
 struct global_manager {
@@ -465,21 +539,45 @@ inline default_manager_type& default_manager() {
   return *g.instance;
 }
 
-/// The process-wide manager under `config`. With `force_reinit` an existing manager is
-/// re-detected under the new settings in place (references to it stay valid); without it, an
-/// existing manager is returned unchanged. Re-initialising while other threads use the manager
-/// is a data race: do it at start-up. It also releases the manager's memory pools: free what
-/// was allocated from them first.
-inline default_manager_type& default_manager(settings config, bool force_reinit) {
+/// The process-wide manager under `config` and memory `strategy`. With `force_reinit` an
+/// existing manager is re-detected under the new settings and strategy in place (references to
+/// it stay valid); without it, an existing manager is returned unchanged. Re-initialising while
+/// other threads use the manager is a data race: do it at start-up. It also releases the
+/// manager's memory pools: free what was allocated from them first.
+inline default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy) {
   auto& g = detail::global();
   std::lock_guard lock(g.mutex);
   if (g.instance == nullptr) {
-    g.instance = new default_manager_type(std::move(config));
+    g.instance = new default_manager_type(std::move(config), {}, std::move(strategy));
   } else if (force_reinit) {
-    *g.instance = default_manager_type(std::move(config));
+    *g.instance = default_manager_type(std::move(config), {}, std::move(strategy));
   }
   return *g.instance;
 }
+/// The same with the balanced strategy (a re-initialisation goes back to it).
+inline default_manager_type& default_manager(settings config, bool force_reinit) {
+  return default_manager(std::move(config), force_reinit, dynamic_strategy{});
+}
+/// The same with settings and strategy from `cfg` (e.g. generative_model_preset().manager()).
+inline default_manager_type& default_manager(const manager_config& cfg, bool force_reinit) {
+  return default_manager(cfg.config, force_reinit, dynamic_strategy(cfg.strategy));
+}
+
+/// The memory of `d` on the global manager (see device_manager::memory_stats(device)).
+[[nodiscard]] inline device_memory_stats memory_stats(device d) { return default_manager().memory_stats(d); }
+/// The live allocations on `d` on the global manager (see device_manager::live_buffers).
+[[nodiscard]] inline std::vector<allocation_record> live_buffers(device d) { return default_manager().live_buffers(d); }
+
+/// The generative-model preset for the devices `dm` found: mixed precision in bf16 where every
+/// GPU has it, else fp16, else fp32 (the CPU).
+template <class D, class S, class Sc>
+[[nodiscard]] generative_preset generative_model_preset(const device_manager<D, S, Sc>& dm) {
+  generative_preset p = generative_model_preset(dm.capabilities());
+  p.config = dm.config();
+  return p;
+}
+/// The generative-model preset for the global manager's devices.
+[[nodiscard]] inline generative_preset generative_model_preset() { return generative_model_preset(default_manager()); }
 
 [[nodiscard]] inline bool has_gpu() { return default_manager().has_gpu(); }
 [[nodiscard]] inline device default_device() { return default_manager().default_device(); }

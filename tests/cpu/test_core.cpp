@@ -2,9 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_list.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/core/topology.hpp>
 #include <devicekit/detect/detectors.hpp>
 
 #include "test_support.hpp"
@@ -149,3 +151,147 @@ TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[
   }
 }
 #endif
+
+TEST_CASE("allocator kinds and byte sizes parse, with messages that list what is allowed", "[core][settings][memory]") {
+  CHECK(dk::parse_allocator_kind("pool") == dk::allocator_kind::pool);
+  CHECK(dk::parse_allocator_kind("bfc") == dk::allocator_kind::pool);
+  CHECK(dk::parse_allocator_kind("async") == dk::allocator_kind::async);
+  CHECK(dk::parse_allocator_kind("cuda_async") == dk::allocator_kind::async);
+  CHECK(dk::parse_allocator_kind("platform") == dk::allocator_kind::platform);
+  CHECK(dk::to_string(dk::allocator_kind::async) == "async");
+  CHECK_THROWS_WITH(dk::parse_allocator_kind("arena", "DEVICEKIT_ALLOCATOR"),
+                    Catch::Contains("DEVICEKIT_ALLOCATOR='arena'") && Catch::Contains("pool") &&
+                        Catch::Contains("async") && Catch::Contains("platform"));
+
+  CHECK(dk::parse_byte_size("4096") == 4096u);
+  CHECK(dk::parse_byte_size("256MiB") == (256ull << 20));
+  CHECK(dk::parse_byte_size("2G") == (2ull << 30));
+  CHECK(dk::parse_byte_size("3KiB") == 3072u);
+  CHECK_THROWS_WITH(dk::parse_byte_size("12 apples", "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"),
+                    Catch::Contains("DEVICEKIT_COLLECTIVE_MEMORY_SIZE='12 apples'") && Catch::Contains("256MiB"));
+  CHECK_THROWS_AS(dk::parse_byte_size(""), dk::config_error);
+  CHECK_THROWS_AS(dk::parse_byte_size("-5"), dk::config_error);
+  CHECK_THROWS_AS(dk::parse_byte_size("99999999999999999999GiB"), dk::config_error);
+}
+
+TEST_CASE("settings read the allocator and the collective reserve from the environment", "[core][settings][memory]") {
+  {
+    const dk::settings plain = dk::settings{};
+    CHECK_FALSE(plain.has_allocator());
+    CHECK(plain.get_allocator() == dk::allocator_kind::pool);
+    CHECK(plain.get_collective_memory_size() == 0u);
+  }
+  {
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "platform");
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "64MiB");
+    const auto s = dk::settings::from_environment();
+    CHECK(s.has_allocator());
+    CHECK(s.get_allocator() == dk::allocator_kind::platform);
+    CHECK(s.get_collective_memory_size() == (64ull << 20));
+  }
+  {
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "bogus");
+    CHECK_THROWS_WITH(dk::settings::from_environment(), Catch::Contains("DEVICEKIT_ALLOCATOR='bogus'"));
+  }
+  {
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "lots");
+    CHECK_THROWS_WITH(dk::settings::from_environment(), Catch::Contains("DEVICEKIT_COLLECTIVE_MEMORY_SIZE='lots'"));
+  }
+}
+
+TEST_CASE("the process context comes from the launcher, one process without one", "[core][device_list]") {
+  {
+    scoped_env a("OMPI_COMM_WORLD_RANK", nullptr), b("PMI_RANK", nullptr), c("MV2_COMM_WORLD_RANK", nullptr),
+        d("SLURM_PROCID", nullptr), e("RANK", nullptr);
+    const auto p = dk::process_context::from_environment();
+    CHECK(p.process_index == 0);
+    CHECK(p.process_count == 1);
+    CHECK(p.source.empty());
+  }
+  {
+    scoped_env rank("OMPI_COMM_WORLD_RANK", "2"), size("OMPI_COMM_WORLD_SIZE", "4");
+    const auto p = dk::process_context::from_environment();
+    CHECK(p.process_index == 2);
+    CHECK(p.process_count == 4);
+    CHECK(p.source == "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
+  }
+  {
+    scoped_env rank("OMPI_COMM_WORLD_RANK", "4"), size("OMPI_COMM_WORLD_SIZE", "4");
+    CHECK_THROWS_WITH(dk::process_context::from_environment(),
+                      Catch::Contains("process index 4 of 4") && Catch::Contains("OMPI_COMM_WORLD_RANK"));
+  }
+  {
+    scoped_env rank("OMPI_COMM_WORLD_RANK", "x"), size("OMPI_COMM_WORLD_SIZE", "4");
+    CHECK_THROWS_WITH(dk::process_context::from_environment(), Catch::Contains("OMPI_COMM_WORLD_RANK='x'"));
+  }
+}
+
+TEST_CASE("device lists: addressable devices, process indices, global lists", "[core][device_list]") {
+  const std::vector<dk::device> two{dk::device::cuda(0), dk::device::cuda(1)};
+  const auto single = dk::device_list::local(two, {}, {"NVIDIA H100 80GB HBM3"});
+  CHECK(single.size() == 2);
+  CHECK(single.is_fully_addressable());
+  CHECK(single.process_indices() == std::vector<int>{0});
+  CHECK(single[1].local_hardware_id == 1);
+  CHECK(single[0].device_kind == "NVIDIA H100 80GB HBM3");
+  CHECK(single[1].device_kind.empty());
+  CHECK(single.addressable_devices().size() == 2);
+
+  const auto rank0 = dk::device_list::local(two, dk::process_context::make(0, 2));
+  const auto rank1 = dk::device_list::local(two, dk::process_context::make(1, 2));
+  CHECK(rank1[0].id == 2);  // jaxlib's numbering: process 1's first device follows process 0's
+  CHECK(rank1[0].host_id == 1);
+  const auto global = dk::device_list::gather({rank1, rank0});  // seen from process 1
+  REQUIRE(global.size() == 4);
+  CHECK(global.current_process() == 1);
+  CHECK_FALSE(global.is_fully_addressable());
+  CHECK(global.process_indices() == std::vector<int>{0, 1});
+  const auto mine = global.local_devices();
+  REQUIRE(mine.size() == 2);
+  CHECK(mine[0].process_index == 1);
+  CHECK(mine[0].id == 2);
+  CHECK(global.by_id(3).local == dk::device::cuda(1));
+  CHECK(global.by_id(3).process_index == 1);
+  CHECK_THROWS_WITH(global.by_id(7), Catch::Contains("no device has global id 7"));
+
+  CHECK_THROWS_WITH(dk::device_list::gather({rank0}), Catch::Contains("no list from process 1 of 2"));
+  CHECK_THROWS_WITH(dk::device_list::gather({rank0, rank0}), Catch::Contains("two lists come from process 0"));
+  CHECK_THROWS_WITH(dk::device_list::gather({rank0, single}), Catch::Contains("disagree on the process count"));
+  std::vector<dk::process_device> dup(2);
+  dup[1].local = dk::device::cpu(1);
+  CHECK_THROWS_WITH((dk::device_list{dup, 0, 1}), Catch::Contains("global id 0 is used twice"));
+  dup[1].id = 1;
+  dup[1].process_index = 3;
+  CHECK_THROWS_WITH((dk::device_list{dup, 0, 1}), Catch::Contains("names process 3"));
+}
+
+TEST_CASE("a topology serializes to stable JSON and reads back", "[core][topology]") {
+  const auto host = dk::topology_for_devices(std::vector<dk::device>{dk::device::cpu()}, dk::process_context{});
+  CHECK(host.platform == "cpu");
+  CHECK(host.platform_version == "cpu");
+  CHECK(host.serialize() ==
+        "{\"platform\": \"cpu\", \"platform_version\": \"cpu\", \"process_index\": 0, \"process_count\": 1, "
+        "\"devices\": [{\"id\": 0, \"device\": \"cpu:0\", \"process_index\": 0, \"host_id\": 0, "
+        "\"local_hardware_id\": -1, \"device_kind\": \"\"}]}");
+  CHECK(dk::device_topology::deserialize(host.serialize()) == host);
+
+  dk::device_topology t;
+  t.platform = "cuda";
+  t.platform_version = "cuda driver 13.0 runtime 13.0";
+  t.devices = dk::device_list::gather(
+      {dk::device_list::local({dk::device::cuda(0)}, dk::process_context::make(0, 2), {"A \"quoted\" GPU"}),
+       dk::device_list::local({dk::device::cuda(0)}, dk::process_context::make(1, 2))});
+  const std::string text = t.serialize();
+  const auto back = dk::device_topology::deserialize(text);
+  CHECK(back == t);
+  CHECK(back.serialize() == text);
+  CHECK(back.devices[0].device_kind == "A \"quoted\" GPU");
+  CHECK(back.devices.process_indices() == std::vector<int>{0, 1});
+
+  CHECK_THROWS_WITH(dk::device_topology::deserialize("{\"platform\": 3}"),
+                    Catch::Contains("cannot parse device topology at character") && Catch::Contains("expected '\"'"));
+  CHECK_THROWS_WITH(dk::device_topology::deserialize("{\"colour\": \"red\"}"), Catch::Contains("not 'colour'"));
+  CHECK_THROWS_AS(dk::device_topology::deserialize(text + "x"), dk::config_error);
+  CHECK_THROWS_WITH(dk::topology_for_devices(dk::device_list::local({dk::device::cpu(), dk::device::cuda(0)})),
+                    Catch::Contains("mixes cpu and cuda"));
+}

@@ -104,6 +104,39 @@ TEST_CASE("the global manager is created once and re-initialised on request", "[
   dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
 }
 
+TEST_CASE("re-initialising the global manager can change its memory strategy", "[manager][global]") {
+  const auto cpu_only = dk::settings{}.set_prefer(dk::device_preference::cpu);
+  auto& dm = dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
+  CHECK(dm.memory_fraction() == 0.90);
+  const std::uint64_t total = dm.budget(dk::device::cpu()).total_bytes;
+  CHECK(dm.budget(dk::device::cpu()).budget_bytes == dk::budget_for(dk::aggressive{}, dk::device_kind::cpu, total).budget_bytes);
+  CHECK(dm.report().strategy.name == "aggressive");
+
+  // The same object, re-initialised: the budget follows the new strategy.
+  auto& again = dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::conservative{})});
+  CHECK(&again == &dm);
+  CHECK(dm.memory_fraction() == 0.60);
+  CHECK(dm.budget(dk::device::cpu()).budget_bytes == dk::budget_for(dk::conservative{}, dk::device_kind::cpu, total).budget_bytes);
+  CHECK(dm.memory(dk::device::cpu()).stats().max_size == dm.budget(dk::device::cpu()).budget_bytes);
+
+  // Without force_reinit nothing changes.
+  (void)dk::default_manager(cpu_only, false, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
+  CHECK(dm.memory_fraction() == 0.60);
+
+  // A manager_config (what generative_model_preset().manager() gives) re-initialises it too.
+  const dk::manager_config cfg{cpu_only, dk::describe_strategy(dk::runtime_fraction_range::parse("0.1-0.5"))};
+  dk::default_manager(cfg, true);
+  CHECK(dm.memory_fraction() == 0.5);
+  CHECK(dm.budget(dk::device::cpu()).start_fraction == 0.1);
+
+  // Settings alone go back to the balanced default.
+  dk::default_manager(cpu_only, true);
+  CHECK(dm.memory_fraction() == 0.75);
+  CHECK(dk::memory_stats(dk::device::cpu()) == dm.memory_stats(dk::device::cpu()));
+  CHECK(dk::live_buffers(dk::device::cpu()).empty());
+  dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
+}
+
 TEST_CASE("the text report shows what seed 000's print_device_info shows", "[report]") {
   simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
   std::ostringstream os;

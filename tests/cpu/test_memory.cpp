@@ -1006,3 +1006,143 @@ TEST_CASE("the report shows each device's budget basis and pool stats", "[memory
   CHECK(gm.at("pool").is_null());
   CHECK(g.at("host_memory").is_null());
 }
+
+TEST_CASE("a collective reserve shrinks each GPU's budget and must fit the device", "[memory][strategy][manager]") {
+  using gpu_manager = dk::device_manager<dk::fixed_detector, dk::balanced>;
+  const gpu_manager plain{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(2)}};
+  const gpu_manager reserved{dk::settings{}.set_collective_memory_size(1ull << 30),
+                             dk::fixed_detector{dk::testing::simulated_gpus(2)}};
+  const auto before = plain.budget(dk::device::cuda(1));
+  const auto after = reserved.budget(dk::device::cuda(1));
+  CHECK(before.collective_reserve_bytes == 0u);
+  CHECK(after.collective_reserve_bytes == (1ull << 30));
+  CHECK(after.budget_bytes == before.budget_bytes - (1ull << 30));
+  CHECK(reserved.pool_config_for(dk::device::cuda(1)).max_size == after.budget_bytes);
+  // The host's budget has no collectives to serve.
+  CHECK(reserved.budget(dk::device::cpu()).budget_bytes == plain.budget(dk::device::cpu()).budget_bytes);
+
+  CHECK_THROWS_WITH((gpu_manager{dk::settings{}.set_collective_memory_size(81ull << 30),
+                                 dk::fixed_detector{dk::testing::simulated_gpus(1)}}),
+                    Catch::Contains("collective_memory_size") && Catch::Contains("exceeds") &&
+                        Catch::Contains("cuda:0"));
+  // A reserve larger than the budget (but not the device) leaves nothing to allocate: a budget of 0.
+  CHECK(dk::reserve_for_collectives(before, 79ull << 30, "cuda:1").budget_bytes == 0u);
+}
+
+TEST_CASE("allocator kinds other than pool make uncached GPU pools; the host keeps its pool", "[memory][manager]") {
+  using gpu_manager = dk::device_manager<dk::fixed_detector, dk::balanced>;
+  const gpu_manager async{dk::settings{}.set_allocator(dk::allocator_kind::async),
+                          dk::fixed_detector{dk::testing::simulated_gpus(1)}};
+  CHECK(async.allocator() == dk::allocator_kind::async);
+  CHECK(async.pool_config_for(dk::device::cuda(0)).release_on_free);
+  CHECK_FALSE(async.pool_config_for(dk::device::cpu()).release_on_free);
+  const gpu_manager pool{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(1)}};
+  CHECK(pool.allocator() == dk::allocator_kind::pool);
+  CHECK_FALSE(pool.pool_config_for(dk::device::cuda(0)).release_on_free);
+}
+
+TEST_CASE("a pool that releases on free gives every allocation back upstream", "[memory][pool]") {
+  dk::pool_config c;
+  c.max_size = 64 * MiB;
+  c.release_on_free = true;
+  c.tracking = dk::tracking_mode::off;
+  dk::memory_pool<dk::host_resource> pool{dk::host_resource{}, c};
+  void* a = pool.allocate(1000);
+  void* b = pool.allocate(3 * MiB);
+  auto s = pool.stats();
+  CHECK(s.upstream_allocations == 2u);             // one each: no size-class slab, no growth step
+  CHECK(s.reserved_bytes == 1024 + 3 * MiB);       // each rounded to 256 bytes only
+  CHECK(s.largest_allocation_bytes == 3 * MiB);
+  pool.deallocate(a, 1000);
+  CHECK(pool.stats().reserved_bytes == 3 * MiB);
+  pool.deallocate(b, 3 * MiB);
+  s = pool.stats();
+  CHECK(s.reserved_bytes == 0u);
+  CHECK(s.upstream_frees == 2u);
+  CHECK(s.largest_allocation_bytes == 3 * MiB);  // a high-water mark: stays after the free
+  pool.check_consistency();
+}
+
+TEST_CASE("memory_stats(dev) has jaxlib's keys and follows allocations; live_buffers lists them",
+          "[memory][manager][stats]") {
+  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  const dk::device cpu = dk::device::cpu();
+  const auto empty = dm.memory_stats(cpu);  // no pool made yet, none made by asking
+  CHECK(empty.bytes_in_use == 0u);
+  CHECK(empty.num_allocs == 0u);
+  CHECK(empty.bytes_reserved == 0u);
+  CHECK(empty.bytes_limit == dm.budget(cpu).budget_bytes);
+  CHECK(dm.memory_stats().empty());
+
+  auto& pool = dm.memory(cpu);
+  void* small = pool.allocate(1000);
+  void* large = pool.allocate(5 * MiB);
+  auto s = dm.memory_stats(cpu);
+  CHECK(s.bytes_in_use == 1000 + 5 * MiB);
+  CHECK(s.peak_bytes_in_use == 1000 + 5 * MiB);
+  CHECK(s.num_allocs == 2u);
+  CHECK(s.largest_alloc_size == 5 * MiB);
+  CHECK(s.bytes_limit == dm.budget(cpu).budget_bytes);
+  CHECK(s.bytes_reserved == pool.stats().reserved_bytes);
+  CHECK(s.bytes_reserved >= s.bytes_in_use);
+  CHECK(s.largest_free_block_bytes == pool.stats().largest_free_block);
+
+  const auto live = dm.live_buffers(cpu);
+  REQUIRE(live.size() == 2);
+  std::vector<void*> ptrs{live[0].ptr, live[1].ptr};
+  CHECK(std::find(ptrs.begin(), ptrs.end(), small) != ptrs.end());
+  CHECK(std::find(ptrs.begin(), ptrs.end(), large) != ptrs.end());
+
+  pool.deallocate(large, 5 * MiB);
+  s = dm.memory_stats(cpu);
+  CHECK(s.bytes_in_use == 1000);
+  CHECK(s.peak_bytes_in_use == 1000 + 5 * MiB);
+  CHECK(dm.live_buffers(cpu).size() == 1);
+
+  const auto map = s.as_map();
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : map) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"bytes_in_use", "bytes_limit", "bytes_reserved", "largest_alloc_size",
+                                         "largest_free_block_bytes", "num_allocs", "peak_bytes_in_use"});
+  CHECK(map.at("bytes_in_use") == 1000);
+  CHECK(map.at("num_allocs") == 2);
+  CHECK_THAT(s.to_json(), Catch::StartsWith("{\"bytes_in_use\": 1000, \"bytes_limit\": ") && Catch::EndsWith("}"));
+  pool.deallocate(small, 1000);
+
+  CHECK_THROWS_WITH(dm.memory_stats(dk::device::cuda(3)), Catch::Contains("not one of this manager's devices"));
+  CHECK_THROWS_AS(dm.live_buffers(dk::device::cuda(3)), dk::config_error);
+}
+
+TEST_CASE("the generative preset follows the hardware and configures a manager", "[memory][strategy][manager]") {
+  auto gpus_with = [](int major, int minor) {
+    auto caps = dk::testing::simulated_gpus(2);
+    caps.cc = dk::compute_capability{major, minor};
+    caps.precision = dk::precision_for(*caps.cc);
+    for (auto& p : caps.devices) p.cc = *caps.cc;
+    return caps;
+  };
+  CHECK(dk::generative_model_preset(gpus_with(9, 0)).compute_dtype == "bf16");
+  CHECK(dk::generative_model_preset(gpus_with(8, 0)).compute_dtype == "bf16");
+  CHECK(dk::generative_model_preset(gpus_with(7, 0)).compute_dtype == "fp16");
+  const auto maxwell = dk::generative_model_preset(gpus_with(5, 2));
+  CHECK(maxwell.compute_dtype == "fp32");
+  CHECK_FALSE(maxwell.mixed_precision);
+
+  // From a manager: its devices decide, its settings travel with the preset.
+  using gpu_manager = dk::device_manager<dk::fixed_detector, dk::dynamic_strategy>;
+  const gpu_manager volta{dk::settings{}.set_collective_memory_size(1ull << 30), dk::fixed_detector{gpus_with(7, 0)}};
+  const auto preset = dk::generative_model_preset(volta);
+  CHECK(preset.compute_dtype == "fp16");
+  CHECK(preset.mixed_precision);
+  CHECK(preset.config.get_collective_memory_size() == (1ull << 30));
+
+  // The preset is a ready manager configuration.
+  auto cfg = preset.manager();
+  cfg.strategy = dk::describe_strategy(dk::aggressive{});
+  const gpu_manager made{cfg, dk::fixed_detector{gpus_with(7, 0)}};
+  CHECK(made.memory_fraction() == 0.90);
+  CHECK(made.budget(dk::device::cuda(0)).collective_reserve_bytes == (1ull << 30));
+  const gpu_manager from_preset{preset.manager(), dk::fixed_detector{gpus_with(7, 0)}};
+  CHECK(from_preset.memory_fraction() == 0.75);
+  CHECK(from_preset.report().strategy.name == "balanced");
+}

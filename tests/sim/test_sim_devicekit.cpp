@@ -833,3 +833,97 @@ TEST_CASE("default_device_scope sends placement without a device to the scoped G
   }
   CHECK(dk::device_of(dm.place(ramp(8, 0.f))) == dk::device::cuda(0));
 }
+
+// Issue 13: the allocator kind is chosen at run time, as jaxlib's GpuAllocatorConfig chooses it.
+// Each kind must reach the driver through its own API: one failure of that API, armed in the
+// simulator, is met by the pool's recovery ladder (alloc_retries), which shows the API was used.
+TEST_CASE("each allocator kind allocates through its CUDA API; only pool caches", "[sim][memory][allocator]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  constexpr std::size_t bytes = std::size_t{4} << 20;  // a whole growth step: no smaller retry inside grow
+  struct expectation {
+    dk::allocator_kind kind;
+    const char* api;
+    bool caches;
+  };
+  const expectation cases[] = {{dk::allocator_kind::pool, "cudaMallocFromPoolAsync", true},
+                               {dk::allocator_kind::async, "cudaMallocAsync", false},
+                               {dk::allocator_kind::platform, "cudaMalloc", false}};
+  for (const auto& e : cases) {
+    INFO("allocator " << dk::to_string(e.kind));
+    manager dm{dk::settings{}.set_allocator(e.kind)};
+    const dk::device gpu = dk::device::cuda(0);
+    dk::device_memory& m = dm.memory(gpu);
+    const std::size_t base = sim::device_bytes_in_use(0);
+    const auto stats_before = dm.memory_stats(gpu);  // other tests' placements count too
+    sim::fail_call(e.api, 1, cudaErrorMemoryAllocation);
+    void* p = m.allocate(bytes);
+    REQUIRE(p != nullptr);
+    CHECK(m.stats().alloc_retries == 1u);  // the armed failure hit this kind's API
+    CHECK(sim::device_bytes_in_use(0) >= base + bytes);
+    m.deallocate(p, bytes);
+    if (e.caches) {
+      CHECK(sim::device_bytes_in_use(0) >= base + bytes);  // kept for the next allocation
+    } else {
+      CHECK(m.stats().reserved_bytes == 0u);  // handed back to the driver at the free
+      // cudaMalloc memory goes back to the device; cudaFreeAsync memory to the device's default
+      // pool, which keeps it up to its release threshold (CUDA runtime API, cudaMemPoolAttrReleaseThreshold).
+      if (e.kind == dk::allocator_kind::platform) CHECK(sim::device_bytes_in_use(0) == base);
+    }
+    CHECK(dm.memory_stats(gpu).num_allocs == stats_before.num_allocs + 1);
+    CHECK(m.stats().largest_allocation_bytes == bytes);
+    CHECK(dm.memory_stats(gpu).largest_alloc_size >= bytes);
+  }
+}
+
+TEST_CASE("the collective reserve is kept out of what a GPU's pool may take", "[sim][memory][allocator]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  const dk::device gpu = dk::device::cuda(0);
+  manager plain{dk::settings{}};
+  const std::uint64_t total = plain.budget(gpu).total_bytes;
+  const std::uint64_t reserve = plain.budget(gpu).budget_bytes - (std::uint64_t{64} << 20);  // leaves 64 MiB
+  manager dm{dk::settings{}.set_collective_memory_size(reserve).set_allocator(dk::allocator_kind::platform)};
+  CHECK(dm.budget(gpu).budget_bytes == std::uint64_t{64} << 20);
+  CHECK(dm.memory_stats(gpu).bytes_limit == std::uint64_t{64} << 20);
+  dk::device_memory& m = dm.memory(gpu);
+  CHECK(m.stats().max_size == std::uint64_t{64} << 20);
+  void* p = m.allocate(std::size_t{48} << 20);
+  CHECK_THROWS_AS(m.allocate(std::size_t{32} << 20), dk::out_of_memory);  // would pass the reduced budget
+  m.deallocate(p, std::size_t{48} << 20);
+
+  CHECK_THROWS_WITH(manager{dk::settings{}.set_collective_memory_size(total + 1)},
+                    Catch::Contains("collective_memory_size") && Catch::Contains("cuda:0"));
+}
+
+TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim][memory][stats]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  manager dm{dk::settings{}};
+  const dk::device gpu = dk::device::cuda(0);
+  const auto before = dm.memory_stats(gpu);
+  const std::size_t live_before = dm.live_buffers(gpu).size();
+  {
+    const auto placed = dk::place(ramp(1 << 16, 0.0f), gpu);  // the process's default pool, not dm's
+    const auto during = dm.memory_stats(gpu);
+    CHECK(during.bytes_in_use >= before.bytes_in_use + (std::size_t{1} << 16) * sizeof(float));
+    CHECK(during.num_allocs > before.num_allocs);
+    CHECK(dm.live_buffers(gpu).size() == live_before + 1);
+  }
+  CHECK(dm.memory_stats(gpu).bytes_in_use == before.bytes_in_use);
+  CHECK(dm.live_buffers(gpu).size() == live_before);
+}
+
+TEST_CASE("the topology of the simulated GPUs names the CUDA platform and versions", "[sim][topology]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  const manager dm{dk::settings{}};
+  const auto topo = dm.topology(dk::process_context{});
+  CHECK(topo.platform == "cuda");
+  int driver = 0;
+  int runtime = 0;
+  REQUIRE(cudaDriverGetVersion(&driver) == cudaSuccess);
+  REQUIRE(cudaRuntimeGetVersion(&runtime) == cudaSuccess);
+  CHECK(topo.platform_version == "cuda driver " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
+                                     " runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10));
+  REQUIRE(topo.devices.size() == static_cast<std::size_t>(sim::device_count()));
+  CHECK(topo.devices[0].device_kind == dm.properties(dk::device::cuda(0)).name);
+  CHECK(topo.devices.is_fully_addressable());
+  CHECK(dk::device_topology::deserialize(topo.serialize()) == topo);
+}

@@ -7,10 +7,14 @@
 /// Environment variables read:
 ///   DEVICEKIT_PREFER   auto | cuda | cpu   (anything else: config_error listing these)
 ///   DEVICEKIT_DEVICE   the default device, e.g. cuda:1 or cpu
+///   DEVICEKIT_ALLOCATOR               pool | async | platform (see core/allocator_kind.hpp)
+///   DEVICEKIT_COLLECTIVE_MEMORY_SIZE  bytes of each GPU kept out of the budget for collectives
 ///   CUDA_VISIBLE_DEVICES is honoured by the CUDA runtime itself; devicekit reads it only to say
 ///   why it fell back ("set to an empty string" means: no GPU on purpose).
+#include <devicekit/core/allocator_kind.hpp>
 #include <devicekit/core/device.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -67,6 +71,7 @@ class settings {
         throw config_error(std::string("DEVICEKIT_DEVICE: ") + e.what());
       }
     }
+    s.read_memory_environment();
     return s;
   }
 
@@ -80,6 +85,17 @@ class settings {
   settings& set_device(device d) { device_ = d; return *this; }
   [[nodiscard]] bool has_device() const noexcept { return device_.has_value(); }
   [[nodiscard]] device get_device() const { return device_.value(); }
+
+  // --- GPU memory (the allocator and the collective reserve) ------------------------------------
+  /// Which allocator serves GPU memory (default: pool). jaxlib: XLA_PYTHON_CLIENT_ALLOCATOR.
+  settings& set_allocator(allocator_kind k) { allocator_ = k; return *this; }
+  [[nodiscard]] bool has_allocator() const noexcept { return allocator_.has_value(); }
+  [[nodiscard]] allocator_kind get_allocator() const noexcept { return allocator_.value_or(allocator_kind::pool); }
+  /// Bytes of each GPU left out of the memory budget for collectives (NCCL allocates its own
+  /// buffers, outside devicekit's pools), as jaxlib's GpuAllocatorConfig::collective_memory_size.
+  /// The manager rejects a reserve larger than a device (config_error). Default 0.
+  settings& set_collective_memory_size(std::uint64_t bytes) { collective_memory_size_ = bytes; return *this; }
+  [[nodiscard]] std::uint64_t get_collective_memory_size() const noexcept { return collective_memory_size_; }
 
   /// An environment variable to set before the first CUDA call (CUDA_DEVICE_ORDER,
   /// CUDA_MODULE_LOADING, ...). Variables the CUDA runtime reads at initialisation only take
@@ -105,6 +121,17 @@ class settings {
   std::optional<device_preference> prefer_;
   std::optional<device> device_;
   std::map<std::string, std::string> environment_;
+  std::optional<allocator_kind> allocator_;
+  std::uint64_t collective_memory_size_ = 0;
+
+  void read_memory_environment() {
+    if (auto a = detail::getenv_string("DEVICEKIT_ALLOCATOR"); a && !a->empty()) {
+      set_allocator(parse_allocator_kind(*a, "DEVICEKIT_ALLOCATOR"));
+    }
+    if (auto c = detail::getenv_string("DEVICEKIT_COLLECTIVE_MEMORY_SIZE"); c && !c->empty()) {
+      set_collective_memory_size(parse_byte_size(*c, "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"));
+    }
+  }
 };
 
 }  // namespace devicekit

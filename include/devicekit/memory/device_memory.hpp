@@ -95,6 +95,12 @@ struct pool_config {
   /// Requests up to this size use size classes; 0 disables them. At most 1 MiB.
   std::size_t small_size_limit = 16u << 10;
   tracking_mode tracking = tracking_mode::environment;
+  /// No caching: every allocation is an upstream allocation of its own (rounded to 256 bytes, no
+  /// size classes, no growth beyond the request) and goes back upstream when freed (a
+  /// stream-ordered free once its stream's event has completed, at the next call that looks).
+  /// The budget and the stats still apply. What the manager's `async` and `platform` allocator
+  /// kinds use, as jaxlib's cuda_async / platform allocators bypass its BFC pool.
+  bool release_on_free = false;
   /// Called (without the pool's lock) before out_of_memory is thrown; return true to retry once.
   std::function<bool(std::size_t bytes, const pool_stats&)> on_out_of_memory;
   /// Receives the leak report when a tracking pool is destroyed with live allocations
@@ -354,6 +360,14 @@ class device_memory {
     classes_.resize(static_cast<std::size_t>(class_count_));
     min_chunk_ = detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
     max_chunk_ = detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule);
+    if (config_.release_on_free) {
+      // Each allocation its own chunk, of exactly its (rounded) size: nothing is cached.
+      class_count_ = 0;
+      classes_.clear();
+      min_chunk_ = detail::pool_granule;
+      config_.growth_factor = 1.0;
+      config_.initial_size = 0;
+    }
   }
 
   /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
@@ -480,6 +494,7 @@ class device_memory {
     in_use_ += t.size;
     ++active_;
     ++alloc_count_;
+    largest_alloc_ = std::max(largest_alloc_, bytes);
     peak_allocated_ = std::max(peak_allocated_, allocated_);
     peak_active_ = std::max(peak_active_, active_);
     if (!profilers_.empty()) notify_profilers(event::allocate, bytes);
@@ -654,6 +669,10 @@ class device_memory {
     allocated_ -= bytes;
     --active_;
     ++free_count_;
+    if (config_.release_on_free) {
+      poll_streams(0, false);
+      release_empty_chunks(false);
+    }
     if (!profilers_.empty()) notify_profilers(event::free, bytes);
   }
 
@@ -686,6 +705,7 @@ class device_memory {
     s.active_blocks = active_;
     s.peak_active_blocks = peak_active_;
     s.allocation_count = alloc_count_;
+    s.largest_allocation_bytes = largest_alloc_;
     s.free_count = free_count_;
     s.oom_count = oom_count_;
     s.alloc_retries = retries_;
@@ -819,6 +839,7 @@ class device_memory {
   std::size_t active_ = 0;
   std::size_t peak_active_ = 0;
   std::uint64_t alloc_count_ = 0;
+  std::size_t largest_alloc_ = 0;
   std::uint64_t free_count_ = 0;
   std::uint64_t oom_count_ = 0;
   std::uint64_t retries_ = 0;

@@ -9,7 +9,8 @@
 ///                          stream)
 ///   cuda_device_resource   device memory, by cudaMallocFromPoolAsync from a driver pool whose
 ///                          release threshold is set explicitly (its default, 0, hands memory
-///                          back at every synchronisation), or by plain cudaMalloc
+///                          back at every synchronisation), by cudaMallocAsync from the device's
+///                          own pool, or by plain cudaMalloc
 ///
 /// A resource that serves streams also provides events (`create_event`, `record_event`,
 /// `event_complete`, `wait_event`, `destroy_event`): the pool uses them to learn when a block
@@ -215,6 +216,11 @@ class cuda_device_resource {
     async_pool,   ///< cudaMallocFromPoolAsync from a driver pool of our own (falls back to
                   ///< cudaMalloc where the device has no memory pools)
     synchronous,  ///< cudaMalloc / cudaFree
+    /// cudaMallocAsync from the device's default memory pool (the pool cudaMallocAsync uses
+    /// unless the program called cudaDeviceSetMemPool), shared with every other user of that pool
+    /// in the process; the release threshold is set on it. Falls back to cudaMalloc where the device
+    /// has no memory pools.
+    device_default_pool,
   };
 
   /// `release_threshold`: bytes the driver pool keeps when idle (set explicitly; the manager uses
@@ -229,7 +235,19 @@ class cuda_device_resource {
     note_cuda_runtime_used();
     int pools = 0;
     DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal));
-    if (m == mode::async_pool && pools != 0) {
+    if (m == mode::device_default_pool && pools != 0) {
+      // cudaMallocAsync allocates from the device's current memory pool, which is its default
+      // pool until cudaDeviceSetMemPool changes it (CUDA runtime API, cudaMallocAsync and
+      // cudaDeviceGetDefaultMemPool). The threshold and peer access are set on the default pool;
+      // it is not ours to destroy.
+      DEVICEKIT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&state_->pool, ordinal));
+      std::uint64_t threshold = release_threshold;
+      DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+      detail::pool_peer_access::instance().add_pool(ordinal, state_->pool);
+      state_->registered = true;
+      state_->shared_pool = true;
+    } else if (m == mode::async_pool && pools != 0) {
       cudaMemPoolProps props{};
       props.allocType = cudaMemAllocationTypePinned;
       props.handleTypes = cudaMemHandleTypeNone;
@@ -260,7 +278,11 @@ class cuda_device_resource {
 #if DEVICEKIT_HAS_CUDA
     scoped_device on(state_->ordinal);
     if (state_->pool != nullptr) {
-      DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, state_->stream));
+      if (state_->shared_pool) {
+        DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, state_->stream));
+      } else {
+        DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, state_->stream));
+      }
       const cudaError_t sync = detail::cuda_events::wait_for(state_->stream);
       if (sync != cudaSuccess) {
         (void)cudaFreeAsync(p, state_->stream);
@@ -295,7 +317,7 @@ class cuda_device_resource {
     void* p = nullptr;
 #if DEVICEKIT_HAS_CUDA
     scoped_device on(state_->ordinal);
-    if (state_->pool != nullptr) {
+    if (state_->pool != nullptr && !state_->shared_pool) {
       DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, s));
     } else {
       DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s));
@@ -337,6 +359,8 @@ class cuda_device_resource {
 
   [[nodiscard]] device get_device() const noexcept { return device::cuda(state_->ordinal); }
   [[nodiscard]] bool uses_driver_pool() const noexcept { return state_->pool != nullptr; }
+  /// True when the driver pool is the device's current (default) pool rather than one of ours.
+  [[nodiscard]] bool uses_device_default_pool() const noexcept { return state_->shared_pool; }
 #if DEVICEKIT_HAS_CUDA
   /// The driver pool (cudaMemPoolCreate) this resource allocates from; null in synchronous mode.
   [[nodiscard]] cudaMemPool_t native_pool() const noexcept { return state_->pool; }
@@ -382,6 +406,7 @@ class cuda_device_resource {
     pool_handle pool = nullptr;
     native_stream_handle stream = nullptr;
     bool registered = false;  ///< with detail::pool_peer_access
+    bool shared_pool = false;  ///< the device's current pool (mode::device_default_pool): never destroyed
     state() = default;
     state(const state&) = delete;
     state& operator=(const state&) = delete;
@@ -394,7 +419,7 @@ class cuda_device_resource {
         (void)cudaStreamDestroy(stream);
       }
       if (registered) detail::pool_peer_access::instance().remove_pool(ordinal, pool);
-      if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
+      if (pool != nullptr && !shared_pool) (void)cudaMemPoolDestroy(pool);
 #endif
     }
   };

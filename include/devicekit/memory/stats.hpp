@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// What a pool reports about itself (`pool_stats`, PyTorch's memory_stats keys reduced to what a
-/// user acts on) and the errors the memory layer throws:
+/// user acts on), one device's figures in jaxlib's terms (`device_memory_stats`) and the errors the memory layer throws:
 ///   out_of_memory   the request could not be met even after releasing cached memory; the
 ///                   message gives the request, the budget, the stats and what to do
 ///   invalid_free    double free, foreign pointer or wrong size: detected before the pool is
@@ -10,7 +10,9 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <cstdio>
 #include <string>
 
@@ -30,6 +32,7 @@ struct pool_stats {
   std::size_t active_blocks = 0;         ///< live allocations
   std::size_t peak_active_blocks = 0;
   std::uint64_t allocation_count = 0;    ///< successful allocations (0-byte requests are not counted)
+  std::size_t largest_allocation_bytes = 0;  ///< the largest request served since creation
   std::uint64_t free_count = 0;          ///< successful frees
   std::uint64_t oom_count = 0;           ///< out_of_memory errors thrown
   std::uint64_t alloc_retries = 0;       ///< allocations that needed the recovery ladder
@@ -40,6 +43,54 @@ struct pool_stats {
   std::size_t max_size = 0;              ///< the cap on reserved bytes (the budget)
 
   friend bool operator==(const pool_stats&, const pool_stats&) = default;
+};
+
+/// One device's memory in jaxlib's terms (Device.memory_stats(), whose keys come from XLA's
+/// AllocatorStats): what `device_manager::memory_stats(dev)` returns. Summed over the pools that
+/// serve the device (the manager's, and the process's default placement pool where one exists);
+/// a peak is then the sum of the pools' peaks, an upper bound. bytes_limit is the manager's
+/// budget for the device (`operator+=` leaves it alone).
+struct device_memory_stats {
+  std::uint64_t bytes_in_use = 0;              ///< live bytes as requested
+  std::uint64_t peak_bytes_in_use = 0;         ///< highest bytes_in_use (per pool, summed)
+  std::uint64_t bytes_limit = 0;               ///< the budget: what the manager's pool may reserve
+  std::uint64_t num_allocs = 0;                ///< allocations served since creation
+  std::uint64_t largest_alloc_size = 0;        ///< the largest single allocation served
+  std::uint64_t bytes_reserved = 0;            ///< held from the driver now
+  std::uint64_t largest_free_block_bytes = 0;  ///< the largest request served without growing
+
+  /// Adds one pool's figures.
+  device_memory_stats& operator+=(const pool_stats& p) {
+    bytes_in_use += p.allocated_bytes;
+    peak_bytes_in_use += p.peak_allocated_bytes;
+    num_allocs += p.allocation_count;
+    largest_alloc_size = std::max<std::uint64_t>(largest_alloc_size, p.largest_allocation_bytes);
+    bytes_reserved += p.reserved_bytes;
+    largest_free_block_bytes = std::max<std::uint64_t>(largest_free_block_bytes, p.largest_free_block);
+    return *this;
+  }
+
+  /// The figures under jaxlib's key names, exactly those seven.
+  [[nodiscard]] std::map<std::string, std::int64_t> as_map() const {
+    auto i = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
+    return {{"bytes_in_use", i(bytes_in_use)},
+            {"peak_bytes_in_use", i(peak_bytes_in_use)},
+            {"bytes_limit", i(bytes_limit)},
+            {"num_allocs", i(num_allocs)},
+            {"largest_alloc_size", i(largest_alloc_size)},
+            {"bytes_reserved", i(bytes_reserved)},
+            {"largest_free_block_bytes", i(largest_free_block_bytes)}};
+  }
+  /// The map as a JSON object, keys in alphabetical order (stable for comparisons and logs).
+  [[nodiscard]] std::string to_json() const {
+    std::string out = "{";
+    for (const auto& [key, value] : as_map()) {
+      out += (out.size() > 1 ? ", \"" : "\"") + key + "\": " + std::to_string(value);
+    }
+    return out + "}";
+  }
+
+  friend bool operator==(const device_memory_stats&, const device_memory_stats&) = default;
 };
 
 namespace detail {

@@ -24,6 +24,7 @@
 ///                                             adjust the per-device pool (memory/device_memory.hpp)
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/core/settings.hpp>
 #include <devicekit/detect/capabilities.hpp>
 
 #include <algorithm>
@@ -160,7 +161,27 @@ struct memory_budget {
   double start_fraction = 0.0;       ///< preallocated fraction (0: none)
   std::uint64_t budget_bytes = 0;    ///< fraction x total - headroom (never below 0)
   std::uint64_t start_bytes = 0;     ///< start_fraction x total - headroom, at most the budget
+  /// Kept out of the budget for collectives (settings::set_collective_memory_size): the budget
+  /// above is already reduced by it.
+  std::uint64_t collective_reserve_bytes = 0;
 };
+
+/// `b` less a reserve for collectives: the budget (and the start, which never exceeds it)
+/// shrink by `reserve_bytes`. config_error when the reserve exceeds the device's total memory.
+[[nodiscard]] inline memory_budget reserve_for_collectives(memory_budget b, std::uint64_t reserve_bytes,
+                                                           std::string_view device_name) {
+  if (reserve_bytes == 0) return b;
+  if (reserve_bytes > b.total_bytes) {
+    throw config_error("collective_memory_size " + std::to_string(reserve_bytes) + " bytes exceeds the " +
+                       std::to_string(b.total_bytes) + " bytes of " + std::string(device_name) +
+                       ": set a smaller reserve (settings::set_collective_memory_size or "
+                       "DEVICEKIT_COLLECTIVE_MEMORY_SIZE, e.g. 256MiB), or 0 for none");
+  }
+  b.collective_reserve_bytes = reserve_bytes;
+  b.budget_bytes = b.budget_bytes > reserve_bytes ? b.budget_bytes - reserve_bytes : 0;
+  b.start_bytes = std::min(b.start_bytes, b.budget_bytes);
+  return b;
+}
 
 /// The budget for `total_bytes` of memory at `fraction` (validated), less `headroom_bytes`.
 [[nodiscard]] inline memory_budget compute_budget(std::uint64_t total_bytes, double fraction,
@@ -221,6 +242,8 @@ template <memory_strategy S>
 /// after choosing a strategy at run time, e.g. from strategy_for_model_size.
 class dynamic_strategy {
  public:
+  /// The balanced strategy (what the global manager starts with).
+  dynamic_strategy() : dynamic_strategy(describe_strategy(balanced{})) {}
   explicit dynamic_strategy(strategy_info info) : info_(std::move(info)) {
     (void)runtime_fraction_range(info_.start_fraction, info_.fraction);  // validates both
   }
@@ -239,6 +262,14 @@ class dynamic_strategy {
                         s.start_fraction);
 }
 
+/// A run-time strategy describes itself as it was given (its headroom included).
+[[nodiscard]] inline strategy_info describe_strategy(const dynamic_strategy& s) { return s.info(); }
+
+/// The budget of a run-time strategy, its own headroom (strategy_info::headroom_bytes) included.
+[[nodiscard]] inline memory_budget budget_for(const dynamic_strategy& s, device_kind kind, std::uint64_t total_bytes) {
+  return budget_for(s.info(), kind, total_bytes);
+}
+
 /// Artifex's model-size guideline: < 1M parameters conservative, < 100M balanced, otherwise
 /// aggressive.
 [[nodiscard]] inline strategy_info strategy_for_model_size(std::uint64_t parameters) {
@@ -247,15 +278,32 @@ class dynamic_strategy {
   return describe_strategy(aggressive{});
 }
 
-/// Artifex's configure_for_generative_models: the balanced strategy, with mixed precision on
-/// where the hardware has it (bf16 preferred over fp16: same range as fp32, no loss scaling).
+/// What a manager is made from at run time: its settings and its memory strategy. A manager whose
+/// strategy is `dynamic_strategy` (the global one, default_manager_type) is constructed or
+/// re-initialised from it: `device_manager<D, dynamic_strategy> dm{cfg}`,
+/// `default_manager(cfg, true)`.
+struct manager_config {
+  settings config = settings::from_environment();
+  strategy_info strategy = describe_strategy(balanced{});
+};
+
+/// A generative-model setup: the balanced strategy, with mixed precision on where the hardware
+/// has it (bf16 preferred over fp16: the same exponent range as fp32, so no loss scaling; see
+/// PyTorch's torch.autocast and the bf16 notes of the NVIDIA Ampere whitepaper).
 struct generative_preset {
   strategy_info strategy;
   bool mixed_precision = false;
   std::string_view compute_dtype = "fp32";  ///< "bf16", "fp16" or "fp32"
+  /// The settings the manager gets (from the environment unless changed).
+  settings config = settings::from_environment();
+
+  /// The manager configuration: pass it to a `device_manager<D, dynamic_strategy>` or to
+  /// `default_manager(preset.manager(), true)`.
+  [[nodiscard]] manager_config manager() const { return {config, strategy}; }
 };
 
-/// The generative-model preset for hardware that supports fp16 / bf16 as given.
+/// The generative-model preset for hardware that supports fp16 / bf16 as given: bf16 where
+/// supported, else fp16, else fp32.
 [[nodiscard]] inline generative_preset generative_model_preset(bool fp16, bool bf16) {
   generative_preset p{describe_strategy(balanced{}), fp16 || bf16, bf16 ? "bf16" : (fp16 ? "fp16" : "fp32")};
   return p;

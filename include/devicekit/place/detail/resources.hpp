@@ -194,13 +194,28 @@ class pinned_pool : public caching_pool<pinned_upstream> {
 /// (CUDA runtime API, "cudaFree"), which stalled the copies of a prefetch running meanwhile. The
 /// balanced budget applies, and stats() / live_allocations() see placements. Never destroyed
 /// (see core/runtime.hpp): placed trees may outlive static objects.
+struct default_device_pools {
+  std::mutex mutex;
+  std::map<int, std::unique_ptr<device_memory>> pools;
+};
+[[nodiscard]] inline default_device_pools& default_device_pool_registry() {
+  static auto* registry = new default_device_pools();
+  return *registry;
+}
 [[nodiscard]] inline device_memory& default_device_pool(int ordinal) {
-  static std::mutex mutex;
-  static auto* pools = new std::map<int, std::unique_ptr<device_memory>>();
-  std::lock_guard lock(mutex);
-  auto& slot = (*pools)[ordinal];
+  auto& r = default_device_pool_registry();
+  std::lock_guard lock(r.mutex);
+  auto& slot = r.pools[ordinal];
   if (!slot) slot = std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(ordinal));
   return *slot;
+}
+/// The pool default_device_pool(ordinal) would return, if it has been made (null otherwise):
+/// for memory statistics, which must not create one.
+[[nodiscard]] inline device_memory* find_default_device_pool(int ordinal) {
+  auto& r = default_device_pool_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.pools.find(ordinal);
+  return it == r.pools.end() ? nullptr : it->second.get();
 }
 
 /// The process's staging pool. Never destroyed (see core/runtime.hpp): blocks are left to exit.
