@@ -450,7 +450,7 @@ class device_manager {
       check_placement_device(*scoped);
     } catch (const device_mismatch&) {
       throw device_mismatch(std::string(operation) + ": the default_device_scope asks for " + scoped->str() +
-                                ", which is not one of this manager's devices (" + device_list() +
+                                ", which is not one of this manager's devices (" + device_names() +
                                 "); scope one of them, or pass the device explicitly",
                             std::nullopt, *scoped);
     }
