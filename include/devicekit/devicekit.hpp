@@ -9,6 +9,7 @@
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/detect/batch_size.hpp>
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
