@@ -260,6 +260,7 @@ struct first_available {
       if (c.usable()) {
         chosen = std::move(c);
         found = true;
+        if (!chosen.fallback_reason.empty()) append_reason(reasons, chosen);  // e.g. nvml: GPUs the runtime cannot use
         return;
       }
       append_reason(reasons, c);
@@ -308,6 +309,7 @@ struct first_available {
             }
           }
         }
+        if (!chosen.fallback_reason.empty()) append_reason(reasons, chosen);
         chosen.fallback_reason = reasons;
         return chosen;
       }
