@@ -14,6 +14,7 @@
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/detect/host.hpp>
+#include <devicekit/detect/nvml.hpp>
 #include <devicekit/detect/properties.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/distribute/bucket.hpp>
@@ -37,6 +38,7 @@
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
+#include <devicekit/report/engines.hpp>
 #include <devicekit/report/report.hpp>
 #include <devicekit/tree/tree.hpp>
 // Hana structs as tree nodes: host code only (Hana does not support nvcc).

@@ -217,6 +217,13 @@ class device_manager {
     r.default_device = state_.default_device;
     r.environment_applied = state_.environment_applied;
     r.costs = std::move(costs);
+    r.routing.detector = describe_detector<Detector>();
+    for (const auto k : state_.config.get_platforms()) r.routing.platforms.emplace_back(to_string(k));
+    r.routing.platforms_source = state_.config.platforms_source();
+    r.routing.preference = std::string(to_string(state_.config.get_prefer()));
+    if (state_.config.has_device()) {
+      r.routing.default_device_choice = "requested: " + state_.config.get_device().str() + " (DEVICEKIT_DEVICE or settings)";
+    }
     auto add = [&](device d) {
       device_memory_info info{d, budget(d), std::nullopt};
       if (const device_memory* m = find_memory(d)) info.pool = m->stats();
