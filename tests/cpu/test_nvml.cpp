@@ -6,6 +6,7 @@
 
 #include <devicekit/detect/nvml.hpp>
 #include <devicekit/manager.hpp>
+#include <devicekit/report/report.hpp>
 
 #include "test_support.hpp"
 
@@ -134,6 +135,10 @@ TEST_CASE("nvml_detector: GPUs the CUDA runtime cannot use are listed as unusabl
   CHECK_FALSE(a.usable());
   CHECK(contains(a.unusable_reason, "found by NVML, but the CUDA runtime cannot use it"));
   if (caps.cuda_runtime_version > 0 || DEVICEKIT_HAS_CUDA) CHECK(caps.driver_version == 13000);  // from NVML
+
+  // Advice is for what can run the work: the host, not the unusable GPUs.
+  CHECK(dk::batch_hardware(caps) == dk::hardware_type::cpu);
+  CHECK(dk::recommend_for(caps).precision == "fp32");
 
   // A lost GPU is left out, the others are kept.
   scoped_env lost("DEVICEKIT_FAKE_NVML_LOST", "0");

@@ -43,15 +43,17 @@ namespace devicekit {
 
 /// The hardware a batch-size recommendation for `caps` is for: with several GPUs the one with
 /// the least memory, since in data-parallel training every device takes the same share and the
-/// smallest decides what fits; the CPU when no GPU was found.
+/// smallest decides what fits; the CPU when no usable GPU was found (GPUs that only NVML sees
+/// cannot run the work, the host will).
 [[nodiscard]] inline hardware_type batch_hardware(const capabilities& caps) {
   const device_properties* smallest = nullptr;
   for (const auto& d : caps.devices) {
-    if (!d.id.is_cuda()) continue;
+    if (!d.id.is_cuda() || !d.usable()) continue;
     if (smallest == nullptr || d.total_memory_bytes < smallest->total_memory_bytes) smallest = &d;
   }
   if (smallest != nullptr) return smallest->hardware;
-  return caps.device_type == device_kind::cpu ? hardware_type::cpu : hardware_type::unknown;
+  const bool only_unusable_gpus = !caps.devices.empty();
+  return caps.device_type == device_kind::cpu || only_unusable_gpus ? hardware_type::cpu : hardware_type::unknown;
 }
 
 /// The recommendation for detected hardware (see batch_hardware).

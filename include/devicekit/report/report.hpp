@@ -57,7 +57,9 @@ struct recommendations {
   r.hardware = batch_hardware(caps);
   r.batch = recommend_batch_size(r.hardware);
   r.batch_multiplier = batch_multiplier(r.hardware);
-  const auto preset = generative_model_preset(caps);
+  // The precision of hardware that can run the work: none when only unusable GPUs were found.
+  const bool runs_on_gpu = r.hardware != hardware_type::cpu;
+  const auto preset = runs_on_gpu ? generative_model_preset(caps) : generative_model_preset(false, false);
   r.memory_strategy = preset.strategy.name;
   r.precision = std::string(preset.compute_dtype);
   r.mixed_precision = preset.mixed_precision;
