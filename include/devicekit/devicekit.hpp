@@ -12,10 +12,12 @@
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/topology.hpp>
+#include <devicekit/detect/batch_size.hpp>
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/detect/host.hpp>
+#include <devicekit/detect/nvml.hpp>
 #include <devicekit/detect/properties.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/distribute/bucket.hpp>
@@ -42,6 +44,7 @@
 #include <devicekit/place/prefetch.hpp>
 #include <devicekit/place/shard.hpp>
 #include <devicekit/place/split.hpp>
+#include <devicekit/report/engines.hpp>
 #include <devicekit/report/report.hpp>
 #include <devicekit/tree/tree.hpp>
 // Hana structs as tree nodes: host code only (Hana does not support nvcc).

@@ -270,6 +270,13 @@ class device_manager {
     r.default_device = state_.default_device;
     r.environment_applied = state_.environment_applied;
     r.costs = std::move(costs);
+    r.routing.detector = describe_detector<Detector>();
+    for (const auto k : state_.config.get_platforms()) r.routing.platforms.emplace_back(to_string(k));
+    r.routing.platforms_source = state_.config.platforms_source();
+    r.routing.preference = std::string(to_string(state_.config.get_prefer()));
+    if (state_.config.has_device()) {
+      r.routing.default_device_choice = "requested: " + state_.config.get_device().str() + " (DEVICEKIT_DEVICE or settings)";
+    }
     auto add = [&](device d) {
       device_memory_info info{d, budget(d), std::nullopt};
       if (const device_memory* m = find_memory(d)) info.pool = m->stats();
@@ -332,6 +339,7 @@ class device_manager {
   /// Thread-safe. config_error for a device this manager does not have.
   [[nodiscard]] device_memory& memory(device d) {
     (void)total_memory(d);  // validates d
+    check_usable(d);
     if (!state_.memory) state_.memory = std::make_unique<detail::memory_registry>();
     std::lock_guard lock(state_.memory->mutex);
     for (auto& [id, pool] : state_.memory->pools) {
@@ -398,6 +406,18 @@ class device_manager {
     if (d == device::cpu()) return state_.caps.host.total_memory_bytes;
     throw config_error("device " + d.str() + " is not one of this manager's devices (" + device_names() +
                        ", and cpu:0 for host memory)");
+  }
+
+  /// A device a detector listed but devicekit cannot use (a GPU only NVML sees): refuse it here,
+  /// before any CUDA call, with the reason, rather than fail deep in the runtime.
+  void check_usable(device d) const {
+    for (const auto& p : state_.caps.devices) {
+      if (p.id == d && !p.usable()) {
+        throw config_error("cannot use " + d.str() + " (" + p.name + "): " + p.unusable_reason +
+                           "; update the NVIDIA driver to one that supports this CUDA toolkit, or run on the CPU "
+                           "(DEVICEKIT_PREFER=cpu or DEVICEKIT_PLATFORMS=cpu)");
+      }
+    }
   }
 
   [[nodiscard]] const device_memory* find_memory(device d) const {
@@ -472,7 +492,9 @@ class device_manager {
     if (!caps.usable()) {
       throw config_error("no detector found a usable device: " +
                          (caps.fallback_reason.empty() ? std::string("no reason given") : caps.fallback_reason) +
-                         "; add cpu_detector to the detector list for a CPU fallback");
+                         (config.has_platforms()
+                            ? "; widen the platform list (" + detail::platform_list_text(config) + ") or add a detector for a listed platform"
+                            : std::string("; add cpu_detector to the detector list for a CPU fallback")));
     }
     if (caps.devices.empty()) {
       for (int i = 0; i < caps.device_count; ++i) {
@@ -486,8 +508,8 @@ class device_manager {
       }
     }
     caps.device_count = static_cast<int>(caps.devices.size());
-    caps.gpu_count = static_cast<int>(
-        std::count_if(caps.devices.begin(), caps.devices.end(), [](const auto& p) { return p.id.is_cuda(); }));
+    caps.gpu_count = static_cast<int>(std::count_if(caps.devices.begin(), caps.devices.end(),
+                                                    [](const auto& p) { return p.id.is_cuda() && p.usable(); }));
     if (caps.host.logical_cores == 0 || caps.host.total_memory_bytes == 0) caps.host = query_host();
     if (caps.gpu_count == 0 && config.get_prefer() == device_preference::cuda) {
       caps.fallback_reason = "CUDA was requested (device preference 'cuda') but is unavailable: " +

@@ -1,6 +1,7 @@
 // detect/: detectors and their concept, fallback reasons, hardware tables from the seeds.
 #include <catch2/catch.hpp>
 
+#include <devicekit/detect/batch_size.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/memory/strategy.hpp>
@@ -8,7 +9,9 @@
 #include "test_support.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <vector>
 
 namespace dk = devicekit;
 
@@ -216,4 +219,141 @@ TEST_CASE("memory strategies: stock fractions, model-size guideline, runtime val
   CHECK_THROWS_AS(dk::runtime_fraction(1.5), dk::config_error);
   CHECK_THROWS_AS(dk::runtime_fraction(-0.1), dk::config_error);
   CHECK_THROWS_AS(dk::runtime_fraction(std::nan("")), dk::config_error);
+}
+
+// --- run-time platform priority (settings::set_platforms, DEVICEKIT_PLATFORMS) ------------------
+
+TEST_CASE("platform lists parse, and bad ones name the valid platforms", "[detect][platforms]") {
+  using K = dk::device_kind;
+  CHECK(dk::parse_platform_list("cuda,cpu") == std::vector<K>{K::cuda, K::cpu});
+  CHECK(dk::parse_platform_list(" cpu , gpu ") == std::vector<K>{K::cpu, K::cuda});
+  CHECK(dk::parse_platform_list("cpu") == std::vector<K>{K::cpu});
+  CHECK(dk::format_platform_list({K::cuda, K::cpu}) == "cuda,cpu");
+  CHECK_THROWS_WITH(dk::parse_platform_list("tpu,cpu", "DEVICEKIT_PLATFORMS"),
+                    Catch::Contains("DEVICEKIT_PLATFORMS='tpu,cpu'") && Catch::Contains("'tpu' is not a platform") &&
+                        Catch::Contains("cuda (or gpu), cpu"));
+  CHECK_THROWS_WITH(dk::parse_platform_list(""), Catch::Contains("empty"));
+  CHECK_THROWS_WITH(dk::parse_platform_list("cuda,,cpu"), Catch::Contains("empty entry"));
+  CHECK_THROWS_WITH(dk::parse_platform_list("cpu,cpu"), Catch::Contains("listed twice"));
+  CHECK_THROWS_AS(dk::settings{}.set_platforms({}), dk::config_error);
+  CHECK_THROWS_AS(dk::settings{}.set_platforms({K::cuda, K::cuda}), dk::config_error);
+
+  {
+    devicekit::testing::scoped_env env("DEVICEKIT_PLATFORMS", "cpu,cuda");
+    const auto s = dk::settings::from_environment();
+    CHECK(s.has_platforms());
+    CHECK(s.get_platforms() == std::vector<K>{K::cpu, K::cuda});
+    CHECK(s.platforms_source() == "DEVICEKIT_PLATFORMS");
+  }
+  {
+    devicekit::testing::scoped_env env("DEVICEKIT_PLATFORMS", "cuda,fpga");
+    CHECK_THROWS_WITH(dk::settings::from_environment(), Catch::Contains("'fpga' is not a platform"));
+  }
+  const dk::settings none;
+  CHECK_FALSE(none.has_platforms());
+  CHECK(none.allows_platform(K::cuda));
+  CHECK(none.allows_platform(K::cpu));
+}
+
+TEST_CASE("a run-time platform list reorders and filters the compile-time chain", "[detect][platforms]") {
+  const auto two_gpus = devicekit::testing::simulated_gpus(2);
+  using chain = dk::first_available<dk::fixed_detector, dk::cpu_detector>;
+  const chain detector{dk::fixed_detector{two_gpus}, dk::cpu_detector{}};
+
+  // Without a list the compile-time order decides: the GPUs.
+  CHECK(detector.detect(dk::settings{}).device_type == dk::device_kind::cuda);
+
+  // cpu first: the CPU wins although the chain lists the GPU detector first, and the reason says
+  // that the list chose it.
+  const auto cpu_first = detector.detect(dk::settings{}.set_platforms({dk::device_kind::cpu, dk::device_kind::cuda}));
+  CHECK(cpu_first.device_type == dk::device_kind::cpu);
+  CHECK(contains(cpu_first.fallback_reason, "found 2 cuda device(s)"));
+  CHECK(contains(cpu_first.fallback_reason, "puts cpu first"));
+
+  // cuda only: the GPUs, no fallback reason.
+  const auto cuda_only = detector.detect(dk::settings{}.set_platforms({dk::device_kind::cuda}));
+  CHECK(cuda_only.device_type == dk::device_kind::cuda);
+  CHECK(cuda_only.device_count == 2);
+  CHECK(cuda_only.fallback_reason.empty());
+
+  // A list that excludes every platform found: not usable, and the reason names the list.
+  const auto excluded = dk::first_available<never_finds, dk::cpu_detector>{}.detect(
+      dk::settings{}.set_platforms({dk::device_kind::cuda}));
+  CHECK_FALSE(excluded.usable());
+  CHECK(contains(excluded.fallback_reason, "never: nothing here"));
+  CHECK(contains(excluded.fallback_reason, "cpu: found 1 cpu device(s), but the platform list cuda"));
+
+  // A single detector is filtered too.
+  const auto single = dk::run_detector(dk::cpu_detector{}, dk::settings{}.set_platforms({dk::device_kind::cuda}));
+  CHECK_FALSE(single.usable());
+  CHECK(single.devices.empty());
+
+  // The environment's list is named as such.
+  devicekit::testing::scoped_env env("DEVICEKIT_PLATFORMS", "cuda");
+  const auto from_env = dk::run_detector(dk::cpu_detector{}, dk::settings::from_environment());
+  CHECK(contains(from_env.fallback_reason, "DEVICEKIT_PLATFORMS=cuda excludes platform 'cpu'"));
+}
+
+TEST_CASE("detector chains describe themselves for the report", "[detect][platforms]") {
+  CHECK(dk::describe_detector<dk::first_available<dk::cuda_detector, dk::cpu_detector>>() ==
+        "first_available<cuda, cpu>");
+  CHECK(dk::describe_detector<dk::cuda_detector>() == "cuda");
+  CHECK(dk::describe_detector<argless>() == "custom");
+  CHECK(dk::describe_detector<dk::first_available<never_finds, dk::fixed_detector>>() ==
+        "first_available<never, fixed>");
+}
+
+// --- batch sizes from the detected hardware and the memory budget ------------------------------
+
+TEST_CASE("max_memory_batch_size: (budget - fixed) / per-sample bytes, checked", "[detect][batch]") {
+  CHECK(dk::max_memory_batch_size(1000, 10) == 100);
+  CHECK(dk::max_memory_batch_size(1009, 10) == 100);  // rounds down: a partial sample does not fit
+  CHECK(dk::max_memory_batch_size(1000, 10, 500) == 50);
+  CHECK(dk::max_memory_batch_size(1000, 10, 1000) == 0);
+  CHECK(dk::max_memory_batch_size(1000, 10, 5000) == 0);
+  CHECK(dk::max_memory_batch_size(9, 10) == 0);
+  CHECK(dk::max_memory_batch_size(std::numeric_limits<std::uint64_t>::max(), 1) ==
+        std::numeric_limits<std::int64_t>::max());
+  CHECK_THROWS_WITH(dk::max_memory_batch_size(1000, 0), Catch::Contains("per_sample_bytes is 0"));
+  CHECK_THROWS_AS(dk::max_memory_batch_size(1000, 0), dk::config_error);
+}
+
+TEST_CASE("recommend_batch_size uses the detected hardware when given none", "[detect][batch]") {
+  // Mixed GPUs: the one with the least memory decides.
+  auto caps = devicekit::testing::simulated_gpus(2);
+  caps.devices[1].name = "Tesla V100-SXM2-16GB";
+  caps.devices[1].hardware = dk::classify_hardware(caps.devices[1].name);
+  caps.devices[1].total_memory_bytes = 16ull << 30;
+  CHECK(dk::batch_hardware(caps) == dk::hardware_type::v100);
+  CHECK(dk::recommend_batch_size(caps).optimal_batch_size ==
+        dk::batch_size_recommendation_for(dk::hardware_type::v100).optimal_batch_size);
+  CHECK(dk::batch_hardware(devicekit::testing::simulated_gpus(1)) == dk::hardware_type::h100);
+
+  const auto cpu = dk::cpu_detector{}.detect(dk::settings{});
+  CHECK(dk::batch_hardware(cpu) == dk::hardware_type::cpu);
+
+  // The memory estimate lands in the recommendation and validate_batch_size then enforces it.
+  const auto rec = dk::recommend_batch_size(devicekit::testing::simulated_gpus(1), 64ull << 30, 256ull << 20, 4ull << 30);
+  REQUIRE(rec.max_memory_batch_size.has_value());
+  CHECK(*rec.max_memory_batch_size == 240);  // (64 GiB - 4 GiB) / 256 MiB
+  CHECK(dk::recommend_batch_size(cpu, std::numeric_limits<std::uint64_t>::max(), 1).max_memory_batch_size ==
+        std::numeric_limits<int>::max());
+
+  // With nothing given, the process's own hardware: on this machine whatever the default chain
+  // finds, and DEVICEKIT_PLATFORMS=cpu makes that the CPU row.
+  {
+    devicekit::testing::scoped_env env("DEVICEKIT_PLATFORMS", "cpu");
+    CHECK(dk::recommend_batch_size().optimal_batch_size ==
+          dk::batch_size_recommendation_for(dk::hardware_type::cpu).optimal_batch_size);
+  }
+  const auto detected = dk::first_available<dk::cuda_detector, dk::cpu_detector>{}.detect(dk::settings{});
+  CHECK(dk::recommend_batch_size().critical_batch_size ==
+        dk::batch_size_recommendation_for(dk::batch_hardware(detected)).critical_batch_size);
+  {
+    // GPUs hidden and the CPU excluded: nothing to recommend for, said as such.
+    devicekit::testing::scoped_env hide("CUDA_VISIBLE_DEVICES", "");
+    devicekit::testing::scoped_env only("DEVICEKIT_PLATFORMS", "cuda");
+    CHECK_THROWS_WITH(dk::recommend_batch_size(),
+                      Catch::Contains("no device was detected") && Catch::Contains("DEVICEKIT_PLATFORMS=cuda"));
+  }
 }

@@ -1,5 +1,6 @@
 # devicekit-info --json on four simulated GPUs: four cuda devices, each an H100 with its own UUID
-# and PCI bus id, and the CUDA device type chosen.
+# and PCI bus id, and the CUDA device type chosen; recommendations for the H100; the routing; and
+# DEVICEKIT_PLATFORMS=cpu,cuda choosing the CPU over them.
 execute_process(COMMAND ${EXE} --json --verbose RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "devicekit-info exited with ${rc}\n${out}\n${err}")
@@ -26,4 +27,26 @@ list(REMOVE_DUPLICATES uuids)
 list(LENGTH uuids distinct)
 if(NOT distinct EQUAL 4)
   message(FATAL_ERROR "the four devices do not have four UUIDs: ${uuids}")
+endif()
+string(JSON rec_hw GET "${out}" recommendations batch_size hardware)
+string(JSON rec_precision GET "${out}" recommendations precision)
+string(JSON detector GET "${out}" routing detector)
+string(JSON nccl_status GET "${out}" engines nccl status)
+if(NOT rec_hw STREQUAL "h100" OR NOT rec_precision STREQUAL "bf16")
+  message(FATAL_ERROR "recommendations for four H100s: expected h100 and bf16, got '${rec_hw}' and '${rec_precision}'")
+endif()
+if(NOT detector STREQUAL "first_available<cuda, nvml, cpu>" OR nccl_status STREQUAL "")
+  message(FATAL_ERROR "routing detector '${detector}' or NCCL status '${nccl_status}' wrong")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env DEVICEKIT_PLATFORMS=cpu,cuda ${EXE} --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "DEVICEKIT_PLATFORMS=cpu,cuda: devicekit-info exited with ${rc}\n${out}\n${err}")
+endif()
+string(JSON type GET "${out}" device_type)
+string(JSON reason GET "${out}" fallback_reason)
+string(JSON source GET "${out}" routing platforms_source)
+if(NOT type STREQUAL "cpu" OR NOT reason MATCHES "found 4 cuda device\\(s\\), but DEVICEKIT_PLATFORMS=cpu,cuda puts cpu first"
+   OR NOT source STREQUAL "DEVICEKIT_PLATFORMS")
+  message(FATAL_ERROR "DEVICEKIT_PLATFORMS=cpu,cuda: expected the CPU with the list as the reason, got '${type}', '${reason}', '${source}'")
 endif()

@@ -9,11 +9,15 @@
 ///   DEVICEKIT_DEVICE   the default device, e.g. cuda:1 or cpu
 ///   DEVICEKIT_ALLOCATOR               pool | async | platform (see core/allocator_kind.hpp)
 ///   DEVICEKIT_COLLECTIVE_MEMORY_SIZE  bytes of each GPU kept out of the budget for collectives
+///   DEVICEKIT_PLATFORMS  platform priority at run time, e.g. cuda,cpu or cpu (see
+///                      `set_platforms`; an unknown name is a config_error listing the valid ones)
+///   DEVICEKIT_NVML_LIBRARY  the NVML library nvml_detector loads (default libnvidia-ml.so.1)
 ///   CUDA_VISIBLE_DEVICES is honoured by the CUDA runtime itself; devicekit reads it only to say
 ///   why it fell back ("set to an empty string" means: no GPU on purpose).
 #include <devicekit/core/allocator_kind.hpp>
 #include <devicekit/core/device.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -46,6 +50,51 @@ enum class device_preference { automatic, cuda, cpu };
                      "' is not a valid device preference; allowed values: auto, cuda, cpu");
 }
 
+/// The platform names DEVICEKIT_PLATFORMS accepts, for messages.
+inline constexpr std::string_view valid_platform_names = "cuda (or gpu), cpu";
+
+/// Parses a comma-separated platform priority such as `cuda,cpu` (spaces around names are
+/// ignored). Unknown names, repeated names and an empty list are config_errors naming `source`.
+[[nodiscard]] inline std::vector<device_kind> parse_platform_list(std::string_view text,
+                                                                  std::string_view source = "platforms") {
+  std::vector<device_kind> out;
+  auto fail = [&](const std::string& why) {
+    throw config_error(std::string(source) + "='" + std::string(text) + "': " + why +
+                       "; valid platform names: " + std::string(valid_platform_names) +
+                       ", comma-separated in priority order (e.g. cuda,cpu)");
+  };
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    std::string_view name = text.substr(pos, comma - pos);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    device_kind kind{};
+    if (name == "cuda" || name == "gpu") {
+      kind = device_kind::cuda;
+    } else if (name == "cpu") {
+      kind = device_kind::cpu;
+    } else if (name.empty()) {
+      fail(text.empty() ? "the platform list is empty" : "the platform list has an empty entry");
+    } else {
+      fail("'" + std::string(name) + "' is not a platform");
+    }
+    for (const auto k : out) {
+      if (k == kind) fail("platform '" + std::string(to_string(kind)) + "' is listed twice");
+    }
+    out.push_back(kind);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+/// `cuda,cpu`: a platform list as DEVICEKIT_PLATFORMS spells it.
+[[nodiscard]] inline std::string format_platform_list(const std::vector<device_kind>& platforms) {
+  std::string s;
+  for (const auto k : platforms) s += (s.empty() ? "" : ",") + std::string(to_string(k));
+  return s;
+}
+
 namespace detail {
 [[nodiscard]] inline std::optional<std::string> getenv_string(const char* name) {
   const char* v = std::getenv(name);
@@ -58,7 +107,8 @@ class settings {
  public:
   settings() = default;
 
-  /// Reads DEVICEKIT_PREFER and DEVICEKIT_DEVICE. Throws config_error on a bad value.
+  /// Reads DEVICEKIT_PREFER, DEVICEKIT_DEVICE, DEVICEKIT_PLATFORMS and DEVICEKIT_NVML_LIBRARY.
+  /// Throws config_error on a bad value.
   [[nodiscard]] static settings from_environment() {
     settings s;
     if (auto p = detail::getenv_string("DEVICEKIT_PREFER")) {
@@ -72,6 +122,13 @@ class settings {
       }
     }
     s.read_memory_environment();
+    if (auto p = detail::getenv_string("DEVICEKIT_PLATFORMS")) {
+      s.set_platforms(parse_platform_list(*p, "DEVICEKIT_PLATFORMS"));
+      s.platforms_source_ = "DEVICEKIT_PLATFORMS";
+    }
+    if (auto lib = detail::getenv_string("DEVICEKIT_NVML_LIBRARY"); lib && !lib->empty()) {
+      s.set_nvml_library(*lib);
+    }
     return s;
   }
 
@@ -96,6 +153,35 @@ class settings {
   /// The manager rejects a reserve larger than a device (config_error). Default 0.
   settings& set_collective_memory_size(std::uint64_t bytes) { collective_memory_size_ = bytes; return *this; }
   [[nodiscard]] std::uint64_t get_collective_memory_size() const noexcept { return collective_memory_size_; }
+  /// Platform priority at run time: only detectors whose answer is of a listed platform count,
+  /// and among those the earliest platform in the list wins, whatever the compile-time order
+  /// of `first_available<D...>` (which still orders detectors of the same platform). A list
+  /// that excludes every platform found makes detection fail with a reason naming the list.
+  /// Throws config_error for an empty list or a platform listed twice.
+  settings& set_platforms(std::vector<device_kind> platforms) {
+    if (platforms.empty()) throw config_error("set_platforms: the platform list is empty; valid platform names: " +
+                                              std::string(valid_platform_names));
+    (void)parse_platform_list(format_platform_list(platforms), "set_platforms");  // rejects repeats
+    platforms_ = std::move(platforms);
+    platforms_source_ = "settings";
+    return *this;
+  }
+  [[nodiscard]] bool has_platforms() const noexcept { return platforms_.has_value(); }
+  /// The run-time platform list; empty when none was given (the detector order decides).
+  [[nodiscard]] std::vector<device_kind> get_platforms() const { return platforms_.value_or(std::vector<device_kind>{}); }
+  /// Where the platform list came from: "DEVICEKIT_PLATFORMS", "settings", or "" when none.
+  [[nodiscard]] const std::string& platforms_source() const noexcept { return platforms_source_; }
+  /// Whether `kind` may be chosen: always without a list, else when it is listed.
+  [[nodiscard]] bool allows_platform(device_kind kind) const {
+    if (!platforms_) return true;
+    return std::find(platforms_->begin(), platforms_->end(), kind) != platforms_->end();
+  }
+
+  /// The NVML library nvml_detector loads (a path or a soname for dlopen). Without one it
+  /// takes DEVICEKIT_NVML_LIBRARY from the environment, else libnvidia-ml.so.1.
+  settings& set_nvml_library(std::string path) { nvml_library_ = std::move(path); return *this; }
+  [[nodiscard]] bool has_nvml_library() const noexcept { return nvml_library_.has_value(); }
+  [[nodiscard]] const std::string& get_nvml_library() const { return nvml_library_.value(); }
 
   /// An environment variable to set before the first CUDA call (CUDA_DEVICE_ORDER,
   /// CUDA_MODULE_LOADING, ...). Variables the CUDA runtime reads at initialisation only take
@@ -120,6 +206,9 @@ class settings {
  private:
   std::optional<device_preference> prefer_;
   std::optional<device> device_;
+  std::optional<std::vector<device_kind>> platforms_;
+  std::string platforms_source_;
+  std::optional<std::string> nvml_library_;
   std::map<std::string, std::string> environment_;
   std::optional<allocator_kind> allocator_;
   std::uint64_t collective_memory_size_ = 0;

@@ -1,8 +1,7 @@
 #pragma once
 /// \file
-/// `capabilities`: what a detector found. The field set follows Artifex's DeviceCapabilities
-/// (device type and count, memory, compute capability, CUDA and driver versions, mixed
-/// precision, distributed support) plus what a C++ user needs to act on it: the per-device
+/// `capabilities`: what a detector found: device type and count, memory, compute capability,
+/// CUDA and driver versions, mixed precision, distributed support, plus what a C++ user needs to act on it: the per-device
 /// properties, the host, and why the program fell back to the CPU when it did.
 #include <devicekit/detect/host.hpp>
 #include <devicekit/detect/properties.hpp>
@@ -22,7 +21,8 @@ namespace devicekit {
 struct capabilities {
   device_kind device_type = device_kind::cpu;
   int device_count = 0;  ///< usable devices of device_type
-  int gpu_count = 0;     ///< usable CUDA devices (0 when the CPU was chosen)
+  int gpu_count = 0;     ///< CUDA devices the runtime can use (0 when the CPU was chosen, and for
+                         ///< GPUs that only NVML sees: see device_properties::unusable_reason)
   /// Sum of the memory of the listed devices (host memory for the cpu device).
   std::uint64_t total_memory_bytes = 0;
   /// The lowest compute capability among the GPUs (what every device can run); none on CPU.

@@ -8,14 +8,25 @@
 #include <devicekit/core/settings.hpp>
 #include <devicekit/detect/capabilities.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <mutex>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace devicekit {
+
+namespace detail {
+/// "DEVICEKIT_PLATFORMS=cuda,cpu" or "the platform list cuda,cpu (settings)", for messages.
+[[nodiscard]] inline std::string platform_list_text(const settings& s) {
+  const std::string list = format_platform_list(s.get_platforms());
+  if (s.platforms_source() == "DEVICEKIT_PLATFORMS") return "DEVICEKIT_PLATFORMS=" + list;
+  return "the platform list " + list + " (settings::set_platforms)";
+}
+}  // namespace detail
 
 template <class D>
 concept device_detector =
@@ -43,7 +54,33 @@ template <device_detector D>
       caps.detector = "custom";
     }
   }
+  if (caps.usable() && !s.allows_platform(caps.device_type)) {
+    // The run-time platform list (settings::set_platforms, DEVICEKIT_PLATFORMS) leaves this
+    // answer out: it becomes "not available", with the reason, so that first_available moves
+    // on and a manager's error names the list.
+    caps.fallback_reason = "found " + std::to_string(caps.device_count) + " " + std::string(to_string(caps.device_type)) +
+                           " device(s), but " + detail::platform_list_text(s) + " excludes platform '" +
+                           std::string(to_string(caps.device_type)) + "'";
+    caps.device_count = 0;
+    caps.gpu_count = 0;
+    caps.devices.clear();
+    caps.total_memory_bytes = 0;
+    caps.supports_distributed = false;
+  }
   return caps;
+}
+
+/// How a detector type describes itself in reports: `first_available<cuda, cpu>` for a chain,
+/// its name() otherwise, "custom" for a detector without one.
+template <class D>
+[[nodiscard]] std::string describe_detector() {
+  if constexpr (requires { D::describe(); }) {
+    return std::string(D::describe());
+  } else if constexpr (requires { D::name(); }) {
+    return std::string(D::name());
+  } else {
+    return "custom";
+  }
 }
 
 namespace detail {
@@ -190,7 +227,9 @@ struct cpu_detector {
 };
 
 /// Platform priority: runs the detectors in order and keeps the first that finds a device. The
-/// reasons of those that found none become the fallback reason.
+/// reasons of those that found none become the fallback reason. A run-time platform list
+/// (settings::set_platforms, DEVICEKIT_PLATFORMS) reorders and filters what the chain can
+/// produce: see detect_by_platform_list.
 template <class... Detectors>
 struct first_available {
   static_assert(sizeof...(Detectors) > 0, "first_available<D...> needs at least one detector");
@@ -203,7 +242,15 @@ struct first_available {
   /// For detectors that carry state (a custom detector configured at run time).
   explicit first_available(Detectors... detectors) : detectors_(std::move(detectors)...) {}
 
+  /// `first_available<cuda, cpu>`: the chain as reports show it.
+  [[nodiscard]] static std::string describe() {
+    std::string inner;
+    ((inner += (inner.empty() ? "" : ", ") + describe_detector<Detectors>()), ...);
+    return "first_available<" + inner + ">";
+  }
+
   [[nodiscard]] capabilities detect(const settings& s) const {
+    if (s.has_platforms()) return detect_by_platform_list(s);
     std::string reasons;
     capabilities chosen;
     bool found = false;
@@ -213,10 +260,10 @@ struct first_available {
       if (c.usable()) {
         chosen = std::move(c);
         found = true;
+        if (!chosen.fallback_reason.empty()) append_reason(reasons, chosen);  // e.g. nvml: GPUs the runtime cannot use
         return;
       }
-      if (!reasons.empty()) reasons += "; ";
-      reasons += c.detector + ": " + (c.fallback_reason.empty() ? "no device" : c.fallback_reason);
+      append_reason(reasons, c);
       chosen = std::move(c);
     };
     std::apply([&](const auto&... d) { (attempt(d), ...); }, detectors_);
@@ -225,12 +272,61 @@ struct first_available {
   }
 
  private:
+  static void append_reason(std::string& reasons, const capabilities& c) {
+    if (!reasons.empty()) reasons += "; ";
+    reasons += c.detector + ": " + (c.fallback_reason.empty() ? "no device" : c.fallback_reason);
+  }
+
+  /// With a run-time platform list every detector runs (run_detector already turned answers of
+  /// unlisted platforms into "not available"); the usable answer whose platform comes first in
+  /// the list wins, and among answers of one platform the compile-time order decides. The
+  /// reasons are those of the detectors ranked before the winner, as without a list.
+  [[nodiscard]] capabilities detect_by_platform_list(const settings& s) const {
+    std::vector<capabilities> answers;
+    answers.reserve(sizeof...(Detectors));
+    std::apply([&](const auto&... d) { (answers.push_back(run_detector(d, s)), ...); }, detectors_);
+    const auto platforms = s.get_platforms();
+    auto rank = [&](const capabilities& c) {
+      return static_cast<std::size_t>(std::find(platforms.begin(), platforms.end(), c.device_type) - platforms.begin());
+    };
+    std::vector<std::size_t> order(answers.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return rank(answers[a]) < rank(answers[b]); });
+    std::string reasons;
+    for (const std::size_t i : order) {
+      if (answers[i].usable()) {
+        capabilities chosen = std::move(answers[i]);
+        if (chosen.device_type == device_kind::cpu) {
+          // A GPU was found but the list put the CPU first: say so, the CPU is not a fallback
+          // here but a choice.
+          for (const auto& other : answers) {
+            if (other.usable() && other.device_type == device_kind::cuda) {
+              if (!reasons.empty()) reasons += "; ";
+              reasons += other.detector + ": found " + std::to_string(other.device_count) + " cuda device(s), but " +
+                         detail::platform_list_text(s) + " puts cpu first";
+              break;
+            }
+          }
+        }
+        if (!chosen.fallback_reason.empty()) append_reason(reasons, chosen);
+        chosen.fallback_reason = reasons;
+        return chosen;
+      }
+      append_reason(reasons, answers[i]);
+    }
+    capabilities none = std::move(answers[order.back()]);
+    none.fallback_reason = reasons;
+    return none;
+  }
+
   [[no_unique_address]] std::tuple<Detectors...> detectors_{};
 };
 
-/// Returns the capabilities it was given: Artifex's "custom detector" as a value. Handy for
+/// Returns the capabilities it was given: a custom detector as a value. Handy for
 /// simulating hardware in tests and for platforms devicekit does not probe itself.
 struct fixed_detector {
+  static constexpr std::string_view name() noexcept { return "fixed"; }
   capabilities caps;
   [[nodiscard]] capabilities detect() const {
     capabilities c = caps;

@@ -69,8 +69,12 @@ struct device_properties {
   /// peer_access[j]: this device can access device j's memory directly.
   std::vector<bool> peer_access;
   hardware_type hardware = hardware_type::unknown;
+  /// Empty when devicekit can use the device; otherwise why not (a GPU that NVML lists but the
+  /// CUDA runtime cannot open: see nvml_detector). Managers refuse memory and placement on it.
+  std::string unusable_reason;
 
   [[nodiscard]] std::uint64_t total_memory_mb() const noexcept { return total_memory_bytes >> 20; }
+  [[nodiscard]] bool usable() const noexcept { return unusable_reason.empty(); }
 };
 
 /// Formats a 16-byte UUID the way nvidia-smi does.

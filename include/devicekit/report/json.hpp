@@ -53,6 +53,8 @@ namespace devicekit {
   j["total_memory_bytes"] = d.total_memory_bytes;
   j["hardware"] = std::string(to_string(d.hardware));
   j["cost_per_hour_usd"] = costs.per_hour(d.hardware);
+  j["usable"] = d.usable();
+  j["unusable_reason"] = d.usable() ? nlohmann::json(nullptr) : nlohmann::json(d.unusable_reason);
   if (d.id.is_cuda()) {
     j["uuid"] = d.uuid;
     j["pci_bus_id"] = d.pci_bus_id;
@@ -126,6 +128,40 @@ namespace devicekit {
                      {"critical", rec.critical_batch_size},
                      {"from_table", rec.from_table},
                      {"multiplier", cfg.multiplier}};
+  j["routing"] = {{"mode", r.routing.mode()},
+                  {"detector", r.routing.detector},
+                  {"platforms", r.routing.platforms},
+                  {"platforms_source", r.routing.platforms_source.empty() ? nlohmann::json(nullptr)
+                                                                          : nlohmann::json(r.routing.platforms_source)},
+                  {"preference", r.routing.preference},
+                  {"default_device_choice", r.routing.default_device_choice}};
+  {
+    const auto advice = recommend_for(c);
+    j["recommendations"] = {
+        {"batch_size", {{"hardware", std::string(to_string(advice.hardware))},
+                        {"optimal", advice.batch.optimal_batch_size},
+                        {"min", advice.batch.min_batch_size},
+                        {"critical", advice.batch.critical_batch_size},
+                        {"from_table", advice.batch.from_table},
+                        {"multiplier", advice.batch_multiplier}}},
+        {"memory_strategy", advice.memory_strategy},
+        {"memory_strategy_by_model_size", {{"conservative_below_parameters", 1'000'000},
+                                           {"balanced_below_parameters", 100'000'000},
+                                           {"otherwise", "aggressive"}}},
+        {"precision", advice.precision},
+        {"mixed_precision", advice.mixed_precision}};
+  }
+  {
+    nlohmann::json engines = nlohmann::json::object();
+    for (const auto& e : r.engines) {
+      auto text = [](const std::string& v) { return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v); };
+      engines[e.name] = {{"built", e.built},
+                         {"header_version", text(e.header_version)},
+                         {"library_version", text(e.library_version)},
+                         {"status", e.status}};
+    }
+    j["engines"] = std::move(engines);
+  }
   auto devices = nlohmann::json::array();
   for (const auto& d : c.devices) {
     auto dj = to_json(d, r.costs);

@@ -3,9 +3,11 @@
 /// The device report: what was detected and how the manager is configured, as one value
 /// (`device_report`) and as text (`write_text`, the output of print_device_info). The JSON form
 /// is in <devicekit/report/json.hpp>.
+#include <devicekit/detect/batch_size.hpp>
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/detect/hardware.hpp>
+#include <devicekit/report/engines.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
@@ -17,6 +19,52 @@
 #include <vector>
 
 namespace devicekit {
+
+/// How devices were chosen: the detector chain, the run-time platform list, the device
+/// preference and how the default device was picked (the "routing mode" in force).
+struct routing_info {
+  std::string detector = "custom";  ///< describe_detector<D>(): "first_available<cuda, cpu>"
+  std::vector<std::string> platforms;  ///< the run-time platform list; empty: detector order only
+  std::string platforms_source;        ///< "DEVICEKIT_PLATFORMS", "settings" or "" (none)
+  std::string preference = "auto";     ///< DEVICEKIT_PREFER / settings::set_prefer
+  std::string default_device_choice = "the first device found";  ///< or "requested (DEVICEKIT_DEVICE or settings)"
+
+  /// One line: "platform list cpu,cuda (DEVICEKIT_PLATFORMS) over first_available<cuda, cpu>".
+  [[nodiscard]] std::string mode() const {
+    std::string list;
+    for (const auto& p : platforms) list += (list.empty() ? "" : ",") + p;
+    std::string s = platforms.empty() ? "detector order " + detector
+                                      : "platform list " + list + " (" + platforms_source + ") over " + detector;
+    if (preference != "auto") s += ", preference " + preference;
+    return s;
+  }
+};
+
+/// Advice derived from the detected hardware: the batch size of its table row, the memory
+/// strategy and the compute precision of the generative-model preset.
+struct recommendations {
+  hardware_type hardware = hardware_type::unknown;  ///< what the batch size is for (batch_hardware)
+  batch_size_recommendation batch;
+  int batch_multiplier = 1;
+  std::string memory_strategy;       ///< generative_model_preset(caps).strategy.name
+  std::string precision = "fp32";    ///< "bf16", "fp16" or "fp32"
+  bool mixed_precision = false;
+};
+
+/// The recommendations for what `caps` describes.
+[[nodiscard]] inline recommendations recommend_for(const capabilities& caps) {
+  recommendations r;
+  r.hardware = batch_hardware(caps);
+  r.batch = recommend_batch_size(r.hardware);
+  r.batch_multiplier = batch_multiplier(r.hardware);
+  // The precision of hardware that can run the work: none when only unusable GPUs were found.
+  const bool runs_on_gpu = r.hardware != hardware_type::cpu;
+  const auto preset = runs_on_gpu ? generative_model_preset(caps) : generative_model_preset(false, false);
+  r.memory_strategy = preset.strategy.name;
+  r.precision = std::string(preset.compute_dtype);
+  r.mixed_precision = preset.mixed_precision;
+  return r;
+}
 
 /// One device's memory in a report: how its budget is reached, and its pool's stats once the
 /// pool exists.
@@ -35,6 +83,8 @@ struct device_report {
   std::vector<std::string> environment_applied;
   cost_table costs;
   std::vector<device_memory_info> memory;  ///< per device (and cpu:0 when its pool exists)
+  routing_info routing;
+  std::vector<engine_info> engines = query_engines();
 
   [[nodiscard]] const device_memory_info* memory_of(device d) const {
     for (const auto& m : memory) {
@@ -108,6 +158,8 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
                               (c.precision.fp8 ? "fp8" : "") + (c.supports_mixed_precision() ? "" : "none"));
   line("Distributed", c.supports_distributed ? "yes" : "no");
   line("Detector", c.detector);
+  line("Routing", r.routing.mode());
+  line("Default Device Choice", r.routing.default_device_choice);
   if (!c.fallback_reason.empty()) line("Fallback", c.fallback_reason);
   line("Host", c.host.model_name + ", " + std::to_string(c.host.logical_cores) + " logical cores, " +
                    detail::format_bytes(c.host.total_memory_bytes));
@@ -117,10 +169,23 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
   line("Batch Size (" + std::string(to_string(hw)) + ")",
        "min " + std::to_string(rec.min_batch_size) + ", optimal " + std::to_string(rec.optimal_batch_size) +
            ", critical " + std::to_string(rec.critical_batch_size) + (rec.from_table ? "" : " (stand-in)"));
+  const auto advice = recommend_for(c);
+  os << "Recommendations:\n";
+  os << "  Batch Size: " << advice.batch.optimal_batch_size << " per device for " << to_string(advice.hardware)
+     << " (min " << advice.batch.min_batch_size << ", critical " << advice.batch.critical_batch_size
+     << (advice.batch.from_table ? "" : ", stand-in row") << "; global batch multiplier " << advice.batch_multiplier
+     << "x)\n";
+  os << "  Memory Strategy: " << advice.memory_strategy
+     << " for generative models; by model size: conservative < 1M parameters, balanced < 100M, aggressive above\n";
+  os << "  Precision: " << advice.precision
+     << (advice.mixed_precision ? " mixed precision (native on this hardware)" : " (no native reduced precision)") << '\n';
+  os << "Engines:\n";
+  for (const auto& e : r.engines) os << "  " << (e.name == "nccl" ? "NCCL" : "MPI") << ": " << e.status << '\n';
   os << "Devices:\n";
   for (const auto& d : c.devices) {
     os << "  " << d.id.str() << "  " << d.name << "  " << detail::format_bytes(d.total_memory_bytes) << "  "
        << to_string(d.hardware) << "  $" << detail::format_fixed(r.costs.per_hour(d.hardware), 2) << "/h\n";
+    if (!d.usable()) os << "      Unusable: " << d.unusable_reason << '\n';
     if (const auto* m = r.memory_of(d.id)) os << "      Memory: " << detail::memory_line(*m) << '\n';
     if (!verbose || d.id.is_cpu()) continue;
     auto prop = [&](const char* key, const std::string& value) { os << "      " << key << ": " << value << '\n'; };

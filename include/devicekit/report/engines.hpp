@@ -1,0 +1,104 @@
+#pragma once
+/// \file
+/// Which distribution engines this build has: NCCL (GPU collectives) and MPI (processes, host
+/// collectives), with the versions of the headers devicekit was compiled against and of the
+/// libraries the process runs with. The libraries are looked up with dlsym, so asking costs no
+/// link dependency: a build that saw nccl.h but does not link libnccl says so.
+#include <devicekit/core/config.hpp>
+
+#if DEVICEKIT_HAS_NCCL
+#  include <nccl.h>
+#endif
+#if DEVICEKIT_HAS_MPI
+#  include <mpi.h>
+#endif
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace devicekit {
+
+/// One engine in the report.
+struct engine_info {
+  std::string name;           ///< "nccl", "mpi"
+  bool built = false;         ///< compiled in (DEVICEKIT_HAS_NCCL / DEVICEKIT_HAS_MPI)
+  std::string header_version; ///< the headers devicekit was compiled against; empty when not built
+  std::string library_version;  ///< the library this process runs with; empty when not linked
+  std::string status;         ///< one line: "2.27.3", "not built", "headers 2.27.3, library not linked"
+};
+
+namespace detail {
+/// A function of an already loaded library (the program's own link), or nullptr.
+template <class Fn>
+[[nodiscard]] Fn loaded_symbol(const char* name) {
+  void* p = ::dlsym(RTLD_DEFAULT, name);
+  Fn fn = nullptr;
+  std::memcpy(&fn, &p, sizeof p);  // POSIX: function pointers round-trip through void*
+  return fn;
+}
+
+inline void finish_status(engine_info& e, const char* not_built_why) {
+  if (!e.built) {
+    e.status = std::string("not built (") + not_built_why + ")";
+  } else if (e.library_version.empty()) {
+    e.status = "headers " + e.header_version + ", library not linked into this program";
+  } else {
+    e.status = e.library_version;
+    if (e.library_version.rfind(e.header_version, 0) != 0) e.status += " (headers " + e.header_version + ")";
+  }
+}
+}  // namespace detail
+
+/// NCCL: NCCL_MAJOR.NCCL_MINOR.NCCL_PATCH of nccl.h, and ncclGetVersion of the linked library
+/// (its code is major*10000 + minor*100 + patch since NCCL 2.9, major*1000 + minor*100 + patch
+/// before: nccl.h's NCCL_VERSION macro).
+[[nodiscard]] inline engine_info query_nccl_engine() {
+  engine_info e;
+  e.name = "nccl";
+#if DEVICEKIT_HAS_NCCL
+  e.built = true;
+  e.header_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+  if (auto get = detail::loaded_symbol<int (*)(int*)>("ncclGetVersion")) {
+    int v = 0;
+    if (get(&v) == 0 && v > 0) {
+      const int major = v >= 10000 ? v / 10000 : v / 1000;
+      const int minor = v >= 10000 ? (v % 10000) / 100 : (v % 1000) / 100;
+      const int patch = v % 100;
+      e.library_version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+    }
+  }
+#endif
+  detail::finish_status(e, "no nccl.h, or no CUDA");
+  return e;
+}
+
+/// MPI: the standard version of mpi.h (MPI_VERSION.MPI_SUBVERSION) and the first line of
+/// MPI_Get_library_version, which the MPI standard ("Version Inquiries") allows before MPI_Init.
+[[nodiscard]] inline engine_info query_mpi_engine() {
+  engine_info e;
+  e.name = "mpi";
+#if DEVICEKIT_HAS_MPI
+  e.built = true;
+  e.header_version = "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
+  if (auto get = detail::loaded_symbol<int (*)(char*, int*)>("MPI_Get_library_version")) {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    if (get(text, &length) == 0) {
+      std::string line(text, static_cast<std::size_t>(std::max(0, std::min(length, MPI_MAX_LIBRARY_VERSION_STRING))));
+      if (auto nl = line.find_first_of(",\n"); nl != std::string::npos) line.resize(nl);
+      e.library_version = e.header_version + ", " + line;
+    }
+  }
+#endif
+  detail::finish_status(e, "mpi.h not visible: link devicekit::mpi");
+  return e;
+}
+
+/// Both engines, in report order.
+[[nodiscard]] inline std::vector<engine_info> query_engines() { return {query_nccl_engine(), query_mpi_engine()}; }
+
+}  // namespace devicekit

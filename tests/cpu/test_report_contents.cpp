@@ -1,0 +1,130 @@
+// report/: the routing in force, the recommendations derived from the hardware and the engines,
+// in the text report and in JSON.
+#include <catch2/catch.hpp>
+
+#include <devicekit/manager.hpp>
+#include <devicekit/report/json.hpp>
+
+#include "test_support.hpp"
+
+#include <sstream>
+#include <string>
+
+namespace dk = devicekit;
+using devicekit::testing::scoped_env;
+using devicekit::testing::simulated_gpus;
+
+namespace {
+using gpu_chain = dk::first_available<dk::fixed_detector, dk::cpu_detector>;
+using gpu_manager = dk::device_manager<gpu_chain>;
+
+gpu_manager two_h100s(dk::settings s = {}) {
+  return gpu_manager{std::move(s), gpu_chain{dk::fixed_detector{simulated_gpus(2)}, dk::cpu_detector{}}};
+}
+
+std::string text_of(const dk::device_report& r) {
+  std::ostringstream os;
+  dk::write_text(os, r);
+  return os.str();
+}
+}  // namespace
+
+TEST_CASE("the report names the routing in force", "[report][routing]") {
+  const auto plain = two_h100s().report();
+  CHECK(plain.routing.detector == "first_available<fixed, cpu>");
+  CHECK(plain.routing.platforms.empty());
+  CHECK(plain.routing.mode() == "detector order first_available<fixed, cpu>");
+  CHECK(plain.routing.default_device_choice == "the first device found");
+
+  const auto listed = two_h100s(dk::settings{}.set_platforms({dk::device_kind::cpu, dk::device_kind::cuda})
+                                    .set_device(dk::device::cpu()))
+                          .report();
+  CHECK(listed.caps.device_type == dk::device_kind::cpu);
+  CHECK(listed.routing.platforms == std::vector<std::string>{"cpu", "cuda"});
+  CHECK(listed.routing.platforms_source == "settings");
+  CHECK(listed.routing.mode() == "platform list cpu,cuda (settings) over first_available<fixed, cpu>");
+  CHECK(listed.routing.default_device_choice == "requested: cpu:0 (DEVICEKIT_DEVICE or settings)");
+  const auto j = dk::to_json(listed);
+  CHECK(j.at("routing").at("platforms") == nlohmann::json::array({"cpu", "cuda"}));
+  CHECK(j.at("routing").at("platforms_source") == "settings");
+  CHECK(j.at("routing").at("detector") == "first_available<fixed, cpu>");
+  CHECK(j.at("routing").at("preference") == "auto");
+  const auto text = text_of(listed);
+  CHECK_THAT(text, Catch::Contains("Routing: platform list cpu,cuda (settings) over first_available<fixed, cpu>"));
+  CHECK_THAT(text, Catch::Contains("Default Device Choice: requested: cpu:0"));
+
+  scoped_env env("DEVICEKIT_PLATFORMS", "cuda");
+  const auto from_env = two_h100s(dk::settings::from_environment()).report();
+  CHECK(from_env.routing.platforms_source == "DEVICEKIT_PLATFORMS");
+  CHECK(dk::to_json(from_env).at("routing").at("mode") ==
+        "platform list cuda (DEVICEKIT_PLATFORMS) over first_available<fixed, cpu>");
+}
+
+TEST_CASE("recommendations follow the detected hardware", "[report][recommendations]") {
+  const auto gpus = two_h100s().report();
+  const auto advice = dk::recommend_for(gpus.caps);
+  const auto h100 = dk::batch_size_recommendation_for(dk::hardware_type::h100);
+  CHECK(advice.hardware == dk::hardware_type::h100);
+  CHECK(advice.batch.optimal_batch_size == h100.optimal_batch_size);
+  CHECK(advice.batch_multiplier == dk::batch_multiplier(dk::hardware_type::h100));
+  CHECK(advice.precision == "bf16");  // sm_90 has bf16: preferred over fp16
+  CHECK(advice.mixed_precision);
+  CHECK(advice.memory_strategy == dk::generative_model_preset(true, true).strategy.name);
+  const auto j = dk::to_json(gpus).at("recommendations");
+  CHECK(j.at("batch_size").at("hardware") == "h100");
+  CHECK(j.at("batch_size").at("optimal") == h100.optimal_batch_size);
+  CHECK(j.at("precision") == "bf16");
+  CHECK(j.at("memory_strategy_by_model_size").at("balanced_below_parameters") == 100'000'000);
+  const auto text = text_of(gpus);
+  CHECK_THAT(text, Catch::Contains("Recommendations:\n  Batch Size: " + std::to_string(h100.optimal_batch_size) +
+                                   " per device for h100"));
+  CHECK_THAT(text, Catch::Contains("  Precision: bf16 mixed precision"));
+
+  // A V100 (sm_70: fp16, no bf16) next to an H100: the smaller GPU decides the batch, the
+  // lowest compute capability the precision.
+  auto mixed = simulated_gpus(2);
+  mixed.devices[1].name = "Tesla V100-SXM2-16GB";
+  mixed.devices[1].hardware = dk::hardware_type::v100;
+  mixed.devices[1].total_memory_bytes = 16ull << 30;
+  mixed.cc = dk::compute_capability{7, 0};
+  mixed.precision = dk::precision_for(*mixed.cc);
+  const auto v = dk::recommend_for(mixed);
+  CHECK(v.hardware == dk::hardware_type::v100);
+  CHECK(v.precision == "fp16");
+
+  const auto cpu = dk::device_manager<dk::cpu_detector>{dk::settings{}}.report();
+  const auto c = dk::recommend_for(cpu.caps);
+  CHECK(c.hardware == dk::hardware_type::cpu);
+  CHECK(c.precision == "fp32");
+  CHECK_FALSE(c.mixed_precision);
+  CHECK_THAT(text_of(cpu), Catch::Contains("  Precision: fp32 (no native reduced precision)"));
+}
+
+TEST_CASE("the report lists the engines, built or not", "[report][engines]") {
+  const auto engines = dk::query_engines();
+  REQUIRE(engines.size() == 2);
+  CHECK(engines[0].name == "nccl");
+  CHECK(engines[1].name == "mpi");
+  CHECK(engines[0].built == static_cast<bool>(DEVICEKIT_HAS_NCCL));
+  CHECK(engines[1].built == static_cast<bool>(DEVICEKIT_HAS_MPI));
+  for (const auto& e : engines) {
+    INFO(e.name << ": " << e.status);
+    if (e.built) {
+      CHECK_FALSE(e.header_version.empty());
+      CHECK_THAT(e.status, Catch::Contains(e.library_version.empty() ? "library not linked" : e.library_version));
+    } else {
+      CHECK_THAT(e.status, Catch::StartsWith("not built"));
+      CHECK(e.header_version.empty());
+    }
+  }
+#if DEVICEKIT_HAS_NCCL
+  CHECK(engines[0].header_version ==
+        std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH));
+#endif
+  const auto r = two_h100s().report();
+  const auto j = dk::to_json(r).at("engines");
+  CHECK(j.at("nccl").at("status") == engines[0].status);
+  CHECK(j.at("mpi").at("built") == engines[1].built);
+  const auto text = text_of(r);
+  CHECK_THAT(text, Catch::Contains("Engines:\n  NCCL: " + engines[0].status + "\n  MPI: " + engines[1].status));
+}
