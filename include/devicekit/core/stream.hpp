@@ -163,26 +163,10 @@ class stream {
   /// The CUDA handle; nullptr for a cpu stream.
   [[nodiscard]] native_stream_handle native_handle() const noexcept { return handle_; }
 
-  /// Blocks until all work queued on the stream has finished.
-  void synchronize() const {
-#if DEVICEKIT_HAS_CUDA
-    if (handle_ != nullptr) DEVICEKIT_CUDA_CHECK(cudaStreamSynchronize(handle_));
-#endif
-  }
-
-  /// True when no queued work is pending. Never blocks.
-  [[nodiscard]] bool idle() const {
-#if DEVICEKIT_HAS_CUDA
-    if (handle_ == nullptr) return true;
-    const cudaError_t r = cudaStreamQuery(handle_);
-    // cudaErrorNotReady is a status ("not actually an error", cudaError_t's documentation): it
-    // does not become the last error (seen on the H100, gpu.gpu_sim_rules), so nothing is
-    // cleared; clearing would swallow an error the program has not read yet.
-    if (r == cudaErrorNotReady) return false;
-    DEVICEKIT_CUDA_CHECK(r);
-#endif
-    return true;
-  }
+  /// Blocks until all work queued on the stream has finished (see stream_ref::synchronize).
+  void synchronize() const;
+  /// True when no queued work is pending. Never blocks (see stream_ref::idle).
+  [[nodiscard]] bool idle() const;
 
  private:
   void release() noexcept {
@@ -269,7 +253,10 @@ class stream_ref {
 #if DEVICEKIT_HAS_CUDA
     if (device_.is_cpu()) return true;
     const cudaError_t r = cudaStreamQuery(handle_);
-    if (r == cudaErrorNotReady) return false;  // a status, not an error (see stream::idle)
+    // cudaErrorNotReady is a status ("not actually an error", cudaError_t's documentation): it
+    // does not become the last error (seen on the H100, gpu.gpu_sim_rules), so nothing is
+    // cleared; clearing would swallow an error the program has not read yet.
+    if (r == cudaErrorNotReady) return false;
     DEVICEKIT_CUDA_CHECK(r);
 #endif
     return true;
@@ -283,5 +270,12 @@ class stream_ref {
   device device_ = device::cpu(0);
   native_stream_handle handle_ = nullptr;
 };
+
+// A stream's waits are its reference's; a moved-from cuda stream (no handle) has nothing queued,
+// so it is not handed on: a null handle would name the legacy default stream there.
+inline void stream::synchronize() const {
+  if (handle_ != nullptr) stream_ref(*this).synchronize();
+}
+inline bool stream::idle() const { return handle_ == nullptr || stream_ref(*this).idle(); }
 
 }  // namespace devicekit

@@ -150,12 +150,9 @@ struct cuda_probe {
 }
 #endif
 
-/// Why CUDA is not to be used, before touching the runtime; empty when it may be probed.
-[[nodiscard]] inline std::string cuda_excluded_reason(const settings& s) {
-#if !DEVICEKIT_HAS_CUDA
-  (void)s;
-  return "devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)";
-#else
+/// Why the settings or the environment hide every GPU from any detector (a 'cpu' preference,
+/// CUDA_VISIBLE_DEVICES=""), or "" when they do not. Needs no CUDA: nvml_detector asks it too.
+[[nodiscard]] inline std::string gpus_hidden_reason(const settings& s) {
   if (s.get_prefer() == device_preference::cpu) {
     return "the CPU was requested (device preference 'cpu', e.g. DEVICEKIT_PREFER=cpu)";
   }
@@ -165,6 +162,15 @@ struct cuda_probe {
     }
   }
   return {};
+}
+
+/// Why CUDA is not to be used, before touching the runtime; empty when it may be probed.
+[[nodiscard]] inline std::string cuda_excluded_reason(const settings& s) {
+#if !DEVICEKIT_HAS_CUDA
+  (void)s;
+  return "devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)";
+#else
+  return gpus_hidden_reason(s);
 #endif
 }
 

@@ -210,14 +210,8 @@ struct nvml_detector {
     caps.device_type = device_kind::cuda;
     caps.host = query_host();
     detail::fill_cuda_versions(caps);
-    if (s.get_prefer() == device_preference::cpu) {
-      caps.fallback_reason = "the CPU was requested (device preference 'cpu', e.g. DEVICEKIT_PREFER=cpu)";
-      return caps;
-    }
-    if (auto v = detail::getenv_string("CUDA_VISIBLE_DEVICES"); v && v->find_first_not_of(" \t") == std::string::npos) {
-      caps.fallback_reason = "CUDA_VISIBLE_DEVICES is set to an empty string, which hides every GPU";
-      return caps;
-    }
+    caps.fallback_reason = detail::gpus_hidden_reason(s);
+    if (!caps.fallback_reason.empty()) return caps;
     auto found = detail::nvml::list_gpus(detail::nvml::library_path(s));
     if (caps.driver_version == 0) caps.driver_version = found.cuda_driver_version;
     if (!found.failure.empty()) {
