@@ -205,7 +205,7 @@ class device_manager {
       whole = whole && s.whole;
     }
     if constexpr (requires { Scheme::uneven; }) {
-      return devicekit::shard(tree, devs, 0, to_place_policy(Scheme::uneven), placement_selector());
+      return devicekit::shard(tree, devs, 0, Scheme::uneven, placement_selector());
     } else if constexpr (requires { Scheme::splits_batch; }) {
       // A custom scheme that declares row shares: placed as it plans them, rows in order.
       std::vector<std::size_t> counts;
@@ -448,14 +448,6 @@ class device_manager {
 
   [[nodiscard]] auto placement_selector() {
     return [this](device d) -> device_memory& { return placement_memory(d); };
-  }
-
-  static constexpr uneven to_place_policy(schemes::uneven_batch u) noexcept {
-    switch (u) {
-      case schemes::uneven_batch::error: return uneven::error;
-      case schemes::uneven_batch::pad: return uneven::pad;
-      default: return uneven::ragged;
-    }
   }
 
   /// The pool placement on `d` allocates from (every cpu ordinal is the host).

@@ -10,6 +10,7 @@
 /// functions of the same name (`devicekit::replicate(tree, devices)`); `single_device` and
 /// `shard_batch` are also available as `devicekit::single_device` and `devicekit::shard_batch`.
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/uneven.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/place/split.hpp>
 
@@ -71,20 +72,10 @@ concept distribution_scheme =
 
 namespace schemes {
 
-/// How shard_batch treats a batch that does not divide evenly over the devices.
-///  - error:  refuse, like JAX ("the dimension size is 19, partitioned 4 times");
-///  - pad:    every shard has ceil(batch / n) rows, the last ones padded (like flax);
-///  - ragged: balanced shards, as numpy.array_split: sizes differ by at most one, the first
-///            batch % n shards one row larger (9 over 4: 3, 2, 2, 2; see place/split.hpp).
-enum class uneven_batch { error, pad, ragged };
-
-[[nodiscard]] constexpr std::string_view to_string(uneven_batch u) noexcept {
-  switch (u) {
-    case uneven_batch::error: return "error";
-    case uneven_batch::pad: return "pad";
-    default: return "ragged";
-  }
-}
+/// How shard_batch treats a batch that does not divide evenly over the devices: the one
+/// `devicekit::uneven` (core/uneven.hpp) that placement's shard takes too. `uneven_batch` is the
+/// name it had here before, kept so that `basic_shard_batch<uneven_batch::pad>` still reads well.
+using uneven_batch = devicekit::uneven;
 
 /// Everything on the default device.
 struct single_device {
@@ -109,7 +100,7 @@ struct replicate {
 /// what happens when the batch does not divide evenly.
 template <uneven_batch Uneven>
 struct basic_shard_batch {
-  static constexpr uneven_batch uneven = Uneven;
+  static constexpr devicekit::uneven uneven = Uneven;
   static constexpr std::string_view name() noexcept { return "shard_batch"; }
   [[nodiscard]] static distribution_plan plan(const tree_summary& tree, std::span<const device> devices) {
     if (devices.empty()) throw config_error("shard_batch: no device to shard over");

@@ -28,6 +28,7 @@
 /// layout_right when they must be gathered). Slices that are contiguous in the source are sent
 /// as they are; others are gathered on the host first. A tree on a device is brought to the host
 /// to be split.
+#include <devicekit/core/uneven.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/split.hpp>
 
@@ -43,17 +44,6 @@
 #include <vector>
 
 namespace devicekit {
-
-/// What to do when the batch does not divide evenly over the devices.
-enum class uneven : std::uint8_t { error, pad, ragged };
-
-[[nodiscard]] constexpr std::string_view to_string(uneven u) noexcept {
-  switch (u) {
-    case uneven::pad: return "pad";
-    case uneven::ragged: return "ragged";
-    default: return "error";
-  }
-}
 
 /// A 1-D or 2-D arrangement of devices with named axes, row-major (as jax.sharding.Mesh).
 class mesh {
