@@ -9,9 +9,9 @@
 #if DEVICEKIT_HAS_NCCL
 #  include <nccl.h>
 #endif
-#if DEVICEKIT_HAS_MPI
-#  include <mpi.h>
-#endif
+// No <mpi.h> here: MPI's header is left to distribute/mpi.hpp, the one header that needs MPI's
+// types, so that a report does not put MPI on every translation unit's include path. What is
+// asked of the MPI library goes through dlsym below.
 
 #include <dlfcn.h>
 
@@ -76,21 +76,29 @@ inline void finish_status(engine_info& e, const char* not_built_why) {
   return e;
 }
 
-/// MPI: the standard version of mpi.h (MPI_VERSION.MPI_SUBVERSION) and the first line of
-/// MPI_Get_library_version, which the MPI standard ("Version Inquiries") allows before MPI_Init.
+/// MPI: the MPI standard version the library implements (MPI_Get_version) and the first line of
+/// MPI_Get_library_version; the MPI standard ("Version Inquiries") allows both before MPI_Init.
+/// Without mpi.h (see above) the header's MPI_VERSION is not known here; `header_version` says
+/// "MPI" when the build saw mpi.h (DEVICEKIT_HAS_MPI).
 [[nodiscard]] inline engine_info query_mpi_engine() {
   engine_info e;
   e.name = "mpi";
 #if DEVICEKIT_HAS_MPI
   e.built = true;
-  e.header_version = "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
-  if (auto get = detail::loaded_symbol<int (*)(char*, int*)>("MPI_Get_library_version")) {
-    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  e.header_version = "MPI";
+  auto get_version = detail::loaded_symbol<int (*)(int*, int*)>("MPI_Get_version");
+  auto get_library = detail::loaded_symbol<int (*)(char*, int*)>("MPI_Get_library_version");
+  int major = 0;
+  int minor = 0;
+  if (get_version != nullptr && get_library != nullptr && get_version(&major, &minor) == 0) {
+    // MPI_MAX_LIBRARY_VERSION_STRING is 256 in Open MPI and 8192 in MPICH: the larger one fits all.
+    std::vector<char> text(8192, '\0');
     int length = 0;
-    if (get(text, &length) == 0) {
-      std::string line(text, static_cast<std::size_t>(std::max(0, std::min(length, MPI_MAX_LIBRARY_VERSION_STRING))));
+    if (get_library(text.data(), &length) == 0) {
+      std::string line(text.data(), static_cast<std::size_t>(std::clamp(length, 0, static_cast<int>(text.size()))));
       if (auto nl = line.find_first_of(",\n"); nl != std::string::npos) line.resize(nl);
-      e.library_version = e.header_version + ", " + line;
+      while (!line.empty() && line.back() == '\0') line.pop_back();
+      e.library_version = "MPI " + std::to_string(major) + "." + std::to_string(minor) + ", " + line;
     }
   }
 #endif
