@@ -9,6 +9,7 @@
 // Exits 0 on a CPU fallback (that is an answer, not a failure); exits 2 on a bad flag or a bad
 // environment value (DEVICEKIT_PREFER=tpu, DEVICEKIT_PLATFORMS=tpu), with the message on stderr.
 #include <devicekit/devicekit.hpp>
+#include <devicekit/report/json.hpp>
 
 #include <CLI/CLI.hpp>
 

@@ -1,5 +1,7 @@
 # Compiles SOURCE (expected to fail) and checks that the diagnostics contain EXPECT.
-#   cmake -DCXX=... -DSOURCE=... -DINCLUDES="a;b" -DEXPECT=... -P check_compile_fail.cmake
+#   cmake -DCXX=... -DSOURCE=... -DINCLUDES="a,b" -DEXPECT=... -P check_compile_fail.cmake
+# INCLUDES is comma-separated: a CMake list would be split into arguments by add_test.
+string(REPLACE "," ";" INCLUDES "${INCLUDES}")
 set(args -std=c++20 -fsyntax-only)
 foreach(dir IN LISTS INCLUDES)
   list(APPEND args "-I${dir}")

@@ -1,0 +1,13 @@
+#pragma once
+/// \file
+/// Memory: the pools, their resources, strategies, statistics, buffers and allocators.
+///
+/// Each header also stands alone; this one is for translation units that use the whole layer.
+#include <devicekit/memory/allocator.hpp>
+#include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/profiler.hpp>
+#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/stats.hpp>
+#include <devicekit/memory/strategy.hpp>
