@@ -1,7 +1,7 @@
 // custom_detector: a detector is a plain struct with a `detect` member; no base class, no
-// registration. This one reports the devices listed in a (made-up) cluster inventory, the way
-// Artifex's CustomDetector returns fixed capabilities, and falls back to the CPU when the
-// inventory is empty.
+// registration. This one reports the devices listed in a (made-up) cluster inventory: fixed
+// capabilities, as a scheduler that assigns hardware would give them, and it falls back to the
+// CPU when the inventory is empty.
 #include <devicekit/devicekit.hpp>
 
 #include <iostream>

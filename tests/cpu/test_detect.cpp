@@ -1,4 +1,4 @@
-// detect/: detectors and their concept, fallback reasons, hardware tables from the seeds.
+// detect/: detectors and their concept, fallback reasons, the hardware tables.
 #include <catch2/catch.hpp>
 
 #include <devicekit/detect/batch_size.hpp>
@@ -140,7 +140,7 @@ TEST_CASE("hardware is classified from the driver's device name", "[detect][hard
   CHECK(dk::to_string(dk::hardware_type::tpu_v5e) == "tpu_v5e");
 }
 
-TEST_CASE("batch-size recommendations are the seed table's exact values", "[detect][hardware]") {
+TEST_CASE("batch-size recommendations are the table's exact values", "[detect][hardware]") {
   struct row {
     dk::hardware_type hw;
     int min, optimal, critical;

@@ -1,9 +1,11 @@
 #pragma once
 /// \file
-/// Hardware classification and the tables that hang off it: batch-size recommendations
-/// (Artifex DevicePlacement's table, exact values), batch multipliers (Daena: GPU 4x, CPU 1x,
-/// TPU 128x, rounded to a power of two) and the cost per device-hour (Daena's estimates, a table
-/// the user can override). TPU rows are kept as data: devicekit has no TPU backend.
+/// Hardware classification and the tables that hang off it: batch-size recommendations (a table
+/// per hardware type: minimum, optimal and critical batch per device), batch multipliers (GPU 4x,
+/// CPU 1x, TPU 128x, rounded to a power of two: the Cloud TPU performance guide asks for batches
+/// that are multiples of 128 per core, a GPU saturates at a few times a CPU's batch) and the cost
+/// per device-hour (rough list-price estimates, a table the user can override). TPU rows are kept
+/// as data: devicekit has no TPU backend.
 #include <devicekit/core/device.hpp>
 
 #include <algorithm>
@@ -122,7 +124,7 @@ struct batch_validation {
   return (v - lower < upper - v) ? lower : upper;
 }
 
-/// Daena's batch multiplier: how many times a base batch a device kind should take.
+/// The batch multiplier: how many times a base batch a device kind should take (see the top).
 [[nodiscard]] constexpr int batch_multiplier(hardware_type h) noexcept {
   if (is_tpu(h)) return 128;
   if (h == hardware_type::cpu) return 1;
@@ -143,7 +145,7 @@ struct batch_config {
   return c;
 }
 
-/// Cost per device-hour in US dollars. Defaults are Daena's estimates (CPU $0, GPU $0.50,
+/// Cost per device-hour in US dollars. Defaults are rough estimates (CPU $0, GPU $0.50,
 /// TPU $2.00); `set` overrides one hardware type, for example with your cloud's price list.
 class cost_table {
  public:
