@@ -47,6 +47,8 @@
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/errors.hpp>
+#include <devicekit/memory/pool_config.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
@@ -71,45 +73,6 @@
 
 namespace devicekit {
 
-/// Whether a pool records where each allocation came from.
-enum class tracking_mode {
-  environment,  ///< on when DEVICEKIT_MEMORY_DEBUG is 1/on/true/yes (the default)
-  off,
-  on,
-};
-
-/// A pool's configuration (FLAME's MemoryConfig, plus what a C++ pool needs).
-struct pool_config {
-  /// Preallocated as one chunk when the pool is made, and kept by trim() (the XLA "start").
-  std::size_t initial_size = 0;
-  /// Each growth asks for at least (growth_factor - 1) x reserved bytes: 2.0 doubles the pool,
-  /// 1.0 grows by what the request needs (rounded to min_chunk_size). Fewer, larger chunks mean
-  /// fewer upstream calls; smaller growth keeps reserved close to what is used.
-  double growth_factor = 1.0;
-  /// The most the pool may reserve. Unset: the balanced strategy's budget for the device.
-  std::optional<std::size_t> max_size;
-  /// defragment() releases empty chunks when fragmentation (1 - largest free / free) exceeds this.
-  double defrag_threshold = 0.5;
-  std::size_t min_chunk_size = 2u << 20;
-  std::size_t max_chunk_size = 1u << 30;
-  /// Requests up to this size use size classes; 0 disables them. At most 1 MiB.
-  std::size_t small_size_limit = 16u << 10;
-  tracking_mode tracking = tracking_mode::environment;
-  /// No caching: every allocation is an upstream allocation of its own (rounded to 256 bytes, no
-  /// size classes, no growth beyond the request) and goes back upstream when freed (a
-  /// stream-ordered free once its stream's event has completed, at the next call that looks).
-  /// The budget and the stats still apply. What the manager's `async` and `platform` allocator
-  /// kinds use, as jaxlib's cuda_async / platform allocators bypass its BFC pool.
-  bool release_on_free = false;
-  /// Called (without the pool's lock) before out_of_memory is thrown; return true to retry once.
-  std::function<bool(std::size_t bytes, const pool_stats&)> on_out_of_memory;
-  /// Receives the leak report when a tracking pool is destroyed with live allocations
-  /// (default: standard error).
-  std::function<void(const std::string&)> on_leak;
-  /// How the budget was reached, for reports and out_of_memory messages (the manager sets it).
-  std::optional<memory_budget> budget;
-};
-
 /// One live allocation.
 struct allocation_record {
   void* ptr = nullptr;
@@ -128,17 +91,6 @@ struct defragment_result {
 class memory_profiler;
 
 namespace detail {
-/// Reads DEVICEKIT_MEMORY_DEBUG.
-[[nodiscard]] inline bool memory_debug_from_environment() {
-  const char* v = std::getenv("DEVICEKIT_MEMORY_DEBUG");
-  if (v == nullptr) return false;
-  const std::string s(v);
-  if (s.empty() || s == "0" || s == "off" || s == "false" || s == "no") return false;
-  if (s == "1" || s == "on" || s == "true" || s == "yes") return true;
-  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s + "' is not valid; allowed values: 1, on, true, yes (tracking on) "
-                     "or 0, off, false, no, empty (tracking off)");
-}
-
 /// A profiler's state, updated by the pool under its lock.
 struct profile_state {
   struct sample {
@@ -340,22 +292,8 @@ class device_memory {
   friend bool operator==(const device_memory& a, const device_memory& b) noexcept { return &a == &b; }
 
  protected:
-  device_memory(device dev, pool_config config) : device_(dev), config_(std::move(config)) {
-    auto bad = [](const std::string& what) { throw config_error("pool_config: " + what); };
-    if (!std::isfinite(config_.growth_factor) || config_.growth_factor < 1.0) {
-      bad("growth_factor " + std::to_string(config_.growth_factor) + " must be >= 1 (1 grows by what is needed, 2 doubles)");
-    }
-    if (!(config_.defrag_threshold >= 0.0 && config_.defrag_threshold <= 1.0)) {
-      bad("defrag_threshold " + std::to_string(config_.defrag_threshold) + " must lie in [0, 1]");
-    }
-    if (config_.min_chunk_size == 0 || config_.min_chunk_size > config_.max_chunk_size) {
-      bad("min_chunk_size must be > 0 and <= max_chunk_size");
-    }
-    if (config_.small_size_limit > detail::size_classes::max_small) {
-      bad("small_size_limit " + std::to_string(config_.small_size_limit) + " must be at most 1 MiB");
-    }
-    tracking_ = config_.tracking == tracking_mode::on ||
-                (config_.tracking == tracking_mode::environment && detail::memory_debug_from_environment());
+  device_memory(device dev, pool_config config) : device_(dev), config_(detail::validated(std::move(config))) {
+    tracking_ = detail::tracking_enabled(config_);
     class_count_ = detail::size_classes::count_for(config_.small_size_limit);
     classes_.resize(static_cast<std::size_t>(class_count_));
     min_chunk_ = detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
@@ -365,8 +303,6 @@ class device_memory {
       class_count_ = 0;
       classes_.clear();
       min_chunk_ = detail::pool_granule;
-      config_.growth_factor = 1.0;
-      config_.initial_size = 0;
     }
   }
 
