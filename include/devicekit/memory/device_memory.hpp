@@ -47,6 +47,7 @@
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/detail/pool_upstream.hpp>
 #include <devicekit/memory/errors.hpp>
 #include <devicekit/memory/pool_config.hpp>
 #include <devicekit/memory/resources.hpp>
@@ -194,7 +195,7 @@ class device_memory {
     release_empty_slabs();
     const std::size_t released = release_empty_chunks(true).first;
     notify_profilers(event::other, 0);
-    upstream_trim();
+    upstream_->trim();
     return released;
   }
 
@@ -206,7 +207,7 @@ class device_memory {
     release_empty_slabs();
     release_empty_chunks(false);
     notify_profilers(event::other, 0);
-    upstream_trim();
+    upstream_->trim();
   }
 
   /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
@@ -220,7 +221,7 @@ class device_memory {
     for (auto& st : streams_) {
       if (st->retired || st->handle != s) continue;
       if (st->pending() != 0) {
-        upstream_wait_event(st->event);
+        upstream_->wait_event(st->event);
         migrate(*st, st->recorded_seq);
       }
       retire_slot(*st);
@@ -239,7 +240,7 @@ class device_memory {
     release_empty_slabs();
     if (force || compute_stats().fragmentation > config_.defrag_threshold) {
       std::tie(r.released_bytes, r.chunks_released) = release_empty_chunks(true);
-      upstream_trim();
+      upstream_->trim();
     }
     r.fragmentation_after = compute_stats().fragmentation;
     notify_profilers(event::other, 0);
@@ -307,8 +308,9 @@ class device_memory {
   }
 
   /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
-  void start(std::size_t default_total_bytes) {
-    events_ = upstream_has_events();
+  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes) {
+    upstream_ = &upstream;
+    events_ = upstream.has_events();
     if (config_.budget) {
       budget_ = *config_.budget;
     } else {
@@ -330,7 +332,7 @@ class device_memory {
       const std::size_t n = detail::round_up_pow2(std::min(config_.initial_size, max_size_ & ~(detail::pool_granule - 1)),
                                                   detail::pool_granule);
       if (n > 0) {
-        void* p = upstream_allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
+        void* p = upstream_->allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
         add_chunk(p, n, true);
       }
     }
@@ -357,29 +359,18 @@ class device_memory {
       }
     }
     for (auto& st : streams_) {
-      if (st->event != nullptr) upstream_destroy_event(st->event);
+      if (st->event != nullptr) upstream_->destroy_event(st->event);
       st->event = nullptr;
     }
     for (auto& c : chunks_) {
       if (!c.live) continue;
-      upstream_deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
+      upstream_->deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
       c.live = false;
     }
     chunks_.clear();
     chunk_order_.clear();
     reserved_ = 0;
   }
-
-  // --- the upstream, implemented by memory_pool<Upstream> ------------------------------------
-  virtual void* upstream_allocate(std::size_t bytes, std::size_t alignment) = 0;
-  virtual void upstream_deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept = 0;
-  virtual bool upstream_has_events() const noexcept { return false; }
-  virtual void* upstream_create_event(native_stream_handle) { return nullptr; }
-  virtual void upstream_record_event(void*, native_stream_handle) {}
-  virtual bool upstream_event_complete(void*) { return true; }
-  virtual void upstream_wait_event(void*) {}
-  virtual void upstream_destroy_event(void*) noexcept {}
-  virtual void upstream_trim() noexcept {}
 
  private:
   friend class memory_profiler;
@@ -745,6 +736,7 @@ class device_memory {
   std::size_t max_size_ = 0;
   bool tracking_ = false;
   bool events_ = false;
+  detail::pool_upstream* upstream_ = nullptr;  ///< memory_pool's adapter (detail/pool_upstream.hpp)
   int class_count_ = 0;
   std::size_t min_chunk_ = 0;
   std::size_t max_chunk_ = 0;

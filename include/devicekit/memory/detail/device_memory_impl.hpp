@@ -215,13 +215,13 @@ inline auto device_memory::grow(std::size_t need) -> bool {
   for (;;) {
     void* p = nullptr;
     try {
-      p = upstream_allocate(want, detail::pool_granule);
+      p = upstream_->allocate(want, detail::pool_granule);
     } catch (const std::exception& e) {
       last_upstream_error_ = e.what();
     }
     if (p != nullptr) {
       if ((reinterpret_cast<std::uintptr_t>(p) & (detail::pool_granule - 1)) != 0) {
-        upstream_deallocate(p, want, detail::pool_granule);
+        upstream_->deallocate(p, want, detail::pool_granule);
         throw config_error("the pool's upstream on " + device_.str() +
                            " returned memory not aligned to 256 bytes; an upstream must honour the alignment it is asked for");
       }
@@ -267,7 +267,7 @@ inline auto device_memory::release_empty_chunks(bool keep_initial) -> std::pair<
     if (b->state != detail::block_state::free || b->stream != 0 || b->size != c.size) continue;
     ready_.erase(b);
     blocks_.recycle(b);
-    upstream_deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
+    upstream_->deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
     reserved_ -= c.size;
     ++upstream_frees_;
     bytes += c.size;
@@ -312,7 +312,7 @@ inline auto device_memory::stream_id(native_stream_handle h) -> std::uint16_t {
 }
 
 inline auto device_memory::retire_slot(detail::stream_state& st) noexcept -> void {
-  if (st.event != nullptr) upstream_destroy_event(st.event);
+  if (st.event != nullptr) upstream_->destroy_event(st.event);
   st.event = nullptr;
   st.event_in_flight = false;
   st.recorded_seq = 0;
@@ -326,8 +326,8 @@ inline auto device_memory::record_free_event(detail::stream_state& st) -> void {
   // work still completes), and recording on a destroyed stream is undefined behaviour. RMM's
   // stream_ordered_memory_resource records at every deallocation for the same reason. One event
   // per stream, re-recorded: it then covers every free made on the stream so far.
-  if (st.event == nullptr) st.event = upstream_create_event(st.handle);
-  upstream_record_event(st.event, st.handle);
+  if (st.event == nullptr) st.event = upstream_->create_event(st.handle);
+  upstream_->record_event(st.event, st.handle);
   st.recorded_seq = st.next_seq;  // the sequence number the free being made will take
   st.event_in_flight = true;
 }
@@ -340,8 +340,8 @@ inline auto device_memory::poll_streams(std::uint16_t except, bool wait) -> bool
     // Only events are touched here, never the stream: it may be gone (see record_free_event).
     if (st.pending() == 0 || !st.event_in_flight) continue;
     if (wait) {
-      upstream_wait_event(st.event);
-    } else if (!upstream_event_complete(st.event)) {
+      upstream_->wait_event(st.event);
+    } else if (!upstream_->event_complete(st.event)) {
       continue;
     }
     st.event_in_flight = false;
