@@ -46,6 +46,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/memory/detail/pool_observers.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
 #include <devicekit/memory/detail/pool_upstream.hpp>
 #include <devicekit/memory/errors.hpp>
@@ -92,36 +93,6 @@ struct defragment_result {
 class memory_profiler;
 
 namespace detail {
-/// A profiler's state, updated by the pool under its lock.
-struct profile_state {
-  struct sample {
-    double t_us;
-    std::size_t allocated;
-    std::size_t reserved;
-  };
-  struct marker {
-    double t_us;
-    bool begin;
-    std::string name;
-  };
-  std::string name;
-  bool record_timeline = false;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  std::size_t start_allocated = 0;
-  std::size_t peak_allocated = 0;
-  std::size_t peak_reserved = 0;
-  std::uint64_t allocations = 0;
-  std::uint64_t frees = 0;
-  std::uint64_t ooms = 0;
-  std::size_t bytes_allocated = 0;
-  std::vector<sample> samples;
-  std::vector<marker> markers;
-
-  [[nodiscard]] double now_us() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
-};
-
 [[nodiscard]] inline std::string pointer_text(const void* p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%p", p);
@@ -194,7 +165,7 @@ class device_memory {
     poll_streams(0, false);
     release_empty_slabs();
     const std::size_t released = release_empty_chunks(true).first;
-    notify_profilers(event::other, 0);
+    notify(detail::pool_event::other, 0);
     upstream_->trim();
     return released;
   }
@@ -206,7 +177,7 @@ class device_memory {
     poll_streams(0, true);
     release_empty_slabs();
     release_empty_chunks(false);
-    notify_profilers(event::other, 0);
+    notify(detail::pool_event::other, 0);
     upstream_->trim();
   }
 
@@ -243,7 +214,7 @@ class device_memory {
       upstream_->trim();
     }
     r.fragmentation_after = compute_stats().fragmentation;
-    notify_profilers(event::other, 0);
+    notify(detail::pool_event::other, 0);
     return r;
   }
 
@@ -377,8 +348,6 @@ class device_memory {
   using block = detail::pool_block;
   using slab = detail::pool_slab;
 
-  enum class event { allocate, free, other };
-
   struct chunk {
     std::uintptr_t base = 0;
     std::size_t size = 0;
@@ -424,7 +393,7 @@ class device_memory {
     largest_alloc_ = std::max(largest_alloc_, bytes);
     peak_allocated_ = std::max(peak_allocated_, allocated_);
     peak_active_ = std::max(peak_active_, active_);
-    if (!profilers_.empty()) notify_profilers(event::allocate, bytes);
+    if (!observers_.empty()) notify(detail::pool_event::allocate, bytes);
     return reinterpret_cast<void*>(t.addr);
   }
 
@@ -480,7 +449,7 @@ class device_memory {
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause) {
     ++oom_count_;
-    for (auto* p : profilers_) ++p->ooms;
+    if (!observers_.empty()) notify(detail::pool_event::out_of_memory, bytes);
     const pool_stats s = compute_stats();
     last_upstream_error_.clear();
     throw out_of_memory(device_, bytes, s, budget_text(), cause);
@@ -600,7 +569,7 @@ class device_memory {
       poll_streams(0, false);
       release_empty_chunks(false);
     }
-    if (!profilers_.empty()) notify_profilers(event::free, bytes);
+    if (!observers_.empty()) notify(detail::pool_event::free, bytes);
   }
 
   // --- stats ------------------------------------------------------------------------------------
@@ -677,47 +646,15 @@ class device_memory {
     return {reinterpret_cast<void*>(r.key), r.requested, site.alignment, site.where};
   }
 
-  // --- profilers --------------------------------------------------------------------------------
-  void notify_profilers(event e, std::size_t bytes) {
-    for (auto* p : profilers_) {
-      if (e == event::allocate) {
-        ++p->allocations;
-        p->bytes_allocated += bytes;
-      } else if (e == event::free) {
-        ++p->frees;
-      }
-      p->peak_allocated = std::max(p->peak_allocated, allocated_);
-      p->peak_reserved = std::max(p->peak_reserved, reserved_);
-      if (p->record_timeline) p->samples.push_back({p->now_us(), allocated_, reserved_});
-    }
-  }
-
-  void attach_profiler(detail::profile_state* p) {
+  // --- observers (memory_profiler) -------------------------------------------------------------
+  void notify(detail::pool_event e, std::size_t bytes) { observers_.notify(e, bytes, allocated_, reserved_); }
+  void attach_observer(detail::pool_observer* o) {
     std::lock_guard lock(mutex_);
-    p->start_allocated = p->peak_allocated = allocated_;
-    p->peak_reserved = reserved_;
-    for (auto* other : profilers_) {
-      if (other->record_timeline) other->markers.push_back({other->now_us(), true, p->name});
-    }
-    if (p->record_timeline) {
-      p->markers.push_back({p->now_us(), true, p->name});
-      p->samples.push_back({p->now_us(), allocated_, reserved_});
-    }
-    profilers_.push_back(p);
+    observers_.add(o, allocated_, reserved_);
   }
-
-  void detach_profiler(detail::profile_state* p) {
+  void detach_observer(detail::pool_observer* o) {
     std::lock_guard lock(mutex_);
-    const auto it = std::find(profilers_.begin(), profilers_.end(), p);
-    if (it == profilers_.end()) return;
-    profilers_.erase(it);
-    if (p->record_timeline) {
-      p->samples.push_back({p->now_us(), allocated_, reserved_});
-      p->markers.push_back({p->now_us(), false, p->name});
-    }
-    for (auto* other : profilers_) {
-      if (other->record_timeline) other->markers.push_back({other->now_us(), false, p->name});
-    }
+    observers_.remove(o, allocated_, reserved_);
   }
 
   template <class F>
@@ -756,7 +693,7 @@ class device_memory {
   detail::live_map live_;
   std::unordered_map<std::uintptr_t, detail::allocation_site> sites_;  ///< tracking only
   std::vector<block*> migrate_scratch_;
-  std::vector<detail::profile_state*> profilers_;
+  detail::observer_list observers_;
   std::string last_upstream_error_;
 
   std::size_t allocated_ = 0;

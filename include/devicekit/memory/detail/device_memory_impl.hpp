@@ -254,7 +254,7 @@ inline auto device_memory::add_chunk(void* p, std::size_t bytes, bool initial) -
   peak_reserved_ = std::max(peak_reserved_, reserved_);
   ++upstream_allocs_;
   insert_free(b, 0, 0);
-  for (auto* prof : profilers_) prof->peak_reserved = std::max(prof->peak_reserved, reserved_);
+  if (!observers_.empty()) notify(detail::pool_event::grew, 0);
 }
 
 inline auto device_memory::release_empty_chunks(bool keep_initial) -> std::pair<std::size_t, std::size_t> {
