@@ -5,13 +5,16 @@
 /// expose: XLA's BFC allocator (a preallocated start, growth), PyTorch's caching allocator
 /// (a size limit for the small-block pools, the out-of-memory observer) and RMM's
 /// pool_memory_resource (initial and maximum pool size).
+#include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -91,6 +94,28 @@ namespace detail {
     config.initial_size = 0;
   }
   return config;
+}
+
+/// The budget of a pool made with `config` on a device of `kind` with `total_bytes` of memory:
+/// the manager's (config.budget), or the balanced strategy's, with max_size as its cap when set.
+[[nodiscard]] inline memory_budget budget_of(const pool_config& config, device_kind kind, std::size_t total_bytes) {
+  memory_budget b = config.budget ? *config.budget : budget_for(balanced{}, kind, total_bytes);
+  if (config.max_size && !config.budget) {
+    b.budget_bytes = *config.max_size;
+    b.fraction = b.total_bytes > 0
+                     ? std::min(1.0, static_cast<double>(*config.max_size) / static_cast<double>(b.total_bytes))
+                     : 1.0;
+  }
+  return b;
+}
+
+/// How `b` was reached, for out_of_memory messages ("0.75 of 80.00 GiB total, less ...").
+[[nodiscard]] inline std::string budget_text(const memory_budget& b) {
+  if (b.total_bytes == 0) return {};
+  char frac[32];
+  std::snprintf(frac, sizeof frac, "%.2f", b.fraction);
+  return std::string(frac) + " of " + human_bytes(b.total_bytes) + " total, less " + human_bytes(b.headroom_bytes) +
+         " headroom";
 }
 
 /// Whether a pool made with `config` tracks allocation sites.
