@@ -19,11 +19,12 @@
 /// Streams
 ///   `allocate(bytes, stream)` / `deallocate(p, bytes, stream)` are stream-ordered: a block freed
 ///   on stream s is reused at once by later allocations on s (stream order makes that safe), and
-///   by other streams only after an event recorded on s has completed. Events are recorded
-///   lazily, when another stream needs memory, so the common one-stream case records none. The
-///   synchronous forms mean "no work in flight uses this block": it is reusable at once by any
-///   stream. Upstreams without events (host memory) treat every free as synchronous. Synchronise
-///   a stream before destroying it if pool memory was freed on it.
+///   by other streams only after an event recorded on s has completed. The event is recorded at
+///   the free itself, while s certainly exists (one event per stream, re-recorded; RMM's
+///   stream_ordered_memory_resource does the same), so s may be destroyed afterwards: call
+///   release_stream(s) for a stream that is done. The synchronous forms mean "no work in flight
+///   uses this block": it is reusable at once by any stream. Upstreams without events (host
+///   memory) treat every free as synchronous.
 ///
 /// Out of memory: the recovery ladder is: other streams' completed frees -> grow -> wait for
 /// other streams' frees -> release cached blocks (empty slabs and chunks) and grow -> the user's
