@@ -1,4 +1,5 @@
-// The caching pool on device memory: the randomized model check against a reference model,
+// The caching pool on device memory: the randomized model check against a reference model (the
+// body shared with the host test, ../cpu/memory_model_check.hpp),
 // stream-ordered reuse across two streams (while a kernel still runs), thrust::device_vector on the
 // pool, the manager's device pools, and exit safety with a static manager (in a child process).
 // Label gpu: skipped (exit 77) without a device.
@@ -8,15 +9,15 @@
 #include <devicekit/devicekit.hpp>
 #include <devicekit/memory/thrust_allocator.cuh>
 
+#include "../cpu/memory_model_check.hpp"
+
 #include <thrust/device_vector.h>
 #include <thrust/reduce.h>
 #include <thrust/sequence.h>
 
 #include <cstdint>
 #include <cstdlib>
-#include <map>
 #include <optional>
-#include <random>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,84 +74,55 @@ int exit_safety_child() {
 }
 const int exit_safety_hook = exit_safety_child();
 
+/// The model check's backend (../cpu/memory_model_check.hpp) on device memory: two real streams;
+/// an allocation is tagged whole by a kernel (in order on s1, then synchronised), and the tag is
+/// read back from its first and last bytes by copies.
+struct device_backend {
+  dk::memory_pool<dk::cuda_device_resource> pool_;
+  dk::stream s1{dk::device::cuda(0)};
+  dk::stream s2{dk::device::cuda(0)};
+
+  explicit device_backend(dk::pool_config cfg) : pool_(dk::cuda_device_resource(0), std::move(cfg)) {}
+
+  dk::memory_pool<dk::cuda_device_resource>& pool() { return pool_; }
+  static std::size_t stream_count() { return 2; }
+  dk::native_stream_handle stream(std::size_t i) { return (i == 0 ? s1 : s2).native_handle(); }
+
+  /// Never 0, so that memory nobody wrote is not taken for a tag.
+  static unsigned char byte_of(std::uint64_t tag) { return static_cast<unsigned char>((tag >> 56) | 1u); }
+  void write_tag(std::uintptr_t a, std::size_t bytes, std::uint64_t tag) {
+    fill<<<64, 256, 0, s1.native_handle()>>>(reinterpret_cast<unsigned char*>(a), bytes, byte_of(tag));
+    DEVICEKIT_CUDA_CHECK(cudaGetLastError());
+    s1.synchronize();
+  }
+  bool tag_intact(std::uintptr_t a, std::size_t bytes, std::uint64_t tag) {
+    unsigned char ends[2] = {0, 0};
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(&ends[0], reinterpret_cast<void*>(a), 1, cudaMemcpyDeviceToHost));
+    DEVICEKIT_CUDA_CHECK(cudaMemcpy(&ends[1], reinterpret_cast<void*>(a + bytes - 1), 1, cudaMemcpyDeviceToHost));
+    return ends[0] == byte_of(tag) && ends[1] == byte_of(tag);
+  }
+
+  void complete_events() {
+    s1.synchronize();
+    s2.synchronize();
+  }
+  void complete_events(dk::native_stream_handle s) { (s == s1.native_handle() ? s1 : s2).synchronize(); }
+  std::optional<std::size_t> upstream_outstanding() const { return std::nullopt; }
+};
+
 }  // namespace
 
 TEST_CASE("model check on device memory", "[gpu][memory][model]") {
   REQUIRE(exit_safety_hook == 0);
-  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), device_config(512u << 20)};
-  dk::stream s1(dk::device::cuda(0));
-  dk::stream s2(dk::device::cuda(0));
-  std::mt19937_64 rng(7);
-  auto pick = [&](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
-  struct entry {
-    std::size_t bytes;
-    unsigned char tag;
-  };
-  std::map<std::uintptr_t, entry> live;
-  std::size_t allocated = 0;
-  std::uint64_t allocations = 0;
-  std::uint64_t frees = 0;
-  for (int i = 0; i < 20000; ++i) {
-    if (live.empty() || pick(0, 99) < 52) {
-      const std::size_t bytes = pick(0, 3) == 0 ? pick(16 * 1024, 8 * 1024 * 1024) : pick(1, 16 * 1024);
-      const std::size_t alignment = pick(0, 4) == 0 ? std::size_t{1} << pick(0, 14) : 256;
-      const int which = static_cast<int>(pick(0, 2));
-      void* p = nullptr;
-      try {
-        p = which == 0 ? pool.allocate(bytes, alignment)
-                       : pool.allocate_async(bytes, alignment, (which == 1 ? s1 : s2).native_handle());
-      } catch (const dk::out_of_memory&) {
-        continue;
-      }
-      const auto a = reinterpret_cast<std::uintptr_t>(p);
-      REQUIRE(a % std::max<std::size_t>(alignment, 256) == 0);
-      auto next = live.lower_bound(a);
-      if (next != live.end()) REQUIRE(a + bytes <= next->first);
-      if (next != live.begin()) REQUIRE(std::prev(next)->first + std::prev(next)->second.bytes <= a);
-      const auto tag = static_cast<unsigned char>(pick(1, 255));
-      // Tag the whole allocation on the device, in order on s1 (synchronised below when checked).
-      fill<<<64, 256, 0, s1.native_handle()>>>(static_cast<unsigned char*>(p), bytes, tag);
-      DEVICEKIT_CUDA_CHECK(cudaGetLastError());
-      s1.synchronize();
-      live.emplace(a, entry{bytes, tag});
-      allocated += bytes;
-      ++allocations;
-    } else {
-      auto it = live.lower_bound(static_cast<std::uintptr_t>(rng()));
-      if (it == live.end()) it = live.begin();
-      const auto [a, e] = *it;
-      if (pick(0, 15) == 0) {  // the bytes survived every other allocation and free
-        unsigned char ends[2] = {0, 0};
-        DEVICEKIT_CUDA_CHECK(cudaMemcpy(&ends[0], reinterpret_cast<void*>(a), 1, cudaMemcpyDeviceToHost));
-        DEVICEKIT_CUDA_CHECK(cudaMemcpy(&ends[1], reinterpret_cast<void*>(a + e.bytes - 1), 1, cudaMemcpyDeviceToHost));
-        REQUIRE(ends[0] == e.tag);
-        REQUIRE(ends[1] == e.tag);
-      }
-      const int which = static_cast<int>(pick(0, 2));
-      if (which == 0) {
-        pool.deallocate(reinterpret_cast<void*>(a), e.bytes);
-      } else {
-        pool.deallocate_async(reinterpret_cast<void*>(a), e.bytes, 256, (which == 1 ? s1 : s2).native_handle());
-      }
-      live.erase(it);
-      allocated -= e.bytes;
-      ++frees;
-    }
-    if (i % 1000 == 0) {
-      const auto st = pool.stats();
-      REQUIRE(st.allocated_bytes == allocated);
-      REQUIRE(st.active_blocks == live.size());
-      REQUIRE(st.allocation_count == allocations);
-      REQUIRE(st.free_count == frees);
-      REQUIRE(st.reserved_bytes <= st.max_size);
-      pool.check_consistency();
-    }
-    if (i % 5000 == 0) pool.trim();
-  }
-  for (const auto& [a, e] : live) pool.deallocate(reinterpret_cast<void*>(a), e.bytes);
-  pool.check_consistency();
-  pool.clear();
-  CHECK(pool.stats().reserved_bytes == 0);
+  device_backend backend(device_config(512u << 20));
+  dk_test::model_options options;
+  options.ops = dk_test::env_number("DEVICEKIT_MODEL_CHECK_OPS", 20000);
+  options.target_live = 256u << 20;
+  options.max_bytes = 8u << 20;
+  options.max_alignment_log2 = 14;
+  options.check_every = 1000;
+  options.seed = 7;
+  dk_test::run_model_check(backend, options);
 }
 
 TEST_CASE("a block freed on one stream is reused on another only after the first stream's work",

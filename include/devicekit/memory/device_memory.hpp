@@ -19,11 +19,12 @@
 /// Streams
 ///   `allocate(bytes, stream)` / `deallocate(p, bytes, stream)` are stream-ordered: a block freed
 ///   on stream s is reused at once by later allocations on s (stream order makes that safe), and
-///   by other streams only after an event recorded on s has completed. Events are recorded
-///   lazily, when another stream needs memory, so the common one-stream case records none. The
-///   synchronous forms mean "no work in flight uses this block": it is reusable at once by any
-///   stream. Upstreams without events (host memory) treat every free as synchronous. Synchronise
-///   a stream before destroying it if pool memory was freed on it.
+///   by other streams only after an event recorded on s has completed. The event is recorded at
+///   the free itself, while s certainly exists (one event per stream, re-recorded; RMM's
+///   stream_ordered_memory_resource does the same), so s may be destroyed afterwards: call
+///   release_stream(s) for a stream that is done. The synchronous forms mean "no work in flight
+///   uses this block": it is reusable at once by any stream. Upstreams without events (host
+///   memory) treat every free as synchronous.
 ///
 /// Out of memory: the recovery ladder is: other streams' completed frees -> grow -> wait for
 /// other streams' frees -> release cached blocks (empty slabs and chunks) and grow -> the user's
@@ -42,81 +43,52 @@
 /// allocating call; `live_allocations()` lists them; the pool reports leaks when destroyed.
 ///
 /// Thread-safe: one mutex per pool. Safe at exit: no CUDA call once the process is exiting.
+///
+/// How it is built: this class is the façade. It keeps the API, the recovery ladder and the one
+/// lock; the work is done by components in memory/detail/, used under that lock (RMM and Thrust
+/// split their pools the same way; Thrust's sync_pool adds the lock to an unsynchronised pool):
+///   block_heap            chunks, best fit, splitting, coalescing, growth and release
+///   slab_cache            size classes for small requests
+///   pool_stream_registry  per-stream pending frees and their events (core/stream.hpp's
+///                         stream_registry is another thing: the streams a program made)
+///   allocation_registry   live records, source locations, leak reports
+///   pool_counters         the running figures, and compute_stats
+///   pool_invariants       the consistency check the tests run
+///   pool_upstream         the one interface to the upstream resource (memory_pool's adapter)
+///   pool_observers        who watches the pool (memory_profiler)
+/// pool_config is in memory/pool_config.hpp, the errors in memory/errors.hpp.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/memory/detail/allocation_registry.hpp>
+#include <devicekit/memory/detail/block_heap.hpp>
+#include <devicekit/memory/detail/pool_counters.hpp>
+#include <devicekit/memory/detail/pool_invariants.hpp>
+#include <devicekit/memory/detail/pool_observers.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/detail/pool_upstream.hpp>
+#include <devicekit/memory/detail/slab_cache.hpp>
+#include <devicekit/memory/detail/pool_stream_registry.hpp>
+#include <devicekit/memory/errors.hpp>
+#include <devicekit/memory/pool_config.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <iostream>
 #include <limits>
 #include <mutex>
-#include <optional>
 #include <source_location>
-#include <stdexcept>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace devicekit {
-
-/// Whether a pool records where each allocation came from.
-enum class tracking_mode {
-  environment,  ///< on when DEVICEKIT_MEMORY_DEBUG is 1/on/true/yes (the default)
-  off,
-  on,
-};
-
-/// A pool's configuration (FLAME's MemoryConfig, plus what a C++ pool needs).
-struct pool_config {
-  /// Preallocated as one chunk when the pool is made, and kept by trim() (the XLA "start").
-  std::size_t initial_size = 0;
-  /// Each growth asks for at least (growth_factor - 1) x reserved bytes: 2.0 doubles the pool,
-  /// 1.0 grows by what the request needs (rounded to min_chunk_size). Fewer, larger chunks mean
-  /// fewer upstream calls; smaller growth keeps reserved close to what is used.
-  double growth_factor = 1.0;
-  /// The most the pool may reserve. Unset: the balanced strategy's budget for the device.
-  std::optional<std::size_t> max_size;
-  /// defragment() releases empty chunks when fragmentation (1 - largest free / free) exceeds this.
-  double defrag_threshold = 0.5;
-  std::size_t min_chunk_size = 2u << 20;
-  std::size_t max_chunk_size = 1u << 30;
-  /// Requests up to this size use size classes; 0 disables them. At most 1 MiB.
-  std::size_t small_size_limit = 16u << 10;
-  tracking_mode tracking = tracking_mode::environment;
-  /// No caching: every allocation is an upstream allocation of its own (rounded to 256 bytes, no
-  /// size classes, no growth beyond the request) and goes back upstream when freed (a
-  /// stream-ordered free once its stream's event has completed, at the next call that looks).
-  /// The budget and the stats still apply. What the manager's `async` and `platform` allocator
-  /// kinds use, as jaxlib's cuda_async / platform allocators bypass its BFC pool.
-  bool release_on_free = false;
-  /// Called (without the pool's lock) before out_of_memory is thrown; return true to retry once.
-  std::function<bool(std::size_t bytes, const pool_stats&)> on_out_of_memory;
-  /// Receives the leak report when a tracking pool is destroyed with live allocations
-  /// (default: standard error).
-  std::function<void(const std::string&)> on_leak;
-  /// How the budget was reached, for reports and out_of_memory messages (the manager sets it).
-  std::optional<memory_budget> budget;
-};
-
-/// One live allocation.
-struct allocation_record {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-  std::size_t alignment = 0;     ///< as requested; 0 unless tracking
-  std::source_location where{};  ///< the allocating call; empty unless tracking
-};
 
 struct defragment_result {
   double fragmentation_before = 0.0;
@@ -126,59 +98,6 @@ struct defragment_result {
 };
 
 class memory_profiler;
-
-namespace detail {
-/// Reads DEVICEKIT_MEMORY_DEBUG.
-[[nodiscard]] inline bool memory_debug_from_environment() {
-  const char* v = std::getenv("DEVICEKIT_MEMORY_DEBUG");
-  if (v == nullptr) return false;
-  const std::string s(v);
-  if (s.empty() || s == "0" || s == "off" || s == "false" || s == "no") return false;
-  if (s == "1" || s == "on" || s == "true" || s == "yes") return true;
-  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s + "' is not valid; allowed values: 1, on, true, yes (tracking on) "
-                     "or 0, off, false, no, empty (tracking off)");
-}
-
-/// A profiler's state, updated by the pool under its lock.
-struct profile_state {
-  struct sample {
-    double t_us;
-    std::size_t allocated;
-    std::size_t reserved;
-  };
-  struct marker {
-    double t_us;
-    bool begin;
-    std::string name;
-  };
-  std::string name;
-  bool record_timeline = false;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  std::size_t start_allocated = 0;
-  std::size_t peak_allocated = 0;
-  std::size_t peak_reserved = 0;
-  std::uint64_t allocations = 0;
-  std::uint64_t frees = 0;
-  std::uint64_t ooms = 0;
-  std::size_t bytes_allocated = 0;
-  std::vector<sample> samples;
-  std::vector<marker> markers;
-
-  [[nodiscard]] double now_us() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
-};
-
-[[nodiscard]] inline std::string pointer_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
-[[nodiscard]] inline std::string where_text(const std::source_location& w) {
-  if (w.file_name() == nullptr || w.file_name()[0] == '\0') return "unknown (tracking off)";
-  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + " in " + w.function_name();
-}
-}  // namespace detail
 
 class device_memory {
  public:
@@ -238,11 +157,11 @@ class device_memory {
   /// other streams' completed frees. Never blocks on a stream. Returns the bytes released.
   std::size_t trim() {
     std::lock_guard lock(mutex_);
-    poll_streams(0, false);
-    release_empty_slabs();
-    const std::size_t released = release_empty_chunks(true).first;
-    notify_profilers(event::other, 0);
-    upstream_trim();
+    streams_.poll(0, false, heap_, slabs_);
+    slabs_.release_empty(heap_);
+    const std::size_t released = heap_.release_empty_chunks(true).first;
+    notify(detail::pool_event::other, 0);
+    upstream_->trim();
     return released;
   }
 
@@ -250,11 +169,11 @@ class device_memory {
   /// too) to the upstream. Live allocations stay valid: clear() never frees them.
   void clear() {
     std::lock_guard lock(mutex_);
-    poll_streams(0, true);
-    release_empty_slabs();
-    release_empty_chunks(false);
-    notify_profilers(event::other, 0);
-    upstream_trim();
+    streams_.poll(0, true, heap_, slabs_);
+    slabs_.release_empty(heap_);
+    heap_.release_empty_chunks(false);
+    notify(detail::pool_event::other, 0);
+    upstream_->trim();
   }
 
   /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
@@ -265,14 +184,7 @@ class device_memory {
   /// for the old stream's work. A stream the pool has not seen is ignored.
   void release_stream(native_stream_handle s) {
     std::lock_guard lock(mutex_);
-    for (auto& st : streams_) {
-      if (st->retired || st->handle != s) continue;
-      if (st->pending() != 0) {
-        upstream_wait_event(st->event);
-        migrate(*st, st->recorded_seq);
-      }
-      retire_slot(*st);
-    }
+    streams_.release(s, heap_, slabs_);
   }
   void release_stream(stream_ref s) { release_stream(s.native_handle()); }
 
@@ -282,51 +194,46 @@ class device_memory {
   defragment_result defragment(bool force = false) {
     std::lock_guard lock(mutex_);
     defragment_result r;
-    r.fragmentation_before = compute_stats().fragmentation;
-    poll_streams(0, false);
-    release_empty_slabs();
-    if (force || compute_stats().fragmentation > config_.defrag_threshold) {
-      std::tie(r.released_bytes, r.chunks_released) = release_empty_chunks(true);
-      upstream_trim();
+    r.fragmentation_before = stats_locked().fragmentation;
+    streams_.poll(0, false, heap_, slabs_);
+    slabs_.release_empty(heap_);
+    if (force || stats_locked().fragmentation > config_.defrag_threshold) {
+      std::tie(r.released_bytes, r.chunks_released) = heap_.release_empty_chunks(true);
+      upstream_->trim();
     }
-    r.fragmentation_after = compute_stats().fragmentation;
-    notify_profilers(event::other, 0);
+    r.fragmentation_after = stats_locked().fragmentation;
+    notify(detail::pool_event::other, 0);
     return r;
   }
 
   // --- observation ------------------------------------------------------------------------------
   [[nodiscard]] pool_stats stats() const {
     std::lock_guard lock(mutex_);
-    return compute_stats();
+    return stats_locked();
   }
   /// Resets the peaks to the current values.
   void reset_peak_stats() {
     std::lock_guard lock(mutex_);
-    peak_allocated_ = allocated_;
-    peak_reserved_ = reserved_;
-    peak_active_ = active_;
+    counters_.reset_peaks();
+    heap_.reset_peak();
   }
   [[nodiscard]] device get_device() const noexcept { return device_; }
   [[nodiscard]] const pool_config& config() const noexcept { return config_; }
   /// How the budget (max_size) was reached.
   [[nodiscard]] const memory_budget& budget() const noexcept { return budget_; }
-  [[nodiscard]] bool tracking() const noexcept { return tracking_; }
+  [[nodiscard]] bool tracking() const noexcept { return live_.tracking(); }
 
   /// Every live allocation (with its source location when tracking), by address.
   [[nodiscard]] std::vector<allocation_record> live_allocations() const {
     std::lock_guard lock(mutex_);
-    std::vector<allocation_record> out;
-    out.reserve(live_.size());
-    live_.for_each([&](const detail::live_record& r) { out.push_back(record_of(r)); });
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ptr < b.ptr; });
-    return out;
+    return live_.snapshot();
   }
 
   /// The live allocations as a report (what the destructor of a tracking pool prints); empty
   /// when there are none.
   [[nodiscard]] std::string leak_report() const {
     std::lock_guard lock(mutex_);
-    return leak_report_locked(false);
+    return live_.report(device_, false);
   }
 
   /// Walks every structure and throws std::logic_error naming the first broken invariant: blocks
@@ -334,68 +241,38 @@ class device_memory {
   /// the free blocks, and the counters match the records. For tests; O(size of the pool).
   void check_consistency() const {
     std::lock_guard lock(mutex_);
-    check_consistency_locked();
+    detail::check_pool_invariants(heap_, slabs_, streams_, live_, counters_);
   }
 
   friend bool operator==(const device_memory& a, const device_memory& b) noexcept { return &a == &b; }
 
  protected:
-  device_memory(device dev, pool_config config) : device_(dev), config_(std::move(config)) {
-    auto bad = [](const std::string& what) { throw config_error("pool_config: " + what); };
-    if (!std::isfinite(config_.growth_factor) || config_.growth_factor < 1.0) {
-      bad("growth_factor " + std::to_string(config_.growth_factor) + " must be >= 1 (1 grows by what is needed, 2 doubles)");
-    }
-    if (!(config_.defrag_threshold >= 0.0 && config_.defrag_threshold <= 1.0)) {
-      bad("defrag_threshold " + std::to_string(config_.defrag_threshold) + " must lie in [0, 1]");
-    }
-    if (config_.min_chunk_size == 0 || config_.min_chunk_size > config_.max_chunk_size) {
-      bad("min_chunk_size must be > 0 and <= max_chunk_size");
-    }
-    if (config_.small_size_limit > detail::size_classes::max_small) {
-      bad("small_size_limit " + std::to_string(config_.small_size_limit) + " must be at most 1 MiB");
-    }
-    tracking_ = config_.tracking == tracking_mode::on ||
-                (config_.tracking == tracking_mode::environment && detail::memory_debug_from_environment());
-    class_count_ = detail::size_classes::count_for(config_.small_size_limit);
-    classes_.resize(static_cast<std::size_t>(class_count_));
-    min_chunk_ = detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
-    max_chunk_ = detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule);
-    if (config_.release_on_free) {
-      // Each allocation its own chunk, of exactly its (rounded) size: nothing is cached.
-      class_count_ = 0;
-      classes_.clear();
-      min_chunk_ = detail::pool_granule;
-      config_.growth_factor = 1.0;
-      config_.initial_size = 0;
-    }
+  device_memory(device dev, pool_config config) : device_(dev), config_(detail::validated(std::move(config))) {
+    live_.set_tracking(detail::tracking_enabled(config_));
+    // Each allocation its own chunk, of exactly its (rounded) size, with release_on_free: nothing
+    // is cached, so no size classes and no growth beyond the request.
+    const int classes = config_.release_on_free ? 0 : detail::size_classes::count_for(config_.small_size_limit);
+    slabs_.configure(classes, config_.small_size_limit);
+    min_chunk_ = config_.release_on_free ? detail::pool_granule
+                                         : detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
   }
 
   /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
-  void start(std::size_t default_total_bytes) {
-    events_ = upstream_has_events();
-    if (config_.budget) {
-      budget_ = *config_.budget;
-    } else {
-      budget_ = budget_for(balanced{}, device_.kind(), default_total_bytes);
-    }
-    if (config_.max_size) {
-      max_size_ = *config_.max_size;
-      if (!config_.budget) {
-        budget_.budget_bytes = max_size_;
-        budget_.fraction = budget_.total_bytes > 0
-                               ? std::min(1.0, static_cast<double>(max_size_) / static_cast<double>(budget_.total_bytes))
-                               : 1.0;
-      }
-    } else {
-      max_size_ = static_cast<std::size_t>(budget_.budget_bytes);
-    }
+  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes) {
+    upstream_ = &upstream;
+    events_ = upstream.has_events();
+    heap_.configure(upstream_, min_chunk_, detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule),
+                    config_.growth_factor);
+    streams_.configure(upstream_, slabs_.class_count());
+    budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes);
+    max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
     if (config_.initial_size > 0) {
       std::lock_guard lock(mutex_);
       const std::size_t n = detail::round_up_pow2(std::min(config_.initial_size, max_size_ & ~(detail::pool_granule - 1)),
                                                   detail::pool_granule);
       if (n > 0) {
-        void* p = upstream_allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
-        add_chunk(p, n, true);
+        void* p = upstream.allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
+        heap_.add_chunk(p, n, true);
       }
     }
   }
@@ -403,9 +280,9 @@ class device_memory {
   /// Called by the concrete pool's destructor, while the upstream still exists.
   void release_everything() noexcept {
     std::lock_guard lock(mutex_);
-    if (tracking_ && live_.size() > 0) {
+    if (live_.tracking() && live_.size() > 0) {
       try {
-        const std::string report = leak_report_locked(true);
+        const std::string report = live_.report(device_, true);
         if (config_.on_leak) {
           config_.on_leak(report);
         } else {
@@ -416,50 +293,18 @@ class device_memory {
     }
     if (cuda_calls_allowed()) {
       try {
-        poll_streams(0, true);  // in-flight work may still use pending blocks
+        streams_.poll(0, true, heap_, slabs_);  // in-flight work may still use pending blocks
       } catch (...) {
       }
     }
-    for (auto& st : streams_) {
-      if (st->event != nullptr) upstream_destroy_event(st->event);
-      st->event = nullptr;
-    }
-    for (auto& c : chunks_) {
-      if (!c.live) continue;
-      upstream_deallocate(reinterpret_cast<void*>(c.base), c.size, detail::pool_granule);
-      c.live = false;
-    }
-    chunks_.clear();
-    chunk_order_.clear();
-    reserved_ = 0;
+    streams_.destroy_events();
+    heap_.release_all();
   }
-
-  // --- the upstream, implemented by memory_pool<Upstream> ------------------------------------
-  virtual void* upstream_allocate(std::size_t bytes, std::size_t alignment) = 0;
-  virtual void upstream_deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept = 0;
-  virtual bool upstream_has_events() const noexcept { return false; }
-  virtual void* upstream_create_event(native_stream_handle) { return nullptr; }
-  virtual void upstream_record_event(void*, native_stream_handle) {}
-  virtual bool upstream_event_complete(void*) { return true; }
-  virtual void upstream_wait_event(void*) {}
-  virtual void upstream_destroy_event(void*) noexcept {}
-  virtual void upstream_trim() noexcept {}
 
  private:
   friend class memory_profiler;
-  using block = detail::pool_block;
-  using slab = detail::pool_slab;
 
-  enum class event { allocate, free, other };
-
-  struct chunk {
-    std::uintptr_t base = 0;
-    std::size_t size = 0;
-    block* first = nullptr;
-    bool initial = false;
-    bool live = false;
-  };
-
+  /// What try_take found: the address, its block or slab, the bytes it occupies.
   struct taken {
     std::uintptr_t addr = 0;
     void* owner = nullptr;
@@ -467,160 +312,101 @@ class device_memory {
     detail::live_kind kind = detail::live_kind::large;
   };
 
-  // --- allocation -------------------------------------------------------------------------------
   void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
                       const std::source_location& where) {
     detail::check_alignment(alignment);
     if (bytes == 0) return nullptr;
     std::unique_lock lock(mutex_);
-    const std::uint16_t sid = ordered && events_ ? stream_id(s) : 0;
+    const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
     // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
     const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
                             alignment > std::numeric_limits<std::size_t>::max() / 4;
     if (impossible) {
-      throw_oom(bytes, "the request is larger than the pool's budget (max_size " +
-                           std::to_string(max_size_) + " bytes)");
+      throw_oom(bytes, "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
     }
     // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
     // host - a few bytes for a free-list entry - is assumed not to fail; if it does, std::bad_alloc
     // propagates.)
     live_.reserve_one();
-    if (tracking_) sites_.reserve(sites_.size() + 1);
     taken t = try_take(bytes, alignment, sid);
     if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
-    live_.insert({t.addr, bytes, t.owner, t.kind});
-    if (tracking_) sites_.insert_or_assign(t.addr, detail::allocation_site{where, alignment});
-    allocated_ += bytes;
-    in_use_ += t.size;
-    ++active_;
-    ++alloc_count_;
-    largest_alloc_ = std::max(largest_alloc_, bytes);
-    peak_allocated_ = std::max(peak_allocated_, allocated_);
-    peak_active_ = std::max(peak_active_, active_);
-    if (!profilers_.empty()) notify_profilers(event::allocate, bytes);
+    live_.insert({t.addr, bytes, t.owner, t.kind}, where, alignment);
+    counters_.allocated_one(bytes, t.size);
+    if (!observers_.empty()) notify(detail::pool_event::allocate, bytes);
     return reinterpret_cast<void*>(t.addr);
   }
 
-  [[nodiscard]] bool is_small(std::size_t bytes, std::size_t alignment) const noexcept {
-    return alignment <= detail::pool_granule && bytes <= config_.small_size_limit && class_count_ > 0;
-  }
-
-  /// What growing must provide for this request.
-  [[nodiscard]] std::size_t growth_need(std::size_t bytes, std::size_t alignment) const noexcept {
-    if (is_small(bytes, alignment)) return detail::size_classes::slab_bytes(detail::size_classes::class_of(bytes));
-    const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
-    return alignment > detail::pool_granule ? n + alignment - detail::pool_granule : n;
-  }
-
   taken try_take(std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
-    if (is_small(bytes, alignment)) return take_small(detail::size_classes::class_of(bytes), sid);
+    if (slabs_.serves(bytes, alignment)) {
+      const int cls = detail::size_classes::class_of(bytes);
+      const std::size_t slot = detail::size_classes::slot_size(cls);
+      detail::slab_cache::slot sl;
+      if (sid != 0) sl = streams_.take_own_slot(sid, cls);  // freed on this very stream: reusable in order
+      if (sl.addr == 0) sl = slabs_.take(cls, heap_);
+      if (sl.addr == 0) return {};
+      return {sl.addr, sl.owner, slot, detail::live_kind::small};
+    }
     const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
-    block* b = take_large(n, alignment, sid, detail::block_state::used);
+    detail::pool_block* b =
+        heap_.take(n, alignment, sid != 0 ? &streams_.at(sid).large : nullptr, detail::block_state::used);
     if (b == nullptr) return {};
     return {b->addr, b, b->size, detail::live_kind::large};
   }
 
+  /// The recovery ladder: other streams' completed frees -> grow -> wait for other streams' frees
+  /// -> release cached blocks and grow -> the user's callback (without the lock) -> out_of_memory.
   taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
     const std::size_t need = growth_need(bytes, alignment);
     taken t;
-    if (poll_streams(sid, false) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    if (streams_.poll(sid, false, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
     if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    ++retries_;
-    if (poll_streams(sid, true) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    release_empty_slabs();
-    release_empty_chunks(false);
+    ++counters_.retries;
+    if (streams_.poll(sid, true, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+    slabs_.release_empty(heap_);
+    heap_.release_empty_chunks(false);
     if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
     if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
     if (config_.on_out_of_memory) {
-      const pool_stats snapshot = compute_stats();
+      const pool_stats snapshot = stats_locked();
       lock.unlock();
       const bool again = config_.on_out_of_memory(bytes, snapshot);
       lock.lock();
       if (again) {
-        poll_streams(sid, true);
+        streams_.poll(sid, true, heap_, slabs_);
         if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
         if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
       }
     }
     std::string cause;
-    if (!last_upstream_error_.empty()) {
-      cause = "the upstream refused more memory (" + last_upstream_error_ + ")";
-    } else if (reserved_ + need > max_size_) {
+    if (!heap_.last_upstream_error().empty()) {
+      cause = "the upstream refused more memory (" + heap_.last_upstream_error() + ")";
+    } else if (heap_.reserved() + need > max_size_) {
       cause = "growing by " + detail::human_bytes(need) + " would pass the budget";
     }
     throw_oom(bytes, cause);
   }
 
+  /// What growing must provide for this request.
+  [[nodiscard]] std::size_t growth_need(std::size_t bytes, std::size_t alignment) const noexcept {
+    if (slabs_.serves(bytes, alignment)) return detail::size_classes::slab_bytes(detail::size_classes::class_of(bytes));
+    const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
+    return alignment > detail::pool_granule ? n + alignment - detail::pool_granule : n;
+  }
+
+  bool grow(std::size_t need) {
+    if (!heap_.grow(need, max_size_, device_)) return false;
+    if (!observers_.empty()) notify(detail::pool_event::grew, 0);
+    return true;
+  }
+
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause) {
-    ++oom_count_;
-    for (auto* p : profilers_) ++p->ooms;
-    const pool_stats s = compute_stats();
-    last_upstream_error_.clear();
-    throw out_of_memory(device_, bytes, s, budget_text(), cause);
+    ++counters_.ooms;
+    if (!observers_.empty()) notify(detail::pool_event::out_of_memory, bytes);
+    const pool_stats s = stats_locked();
+    heap_.clear_upstream_error();
+    throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause);
   }
 
-  [[nodiscard]] std::string budget_text() const {
-    if (budget_.total_bytes == 0) return {};
-    char frac[32];
-    std::snprintf(frac, sizeof frac, "%.2f", budget_.fraction);
-    return std::string(frac) + " of " + detail::human_bytes(budget_.total_bytes) + " total, less " +
-           detail::human_bytes(budget_.headroom_bytes) + " headroom";
-  }
-
-  // --- small requests ---------------------------------------------------------------------------
-  taken take_small(int cls, std::uint16_t sid);
-
-  slab* make_slab(int cls);
-
-  void partial_push(slab* s) noexcept;
-  void partial_remove(slab* s) noexcept;
-
-  /// A slot becomes ready again (freed synchronously, or its stream's event completed).
-  void release_slot(slab* s, std::uintptr_t addr);
-
-  void destroy_slab(slab* s);
-
-  void release_empty_slabs();
-
-  // --- large blocks -----------------------------------------------------------------------------
-  detail::free_index& index_of(std::uint16_t sid) noexcept { return sid == 0 ? ready_ : streams_[sid - 1u]->large; }
-
-  block* take_large(std::size_t n, std::size_t alignment, std::uint16_t sid, detail::block_state as);
-
-  /// Makes `b` (in no free list) free on stream slot `sid`, merging it with free neighbours on
-  /// the same stream.
-  void insert_free(block* b, std::uint16_t sid, std::uint64_t seq);
-
-  // --- growth and release -----------------------------------------------------------------------
-  bool grow(std::size_t need);
-
-  void add_chunk(void* p, std::size_t bytes, bool initial);
-
-  /// Returns chunks that are one ready free block to the upstream. Returns (bytes, chunks).
-  std::pair<std::size_t, std::size_t> release_empty_chunks(bool keep_initial);
-
-  [[nodiscard]] bool inside_chunk(std::uintptr_t a) const noexcept;
-
-  // --- streams ----------------------------------------------------------------------------------
-  /// Stream slots the pool keeps at once (block headers store the slot in 16 bits).
-  static constexpr std::size_t max_stream_slots = 65535;
-
-  std::uint16_t stream_id(native_stream_handle h);
-
-  /// Records the stream's event at a free, so that it covers that free and every earlier one.
-  void record_free_event(detail::stream_state& st);
-
-  /// Makes a slot with no pending frees free for another stream; destroys its event.
-  void retire_slot(detail::stream_state& st) noexcept;
-
-  /// Takes in the frees of every stream but `except` whose event has completed (or, with `wait`,
-  /// waits for the events). Touches events only, never streams. Returns whether anything became
-  /// ready.
-  bool poll_streams(std::uint16_t except, bool wait);
-
-  bool migrate(detail::stream_state& st, std::uint64_t upto);
-
-  // --- deallocation -----------------------------------------------------------------------------
   void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
     if (p == nullptr) return;
     const auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -629,7 +415,7 @@ class device_memory {
     if (rec == nullptr) {
       const std::string head = "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
                                device_.str() + ": ";
-      if (inside_chunk(a)) {
+      if (heap_.inside_chunk(a)) {
         throw invalid_free(invalid_free::kind::double_free,
                            head + "not a live allocation although it lies in this pool's memory: a double free, "
                                   "or a pointer into the middle of an allocation. The pool is unchanged.");
@@ -642,213 +428,71 @@ class device_memory {
       throw invalid_free(invalid_free::kind::wrong_size,
                          "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
                              device_.str() + ": wrong size: it was allocated with " + std::to_string(rec->requested) +
-                             " bytes at " + detail::where_text(site_of(a).where) +
+                             " bytes at " + detail::where_text(live_.site_of(a).where) +
                              "; pass the size given to allocate. The pool is unchanged.");
     }
-    const std::uint16_t sid = ordered && events_ ? stream_id(s) : 0;
+    const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
     // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
-    if (sid != 0) record_free_event(*streams_[sid - 1u]);
+    if (sid != 0) streams_.record_free_event(streams_.at(sid));
     const detail::live_record r = *rec;
     live_.erase(rec);
-    if (tracking_) sites_.erase(a);
     if (r.kind() == detail::live_kind::large) {
-      block* b = static_cast<block*>(r.owner());
-      in_use_ -= b->size;
-      insert_free(b, sid, sid != 0 ? streams_[sid - 1u]->next_seq++ : 0);
+      auto* b = static_cast<detail::pool_block*>(r.owner());
+      counters_.in_use -= b->size;
+      heap_.insert_free(b, sid, sid != 0 ? streams_.at(sid).next_seq++ : 0, streams_.index_of(sid, heap_));
     } else {
-      slab* sl = static_cast<slab*>(r.owner());
-      in_use_ -= sl->slot_size;
+      auto* sl = static_cast<detail::pool_slab*>(r.owner());
+      counters_.in_use -= sl->slot_size;
       if (sid != 0) {
-        detail::stream_state& st = *streams_[sid - 1u];
-        st.small[sl->cls].push_back({a, sl, st.next_seq++});
-        ++st.small_pending;
+        streams_.defer_slot(sid, sl->cls, a, sl);
       } else {
-        release_slot(sl, a);
+        slabs_.release_slot(sl, a, heap_);
       }
     }
-    allocated_ -= bytes;
-    --active_;
-    ++free_count_;
+    counters_.freed_one(bytes);
     if (config_.release_on_free) {
-      poll_streams(0, false);
-      release_empty_chunks(false);
+      streams_.poll(0, false, heap_, slabs_);
+      heap_.release_empty_chunks(false);
     }
-    if (!profilers_.empty()) notify_profilers(event::free, bytes);
+    if (!observers_.empty()) notify(detail::pool_event::free, bytes);
   }
 
-  // --- stats ------------------------------------------------------------------------------------
-  [[nodiscard]] pool_stats compute_stats() const {
-    pool_stats s;
-    s.allocated_bytes = allocated_;
-    s.peak_allocated_bytes = peak_allocated_;
-    s.in_use_bytes = in_use_;
-    s.reserved_bytes = reserved_;
-    s.peak_reserved_bytes = peak_reserved_;
-    s.free_bytes = reserved_ - in_use_;
-    std::size_t largest = 0;
-    if (const block* b = ready_.largest()) largest = b->size;
-    std::size_t pending = 0;
-    for (const auto& st : streams_) {
-      if (const block* b = st->large.largest()) largest = std::max(largest, b->size);
-      pending += st->pending();
-    }
-    for (std::size_t c = classes_.size(); c-- > 0;) {
-      const slab* sl = classes_[c].partial;
-      if (sl != nullptr) {
-        largest = std::max(largest, static_cast<std::size_t>(sl->slot_size));
-        break;
-      }
-    }
-    s.largest_free_block = largest;
-    s.fragmentation = s.free_bytes > 0 ? 1.0 - static_cast<double>(largest) / static_cast<double>(s.free_bytes) : 0.0;
-    if (s.fragmentation < 0.0) s.fragmentation = 0.0;
-    s.active_blocks = active_;
-    s.peak_active_blocks = peak_active_;
-    s.allocation_count = alloc_count_;
-    s.largest_allocation_bytes = largest_alloc_;
-    s.free_count = free_count_;
-    s.oom_count = oom_count_;
-    s.alloc_retries = retries_;
-    s.upstream_allocations = upstream_allocs_;
-    s.upstream_frees = upstream_frees_;
-    s.chunk_count = chunk_order_.size();
-    s.pending_stream_frees = pending;
-    s.max_size = max_size_;
-    return s;
+  [[nodiscard]] pool_stats stats_locked() const {
+    return detail::compute_stats(counters_, heap_, slabs_, streams_, max_size_);
   }
 
-  [[nodiscard]] std::string leak_report_locked(bool destroyed) const {
-    if (live_.size() == 0) return {};
-    std::vector<allocation_record> live;
-    live.reserve(live_.size());
-    live_.for_each([&](const detail::live_record& r) { live.push_back(record_of(r)); });
-    std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) { return x.ptr < y.ptr; });
-    std::size_t total = 0;
-    for (const auto& x : live) total += x.bytes;
-    std::string s = "devicekit: memory pool on " + device_.str() + (destroyed ? " destroyed with " : " has ") +
-                    std::to_string(live.size()) + " live allocation(s), " + detail::human_bytes(total) +
-                    (destroyed ? " leaked:\n" : ":\n");
-    std::size_t shown = 0;
-    for (const auto& x : live) {
-      if (++shown > 100) {
-        s += "  ... and " + std::to_string(live.size() - 100) + " more\n";
-        break;
-      }
-      s += "  " + detail::pointer_text(x.ptr) + "  " + std::to_string(x.bytes) + " bytes  allocated at " +
-           detail::where_text(x.where) + "\n";
-    }
-    if (!tracking_) s += "  (set DEVICEKIT_MEMORY_DEBUG=1 to see where each was allocated)\n";
-    return s;
+  void notify(detail::pool_event e, std::size_t bytes) {
+    observers_.notify(e, bytes, counters_.allocated, heap_.reserved());
   }
-
-  [[nodiscard]] detail::allocation_site site_of(std::uintptr_t a) const {
-    const auto it = sites_.find(a);
-    return it == sites_.end() ? detail::allocation_site{} : it->second;
-  }
-  [[nodiscard]] allocation_record record_of(const detail::live_record& r) const {
-    const detail::allocation_site site = site_of(r.key);
-    return {reinterpret_cast<void*>(r.key), r.requested, site.alignment, site.where};
-  }
-
-  // --- profilers --------------------------------------------------------------------------------
-  void notify_profilers(event e, std::size_t bytes) {
-    for (auto* p : profilers_) {
-      if (e == event::allocate) {
-        ++p->allocations;
-        p->bytes_allocated += bytes;
-      } else if (e == event::free) {
-        ++p->frees;
-      }
-      p->peak_allocated = std::max(p->peak_allocated, allocated_);
-      p->peak_reserved = std::max(p->peak_reserved, reserved_);
-      if (p->record_timeline) p->samples.push_back({p->now_us(), allocated_, reserved_});
-    }
-  }
-
-  void attach_profiler(detail::profile_state* p) {
+  void attach_observer(detail::pool_observer* o) {
     std::lock_guard lock(mutex_);
-    p->start_allocated = p->peak_allocated = allocated_;
-    p->peak_reserved = reserved_;
-    for (auto* other : profilers_) {
-      if (other->record_timeline) other->markers.push_back({other->now_us(), true, p->name});
-    }
-    if (p->record_timeline) {
-      p->markers.push_back({p->now_us(), true, p->name});
-      p->samples.push_back({p->now_us(), allocated_, reserved_});
-    }
-    profilers_.push_back(p);
+    observers_.add(o, counters_.allocated, heap_.reserved());
   }
-
-  void detach_profiler(detail::profile_state* p) {
+  void detach_observer(detail::pool_observer* o) {
     std::lock_guard lock(mutex_);
-    const auto it = std::find(profilers_.begin(), profilers_.end(), p);
-    if (it == profilers_.end()) return;
-    profilers_.erase(it);
-    if (p->record_timeline) {
-      p->samples.push_back({p->now_us(), allocated_, reserved_});
-      p->markers.push_back({p->now_us(), false, p->name});
-    }
-    for (auto* other : profilers_) {
-      if (other->record_timeline) other->markers.push_back({other->now_us(), false, p->name});
-    }
+    observers_.remove(o, counters_.allocated, heap_.reserved());
   }
-
   template <class F>
   auto with_lock(F&& f) const {
     std::lock_guard lock(mutex_);
     return f();
   }
 
-  // --- consistency ------------------------------------------------------------------------------
-  void check_consistency_locked() const;
-
-  // --- state ------------------------------------------------------------------------------------
   device device_;
   pool_config config_;
   memory_budget budget_;
   std::size_t max_size_ = 0;
-  bool tracking_ = false;
-  bool events_ = false;
-  int class_count_ = 0;
   std::size_t min_chunk_ = 0;
-  std::size_t max_chunk_ = 0;
+  bool events_ = false;  ///< the upstream orders frees on streams (a copy of upstream_->has_events())
+  detail::pool_upstream* upstream_ = nullptr;
 
-  mutable std::mutex mutex_;
-  detail::block_arena blocks_;
-  detail::free_index ready_;
-  std::vector<std::unique_ptr<detail::stream_state>> streams_;
-  std::uint16_t last_sid_ = 0;
-  std::vector<detail::class_state> classes_;
-  std::vector<std::unique_ptr<slab>> slab_store_;
-  std::vector<slab*> spare_slabs_;
-  std::size_t slab_count_ = 0;
-  std::vector<chunk> chunks_;
-  std::vector<std::uint32_t> spare_chunk_ids_;
-  std::vector<std::pair<std::uintptr_t, std::uint32_t>> chunk_order_;
-  detail::live_map live_;
-  std::unordered_map<std::uintptr_t, detail::allocation_site> sites_;  ///< tracking only
-  std::vector<block*> migrate_scratch_;
-  std::vector<detail::profile_state*> profilers_;
-  std::string last_upstream_error_;
-
-  std::size_t allocated_ = 0;
-  std::size_t peak_allocated_ = 0;
-  std::size_t in_use_ = 0;
-  std::size_t reserved_ = 0;
-  std::size_t peak_reserved_ = 0;
-  std::size_t active_ = 0;
-  std::size_t peak_active_ = 0;
-  std::uint64_t alloc_count_ = 0;
-  std::size_t largest_alloc_ = 0;
-  std::uint64_t free_count_ = 0;
-  std::uint64_t oom_count_ = 0;
-  std::uint64_t retries_ = 0;
-  std::uint64_t upstream_allocs_ = 0;
-  std::uint64_t upstream_frees_ = 0;
+  mutable std::mutex mutex_;  // guards everything below
+  detail::block_heap heap_;
+  detail::slab_cache slabs_;
+  detail::pool_stream_registry streams_;
+  detail::allocation_registry live_;
+  detail::pool_counters counters_;
+  detail::observer_list observers_;
 };
 
 }  // namespace devicekit
-
-// The longer members (slabs, large blocks, growth, streams, the consistency check) are defined
-// out of the class, in a file of their own.
-#include <devicekit/memory/detail/device_memory_impl.hpp>

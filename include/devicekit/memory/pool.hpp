@@ -16,6 +16,7 @@
 /// include, a memory_pool models `cuda::mr::resource` and `cuda::mr::async_resource` (CCCL 3.0)
 /// and has the accessibility properties of its upstream (`cuda::mr::device_accessible`,
 /// `cuda::mr::host_accessible`).
+#include <devicekit/memory/detail/pool_upstream.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/resources.hpp>
 
@@ -44,9 +45,6 @@ namespace detail {
   return 0;
 #endif
 }
-
-template <class U>
-concept has_upstream_trim = requires(U& u) { u.trim(); };
 }  // namespace detail
 
 template <class Upstream>
@@ -66,13 +64,13 @@ class memory_pool final : public device_memory {
   explicit memory_pool(Upstream upstream, pool_config config = {})
       : device_memory(upstream.get_device(), std::move(config)), upstream_(std::move(upstream)) {
     const bool need_total = !this->config().budget && !this->config().max_size;
-    start(need_total ? detail::total_memory_of(get_device()) : 0);
+    start(upstream_, need_total ? detail::total_memory_of(get_device()) : 0);
   }
 
   ~memory_pool() override { release_everything(); }
 
-  [[nodiscard]] Upstream& upstream() noexcept { return upstream_; }
-  [[nodiscard]] const Upstream& upstream() const noexcept { return upstream_; }
+  [[nodiscard]] Upstream& upstream() noexcept { return upstream_.resource(); }
+  [[nodiscard]] const Upstream& upstream() const noexcept { return upstream_.resource(); }
 
 #if DEVICEKIT_HAS_CCCL_MR
   friend constexpr void get_property(const memory_pool&, ::cuda::mr::device_accessible) noexcept
@@ -84,56 +82,7 @@ class memory_pool final : public device_memory {
 #endif
 
  private:
-  void* upstream_allocate(std::size_t bytes, std::size_t alignment) override {
-    return upstream_.allocate(bytes, alignment);
-  }
-  void upstream_deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept override {
-    upstream_.deallocate(p, bytes, alignment);
-  }
-  bool upstream_has_events() const noexcept override { return stream_event_source<Upstream>; }
-  void* upstream_create_event(native_stream_handle s) override {
-    if constexpr (stream_event_source<Upstream>) {
-      return upstream_.create_event(s);
-    } else {
-      (void)s;
-      return nullptr;
-    }
-  }
-  void upstream_record_event(void* ev, native_stream_handle s) override {
-    if constexpr (stream_event_source<Upstream>) {
-      upstream_.record_event(ev, s);
-    } else {
-      (void)ev;
-      (void)s;
-    }
-  }
-  bool upstream_event_complete(void* ev) override {
-    if constexpr (stream_event_source<Upstream>) {
-      return upstream_.event_complete(ev);
-    } else {
-      (void)ev;
-      return true;
-    }
-  }
-  void upstream_wait_event(void* ev) override {
-    if constexpr (stream_event_source<Upstream>) {
-      upstream_.wait_event(ev);
-    } else {
-      (void)ev;
-    }
-  }
-  void upstream_destroy_event(void* ev) noexcept override {
-    if constexpr (stream_event_source<Upstream>) {
-      upstream_.destroy_event(ev);
-    } else {
-      (void)ev;
-    }
-  }
-  void upstream_trim() noexcept override {
-    if constexpr (detail::has_upstream_trim<Upstream>) upstream_.trim();
-  }
-
-  Upstream upstream_;
+  detail::upstream_adapter<Upstream> upstream_;
 };
 
 }  // namespace devicekit

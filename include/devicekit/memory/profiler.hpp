@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// `memory_profiler`: a scoped view of one pool (FLAME's MemoryProfiler). While it lives it
+/// `memory_profiler`: a scoped view of one pool (like PyTorch's torch.cuda.memory profiling
+/// window, or a JAX device memory profile of one step). While it lives it
 /// records the peak of allocated bytes and the number of allocations and frees; profilers nest
 /// (each sees every event while it lives, and a timeline-recording profiler marks the scopes of
 /// the profilers opened inside it). With a timeline it can write a Chrome trace JSON file that
@@ -30,7 +31,11 @@
 /// (24 bytes) while a timeline is recorded, nothing otherwise.
 #include <devicekit/memory/device_memory.hpp>
 
+#include <devicekit/memory/detail/pool_observers.hpp>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
@@ -40,6 +45,80 @@
 #include <vector>
 
 namespace devicekit {
+
+namespace detail {
+/// A profiler's state: one observer of the pool (detail/pool_observers.hpp), updated by the pool
+/// under its lock.
+struct profile_state final : pool_observer {
+  struct sample {
+    double t_us;
+    std::size_t allocated;
+    std::size_t reserved;
+  };
+  struct marker {
+    double t_us;
+    bool begin;
+    std::string name;
+  };
+  std::string name;
+  bool record_timeline = false;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::size_t start_allocated = 0;
+  std::size_t peak_allocated = 0;
+  std::size_t peak_reserved = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t ooms = 0;
+  std::size_t bytes_allocated = 0;
+  std::vector<sample> samples;
+  std::vector<marker> markers;
+
+  [[nodiscard]] double now_us() const {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void on_event(pool_event e, std::size_t bytes, std::size_t allocated, std::size_t reserved) override {
+    switch (e) {
+      case pool_event::grew:
+        peak_reserved = std::max(peak_reserved, reserved);
+        return;
+      case pool_event::out_of_memory:
+        ++ooms;
+        return;
+      case pool_event::allocate:
+        ++allocations;
+        bytes_allocated += bytes;
+        break;
+      case pool_event::free:
+        ++frees;
+        break;
+      case pool_event::other:
+        break;
+    }
+    peak_allocated = std::max(peak_allocated, allocated);
+    peak_reserved = std::max(peak_reserved, reserved);
+    if (record_timeline) samples.push_back({now_us(), allocated, reserved});
+  }
+  void on_attach(std::size_t allocated, std::size_t reserved) override {
+    start_allocated = peak_allocated = allocated;
+    peak_reserved = reserved;
+    if (record_timeline) {
+      markers.push_back({now_us(), true, name});
+      samples.push_back({now_us(), allocated, reserved});
+    }
+  }
+  void on_detach(std::size_t allocated, std::size_t reserved) override {
+    if (record_timeline) {
+      samples.push_back({now_us(), allocated, reserved});
+      markers.push_back({now_us(), false, name});
+    }
+  }
+  void on_scope(bool begin, const std::string& other) override {
+    if (record_timeline) markers.push_back({now_us(), begin, other});
+  }
+  [[nodiscard]] const std::string& observer_name() const noexcept override { return name; }
+};
+}  // namespace detail
 
 struct profiler_options {
   bool record_timeline = false;  ///< keep every sample for write_chrome_trace / timeline()
@@ -53,7 +132,7 @@ class memory_profiler {
       : memory_(&memory) {
     state_.name = std::move(name);
     state_.record_timeline = options.record_timeline;
-    memory_->attach_profiler(&state_);
+    memory_->attach_observer(&state_);
   }
   memory_profiler(const memory_profiler&) = delete;
   memory_profiler& operator=(const memory_profiler&) = delete;
@@ -63,7 +142,7 @@ class memory_profiler {
   /// Does nothing when already stopped.
   void stop() {
     if (!running_) return;
-    memory_->detach_profiler(&state_);
+    memory_->detach_observer(&state_);
     running_ = false;
   }
   /// Resumes recording after stop(), adding to the figures recorded so far (see the file's
@@ -80,7 +159,7 @@ class memory_profiler {
       carried_peak_reserved_ = std::max(carried_peak_reserved_, state_.peak_reserved);
       return 0;
     });
-    memory_->attach_profiler(&state_);
+    memory_->attach_observer(&state_);
     running_ = true;
   }
   /// Whether events are being recorded: from construction to stop(), and after start().

@@ -270,8 +270,9 @@ class dynamic_strategy {
   return budget_for(s.info(), kind, total_bytes);
 }
 
-/// Artifex's model-size guideline: < 1M parameters conservative, < 100M balanced, otherwise
-/// aggressive.
+/// A rule of thumb by model size: < 1M parameters conservative, < 100M balanced, otherwise
+/// aggressive (a large model's weights and activations need most of the device; JAX's default
+/// preallocation, XLA_PYTHON_CLIENT_MEM_FRACTION, is the balanced 0.75).
 [[nodiscard]] inline strategy_info strategy_for_model_size(std::uint64_t parameters) {
   if (parameters < 1'000'000) return describe_strategy(conservative{});
   if (parameters < 100'000'000) return describe_strategy(balanced{});

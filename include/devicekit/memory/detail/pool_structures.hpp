@@ -254,7 +254,7 @@ struct pending_slot {
 };
 
 /// A stream that freed memory: its frees are reusable on it at once, and on other streams after
-/// an event recorded on it (lazily, when another stream needs memory) has completed.
+/// the event recorded on it at its latest free has completed (pool_stream_registry.hpp).
 struct stream_state {
   native_stream_handle handle{};
   free_index large;

@@ -1,0 +1,311 @@
+#pragma once
+/// \file
+/// The CUDA upstream resources (see memory/resources.hpp for what an upstream is):
+///   pinned_host_resource   cudaMallocHost (page-locked host memory, reachable by copies on any
+///                          stream)
+///   cuda_device_resource   device memory, by cudaMallocFromPoolAsync from a driver pool whose
+///                          release threshold is set explicitly (its default, 0, hands memory
+///                          back at every synchronisation), by cudaMallocAsync from the device's
+///                          own pool, or by plain cudaMalloc
+/// and the CUDA events they share, with which a pool learns when a block freed on one stream may
+/// be used on another (CUDA runtime API, cudaEventRecord / cudaEventQuery).
+///
+/// Built without CUDA (DEVICEKIT_HAS_CUDA 0), the same classes exist with the same members, and
+/// making one throws config_error saying that devicekit was built without CUDA
+/// (memory/detail/cuda_resources_unavailable.hpp): code that names them compiles everywhere.
+#include <devicekit/memory/resources.hpp>
+
+#if DEVICEKIT_HAS_CUDA
+
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/pool_access.hpp>
+#include <devicekit/core/runtime.hpp>
+#include <devicekit/core/stream.hpp>
+#include <devicekit/memory/errors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace devicekit {
+
+namespace detail {
+/// Events shared by the CUDA resources. Errors while the process exits are ignored.
+/// The handles that name a default stream of the current device rather than one stream.
+[[nodiscard]] inline bool is_default_stream(native_stream_handle s) noexcept {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+struct cuda_events {
+  static void* create(native_stream_handle s) {
+    int dev = 0;
+    if (s != nullptr) {
+      DEVICEKIT_CUDA_CHECK(cudaStreamGetDevice(s, &dev));
+    } else {
+      DEVICEKIT_CUDA_CHECK(cudaGetDevice(&dev));
+    }
+    scoped_device on(dev);
+    cudaEvent_t ev = nullptr;
+    // BlockingSync: the pool waits for these on the host when it must (wait()); the thread then
+    // sleeps instead of spinning a core (CUDA runtime API, cudaEventCreateWithFlags).
+    DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync));
+    return ev;
+  }
+  static void record(void* ev, native_stream_handle s) {
+    DEVICEKIT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev), s));
+  }
+  static bool complete(void* ev) {
+    const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(ev));
+    if (r == cudaErrorNotReady) return false;  // a status, not the last error: nothing to clear
+    DEVICEKIT_CUDA_CHECK(r);
+    return true;
+  }
+  static void wait(void* ev) { DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(ev))); }
+  /// Waits for the work queued on `s` (a stream of the current device) so far, blocking the
+  /// thread rather than spinning as cudaStreamSynchronize does.
+  [[nodiscard]] static cudaError_t wait_for(cudaStream_t s) noexcept {
+    cudaEvent_t ev = nullptr;
+    cudaError_t r = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (r != cudaSuccess) return r;
+    r = cudaEventRecord(ev, s);
+    if (r == cudaSuccess) r = cudaEventSynchronize(ev);
+    (void)cudaEventDestroy(ev);
+    return r;
+  }
+  static void destroy(void* ev) noexcept {
+    if (ev != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev));
+  }
+};
+}  // namespace detail
+
+/// Page-locked host memory (cudaMallocHost): host and device accessible, usable by asynchronous
+/// copies on any stream, so it provides events.
+class pinned_host_resource {
+ public:
+  static constexpr bool is_host_accessible = true;
+  static constexpr bool is_device_accessible = true;
+
+  pinned_host_resource() {
+  }
+
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
+    detail::check_alignment(alignment);
+    if (alignment > 4096) {
+      throw invalid_request("pinned_host_resource gives page-aligned memory (4096 bytes); alignment " +
+                            std::to_string(alignment) + " is more: allocate through a memory_pool");
+    }
+    void* p = nullptr;
+    DEVICEKIT_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+    note_cuda_runtime_used();
+    return p;
+  }
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
+    if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeHost(p);
+  }
+  [[nodiscard]] device get_device() const noexcept { return device::cpu(); }
+  friend bool operator==(const pinned_host_resource&, const pinned_host_resource&) noexcept { return true; }
+
+  [[nodiscard]] void* create_event(native_stream_handle s) { return detail::cuda_events::create(s); }
+  void record_event(void* ev, native_stream_handle s) { detail::cuda_events::record(ev, s); }
+  [[nodiscard]] bool event_complete(void* ev) { return detail::cuda_events::complete(ev); }
+  void wait_event(void* ev) { detail::cuda_events::wait(ev); }
+  void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
+
+#if DEVICEKIT_HAS_CCCL_MR
+  friend constexpr void get_property(const pinned_host_resource&, ::cuda::mr::host_accessible) noexcept {}
+  friend constexpr void get_property(const pinned_host_resource&, ::cuda::mr::device_accessible) noexcept {}
+#endif
+};
+
+/// Device memory on one GPU. Copies share the underlying driver pool (and compare equal).
+class cuda_device_resource {
+ public:
+  static constexpr bool is_host_accessible = false;
+  static constexpr bool is_device_accessible = true;
+
+  enum class mode {
+    async_pool,   ///< cudaMallocFromPoolAsync from a driver pool of our own (falls back to
+                  ///< cudaMalloc where the device has no memory pools)
+    synchronous,  ///< cudaMalloc / cudaFree
+    /// cudaMallocAsync from the device's default memory pool (the pool cudaMallocAsync uses
+    /// unless the program called cudaDeviceSetMemPool), shared with every other user of that pool
+    /// in the process; the release threshold is set on it. Falls back to cudaMalloc where the device
+    /// has no memory pools.
+    device_default_pool,
+  };
+
+  /// `release_threshold`: bytes the driver pool keeps when idle (set explicitly; the manager uses
+  /// the device's budget). The resource's own stream orders chunk allocations; they are
+  /// synchronised before being handed out, so a chunk is usable on every stream.
+  explicit cuda_device_resource(int ordinal = 0, std::uint64_t release_threshold = UINT64_MAX,
+                                mode m = mode::async_pool)
+      : state_(std::make_shared<state>()) {
+    state_->ordinal = ordinal;
+    scoped_device on(ordinal);
+    note_cuda_runtime_used();
+    int pools = 0;
+    DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal));
+    if (m == mode::device_default_pool && pools != 0) {
+      // cudaMallocAsync allocates from the device's current memory pool, which is its default
+      // pool until cudaDeviceSetMemPool changes it (CUDA runtime API, cudaMallocAsync and
+      // cudaDeviceGetDefaultMemPool). The threshold and peer access are set on the default pool;
+      // it is not ours to destroy.
+      DEVICEKIT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&state_->pool, ordinal));
+      std::uint64_t threshold = release_threshold;
+      DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+      detail::pool_peer_access::instance().add_pool(ordinal, state_->pool);
+      state_->registered = true;
+      state_->shared_pool = true;
+    } else if (m == mode::async_pool && pools != 0) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.handleTypes = cudaMemHandleTypeNone;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = ordinal;
+      DEVICEKIT_CUDA_CHECK(cudaMemPoolCreate(&state_->pool, &props));
+      std::uint64_t threshold = release_threshold;  // the attribute is a cuuint64_t (64-bit)
+      DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+      detail::pool_peer_access::instance().add_pool(ordinal, state_->pool);
+      state_->registered = true;
+    }
+    state_->threshold = release_threshold;
+  }
+
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
+    detail::check_alignment(alignment);
+    if (alignment > 256) {
+      throw invalid_request("cuda_device_resource gives 256-byte aligned memory; alignment " +
+                            std::to_string(alignment) + " is more: allocate through a memory_pool");
+    }
+    void* p = nullptr;
+    scoped_device on(state_->ordinal);
+    if (state_->pool != nullptr) {
+      if (state_->shared_pool) {
+        DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, state_->stream));
+      } else {
+        DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, state_->stream));
+      }
+      const cudaError_t sync = detail::cuda_events::wait_for(state_->stream);
+      if (sync != cudaSuccess) {
+        (void)cudaFreeAsync(p, state_->stream);
+        check_cuda(sync, "waiting for the resource stream");
+      }
+    } else {
+      DEVICEKIT_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+    }
+    return p;
+  }
+
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
+    if (p == nullptr || !cuda_calls_allowed()) return;
+    scoped_device on(state_->ordinal, std::nothrow);
+    if (state_->pool != nullptr) {
+      (void)cudaFreeAsync(p, state_->stream);
+    } else {
+      (void)cudaFree(p);
+    }
+  }
+
+  /// Stream-ordered forms (the resource alone, without a caching pool on top).
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, native_stream_handle s) {
+    detail::check_alignment(alignment);
+    void* p = nullptr;
+    scoped_device on(state_->ordinal);
+    if (state_->pool != nullptr && !state_->shared_pool) {
+      DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, s));
+    } else {
+      DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s));
+    }
+    return p;
+  }
+  void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, native_stream_handle s) noexcept {
+    if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeAsync(p, s);
+  }
+
+#if DEVICEKIT_HAS_CCCL_MR
+  /// CCCL's async_resource form.
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) {
+    return allocate_async(bytes, alignment, s.get());
+  }
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) noexcept {
+    deallocate_async(p, bytes, alignment, s.get());
+  }
+#endif
+
+  /// Hands memory the driver pool keeps back to the system (after the pool trimmed its chunks).
+  void trim() noexcept {
+    if (state_->pool != nullptr && cuda_calls_allowed()) {
+      (void)detail::cuda_events::wait_for(state_->stream);
+      (void)cudaMemPoolTrimTo(state_->pool, 0);
+    }
+  }
+
+  [[nodiscard]] device get_device() const noexcept { return device::cuda(state_->ordinal); }
+  [[nodiscard]] bool uses_driver_pool() const noexcept { return state_->pool != nullptr; }
+  /// True when the driver pool is the device's current (default) pool rather than one of ours.
+  [[nodiscard]] bool uses_device_default_pool() const noexcept { return state_->shared_pool; }
+  /// The driver pool (cudaMemPoolCreate) this resource allocates from; null in synchronous mode.
+  [[nodiscard]] cudaMemPool_t native_pool() const noexcept { return state_->pool; }
+  [[nodiscard]] std::uint64_t release_threshold() const noexcept { return state_->threshold; }
+  friend bool operator==(const cuda_device_resource& a, const cuda_device_resource& b) noexcept {
+    return a.state_ == b.state_;
+  }
+
+  // The null, legacy and per-thread handles name a default stream of whichever device is current:
+  // for this resource they mean the default stream of its own device, so the event is made and
+  // recorded there, whatever device the caller has current (an event and the stream it is
+  // recorded on must belong to one device).
+  [[nodiscard]] void* create_event(native_stream_handle s) {
+    if (!detail::is_default_stream(s)) return detail::cuda_events::create(s);
+    scoped_device on(state_->ordinal);
+    return detail::cuda_events::create(s);
+  }
+  void record_event(void* ev, native_stream_handle s) {
+    if (!detail::is_default_stream(s)) return detail::cuda_events::record(ev, s);
+    scoped_device on(state_->ordinal);
+    detail::cuda_events::record(ev, s);
+  }
+  [[nodiscard]] bool event_complete(void* ev) { return detail::cuda_events::complete(ev); }
+  void wait_event(void* ev) { detail::cuda_events::wait(ev); }
+  void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
+
+#if DEVICEKIT_HAS_CCCL_MR
+  friend constexpr void get_property(const cuda_device_resource&, ::cuda::mr::device_accessible) noexcept {}
+#endif
+
+ private:
+  using pool_handle = cudaMemPool_t;
+  struct state {
+    int ordinal = 0;
+    std::uint64_t threshold = 0;
+    pool_handle pool = nullptr;
+    native_stream_handle stream = nullptr;
+    bool registered = false;  ///< with detail::pool_peer_access
+    bool shared_pool = false;  ///< the device's current pool (mode::device_default_pool): never destroyed
+    state() = default;
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+    ~state() {
+      // After the runtime has shut down the driver reclaims everything; calling it would crash.
+      if (!cuda_calls_allowed()) return;
+      if (stream != nullptr) {
+        (void)cudaStreamSynchronize(stream);
+        (void)cudaStreamDestroy(stream);
+      }
+      if (registered) detail::pool_peer_access::instance().remove_pool(ordinal, pool);
+      if (pool != nullptr && !shared_pool) (void)cudaMemPoolDestroy(pool);
+    }
+  };
+  std::shared_ptr<state> state_;
+};
+
+
+}  // namespace devicekit
+
+#else
+#include <devicekit/memory/detail/cuda_resources_unavailable.hpp>
+#endif

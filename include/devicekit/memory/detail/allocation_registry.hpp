@@ -1,0 +1,121 @@
+#pragma once
+/// \file
+/// `allocation_registry`: every live allocation of a pool. The record (address, requested bytes,
+/// owning block or slab) is always kept: it is how a free finds its block in one lookup, and how
+/// double frees, foreign pointers and wrong sizes are caught before the pool is touched. With
+/// tracking on, the allocating call's std::source_location and the alignment asked for are kept
+/// beside it (the idea of PyTorch's memory snapshots with stack traces, at the cost of one
+/// source_location). One snapshot function lists the live allocations, for live_allocations() and
+/// for the leak report. Not locked: device_memory calls it under its own lock.
+#include <devicekit/core/device.hpp>
+#include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/stats.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <source_location>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace devicekit {
+
+/// One live allocation.
+struct allocation_record {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  std::size_t alignment = 0;     ///< as requested; 0 unless tracking
+  std::source_location where{};  ///< the allocating call; empty unless tracking
+};
+
+namespace detail {
+
+[[nodiscard]] inline std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+[[nodiscard]] inline std::string where_text(const std::source_location& w) {
+  if (w.file_name() == nullptr || w.file_name()[0] == '\0') return "unknown (tracking off)";
+  return std::string(w.file_name()) + ":" + std::to_string(w.line()) + " in " + w.function_name();
+}
+
+class allocation_registry {
+ public:
+  void set_tracking(bool on) noexcept { tracking_ = on; }
+  [[nodiscard]] bool tracking() const noexcept { return tracking_; }
+
+  /// Makes sure the next insert does not allocate (so that nothing throws once a block is taken).
+  void reserve_one() {
+    live_.reserve_one();
+    if (tracking_) sites_.reserve(sites_.size() + 1);
+  }
+  void insert(const live_record& r, const std::source_location& where, std::size_t alignment) {
+    live_.insert(r);
+    if (tracking_) sites_.insert_or_assign(r.key, allocation_site{where, alignment});
+  }
+  [[nodiscard]] live_record* find(std::uintptr_t a) noexcept { return live_.find(a); }
+  [[nodiscard]] const live_record* find(std::uintptr_t a) const noexcept { return live_.find(a); }
+  void erase(live_record* r) {
+    const std::uintptr_t a = r->key;
+    live_.erase(r);
+    if (tracking_) sites_.erase(a);
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return live_.size(); }
+  template <class F>
+  void for_each(F&& f) const {
+    live_.for_each(f);
+  }
+
+  /// Where the allocation at `a` came from (empty unless tracking).
+  [[nodiscard]] allocation_site site_of(std::uintptr_t a) const {
+    const auto it = sites_.find(a);
+    return it == sites_.end() ? allocation_site{} : it->second;
+  }
+
+  /// Every live allocation, by address.
+  [[nodiscard]] std::vector<allocation_record> snapshot() const {
+    std::vector<allocation_record> out;
+    out.reserve(live_.size());
+    live_.for_each([&](const live_record& r) {
+      const allocation_site site = site_of(r.key);
+      out.push_back({reinterpret_cast<void*>(r.key), r.requested, site.alignment, site.where});
+    });
+    std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.ptr < y.ptr; });
+    return out;
+  }
+
+  /// The live allocations as text (empty when there are none); `destroyed`: the pool is being
+  /// destroyed, so they leaked.
+  [[nodiscard]] std::string report(device dev, bool destroyed) const {
+    if (live_.size() == 0) return {};
+    const std::vector<allocation_record> live = snapshot();
+    std::size_t total = 0;
+    for (const auto& x : live) total += x.bytes;
+    std::string s = "devicekit: memory pool on " + dev.str() + (destroyed ? " destroyed with " : " has ") +
+                    std::to_string(live.size()) + " live allocation(s), " + human_bytes(total) +
+                    (destroyed ? " leaked:\n" : ":\n");
+    std::size_t shown = 0;
+    for (const auto& x : live) {
+      if (++shown > 100) {
+        s += "  ... and " + std::to_string(live.size() - 100) + " more\n";
+        break;
+      }
+      s += "  " + pointer_text(x.ptr) + "  " + std::to_string(x.bytes) + " bytes  allocated at " + where_text(x.where) +
+           "\n";
+    }
+    if (!tracking_) s += "  (set DEVICEKIT_MEMORY_DEBUG=1 to see where each was allocated)\n";
+    return s;
+  }
+
+ private:
+  live_map live_;
+  std::unordered_map<std::uintptr_t, allocation_site> sites_;  ///< tracking only
+  bool tracking_ = false;
+};
+
+}  // namespace detail
+}  // namespace devicekit

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// `pool_upstream`: the one interface through which a pool (device_memory) reaches where its
+/// memory comes from, and `upstream_adapter<Upstream>`, its one implementation for any upstream
+/// resource (memory/resources.hpp).
+///
+/// Why an abstract class: device_memory is the type placement code takes (`device_memory&`), so it
+/// cannot be a template on its upstream; RMM's `device_memory_resource` (virtual do_allocate /
+/// do_deallocate) and Thrust's `mr::memory_resource` make the same choice. The interface is
+/// crossed only where the pool talks to its upstream: a chunk grows or is released, and a
+/// stream-ordered free records its event. Allocations served from the cache make no virtual call.
+///
+/// The stream events are part of the one interface rather than a second one. An upstream that is
+/// not a `stream_event_source` (host memory) has no work in flight on any stream: it reports
+/// `has_events() == false` and the pool then treats every free as synchronous and asks for no
+/// event: one interface, one vtable per pool type, and
+/// no hooks with placeholder bodies in the pool itself.
+#include <devicekit/core/stream.hpp>
+#include <devicekit/memory/resources.hpp>
+
+#include <cstddef>
+#include <utility>
+
+namespace devicekit::detail {
+
+class pool_upstream {
+ public:
+  pool_upstream(const pool_upstream&) = delete;
+  pool_upstream& operator=(const pool_upstream&) = delete;
+
+  /// A chunk of `bytes` aligned to `alignment`; throws when the upstream has none.
+  virtual void* allocate(std::size_t bytes, std::size_t alignment) = 0;
+  virtual void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept = 0;
+  /// Hands back what the upstream caches itself (a driver pool's reserve), after the pool
+  /// released its chunks.
+  virtual void trim() noexcept = 0;
+
+  /// Whether memory from this upstream is used by stream-ordered work (the event members below
+  /// are called only then).
+  [[nodiscard]] bool has_events() const noexcept { return has_events_; }
+  virtual void* create_event(native_stream_handle s) = 0;
+  virtual void record_event(void* ev, native_stream_handle s) = 0;
+  virtual bool event_complete(void* ev) = 0;
+  virtual void wait_event(void* ev) = 0;
+  virtual void destroy_event(void* ev) noexcept = 0;
+
+ protected:
+  explicit pool_upstream(bool has_events) noexcept : has_events_(has_events) {}
+  ~pool_upstream() = default;  // never deleted through the interface
+
+ private:
+  bool has_events_;
+};
+
+template <class U>
+concept has_upstream_trim = requires(U& u) { u.trim(); };
+
+/// Owns the upstream resource and implements pool_upstream for it.
+template <class Upstream>
+class upstream_adapter final : public pool_upstream {
+ public:
+  explicit upstream_adapter(Upstream upstream)
+      : pool_upstream(stream_event_source<Upstream>), upstream_(std::move(upstream)) {}
+  ~upstream_adapter() = default;
+
+  [[nodiscard]] Upstream& resource() noexcept { return upstream_; }
+  [[nodiscard]] const Upstream& resource() const noexcept { return upstream_; }
+
+  void* allocate(std::size_t bytes, std::size_t alignment) override { return upstream_.allocate(bytes, alignment); }
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept override {
+    upstream_.deallocate(p, bytes, alignment);
+  }
+  void trim() noexcept override {
+    if constexpr (has_upstream_trim<Upstream>) upstream_.trim();
+  }
+
+  // Without events (has_events() is false) the pool never calls these; what they do then is what
+  // host memory means: no stream uses it, so every free is complete when it is made.
+  void* create_event(native_stream_handle s) override {
+    if constexpr (stream_event_source<Upstream>) return upstream_.create_event(s);
+    (void)s;
+    return nullptr;
+  }
+  void record_event(void* ev, native_stream_handle s) override {
+    if constexpr (stream_event_source<Upstream>) upstream_.record_event(ev, s);
+    (void)ev;
+    (void)s;
+  }
+  bool event_complete(void* ev) override {
+    if constexpr (stream_event_source<Upstream>) return upstream_.event_complete(ev);
+    (void)ev;
+    return true;
+  }
+  void wait_event(void* ev) override {
+    if constexpr (stream_event_source<Upstream>) upstream_.wait_event(ev);
+    (void)ev;
+  }
+  void destroy_event(void* ev) noexcept override {
+    if constexpr (stream_event_source<Upstream>) upstream_.destroy_event(ev);
+    (void)ev;
+  }
+
+ private:
+  Upstream upstream_;
+};
+
+}  // namespace devicekit::detail

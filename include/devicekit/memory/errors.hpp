@@ -1,0 +1,87 @@
+#pragma once
+/// \file
+/// The errors the memory layer throws, all derived from devicekit::error (core/error.hpp):
+///   out_of_memory   the request could not be met even after releasing cached memory; the
+///                   message gives the request, the budget, the stats and what to do (as
+///                   PyTorch's CUDA caching allocator reports its OutOfMemoryError)
+///   invalid_free    double free, foreign pointer or wrong size: detected before the pool is
+///                   touched, so the pool stays intact
+///   invalid_request a bad argument (alignment not a power of two, a size that overflows)
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/memory/stats.hpp>
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+namespace devicekit {
+
+/// The request could not be met. Thrown after the pool released its cached blocks and retried
+/// (see device_memory's recovery ladder). Carries the figures so that a handler can log them.
+class out_of_memory : public error {
+ public:
+  out_of_memory(device dev, std::size_t requested, const pool_stats& stats, std::string basis, std::string cause)
+      : error(format(dev, requested, stats, basis, cause)),
+        device_(dev),
+        requested_(requested),
+        stats_(stats) {}
+
+  [[nodiscard]] device get_device() const noexcept { return device_; }
+  [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_; }
+  /// The pool's stats when the request failed.
+  [[nodiscard]] const pool_stats& stats() const noexcept { return stats_; }
+
+ private:
+  static std::string format(device dev, std::size_t requested, const pool_stats& s, const std::string& basis,
+                            const std::string& cause) {
+    using detail::human_bytes;
+    char frag[32];
+    std::snprintf(frag, sizeof frag, "%.2f", s.fragmentation);
+    std::string m = "out of memory on " + dev.str() + ": cannot allocate " + human_bytes(requested) + " (" +
+                    std::to_string(requested) + " bytes)";
+    if (!cause.empty()) m += ": " + cause;
+    m += "\n  budget " + human_bytes(s.max_size);
+    if (!basis.empty()) m += " (" + basis + ")";
+    m += "\n  allocated " + human_bytes(s.allocated_bytes) + " in " + std::to_string(s.active_blocks) +
+         " blocks, reserved " + human_bytes(s.reserved_bytes) + ", largest free block " +
+         human_bytes(s.largest_free_block) + ", fragmentation " + frag;
+    m += "\n  already tried: waiting for other streams' frees, releasing cached blocks, retrying";
+    m += "\n  what to do: free buffers you no longer need;";
+    if (requested > s.max_size) {
+      m += " the request alone exceeds the budget: use a larger strategy (aggressive = 0.90 of total),"
+           " custom_fraction<N, D> or runtime_fraction, or split the request";
+    } else if (s.fragmentation > 0.3 && s.free_bytes >= requested) {
+      m += " enough bytes are free but not in one piece: call defragment() or trim() between phases,"
+           " allocate long-lived buffers first, or use a larger strategy";
+    } else {
+      m += " call trim() to return cached memory, use a larger strategy (aggressive = 0.90 of total),"
+           " custom_fraction<N, D> or runtime_fraction, or a smaller batch";
+    }
+    return m;
+  }
+
+  device device_;
+  std::size_t requested_;
+  pool_stats stats_;
+};
+
+/// A deallocation the pool refuses. The pool is unchanged when this is thrown.
+class invalid_free : public error {
+ public:
+  enum class kind { double_free, foreign_pointer, wrong_size };
+  invalid_free(kind k, const std::string& message) : error(message), kind_(k) {}
+  [[nodiscard]] kind what_kind() const noexcept { return kind_; }
+
+ private:
+  kind kind_;
+};
+
+/// A bad argument to an allocation: an alignment that is not a power of two, a size that
+/// overflows. The pool is unchanged when this is thrown.
+class invalid_request : public error {
+ public:
+  using error::error;
+};
+
+}  // namespace devicekit

@@ -1,0 +1,128 @@
+#pragma once
+/// \file
+/// `pool_config`: how a caching pool (memory/device_memory.hpp) grows, caches and reports, with
+/// the validation every pool runs on it when it is made. The fields follow what other pools
+/// expose: XLA's BFC allocator (a preallocated start, growth), PyTorch's caching allocator
+/// (a size limit for the small-block pools, the out-of-memory observer) and RMM's
+/// pool_memory_resource (initial and maximum pool size).
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/stats.hpp>
+#include <devicekit/memory/strategy.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace devicekit {
+
+/// Whether a pool records where each allocation came from.
+enum class tracking_mode {
+  environment,  ///< on when DEVICEKIT_MEMORY_DEBUG is 1/on/true/yes (the default)
+  off,
+  on,
+};
+
+/// A pool's configuration.
+struct pool_config {
+  /// Preallocated as one chunk when the pool is made, and kept by trim() (the XLA "start").
+  std::size_t initial_size = 0;
+  /// Each growth asks for at least (growth_factor - 1) x reserved bytes: 2.0 doubles the pool,
+  /// 1.0 grows by what the request needs (rounded to min_chunk_size). Fewer, larger chunks mean
+  /// fewer upstream calls; smaller growth keeps reserved close to what is used.
+  double growth_factor = 1.0;
+  /// The most the pool may reserve. Unset: the balanced strategy's budget for the device.
+  std::optional<std::size_t> max_size;
+  /// defragment() releases empty chunks when fragmentation (1 - largest free / free) exceeds this.
+  double defrag_threshold = 0.5;
+  std::size_t min_chunk_size = 2u << 20;
+  std::size_t max_chunk_size = 1u << 30;
+  /// Requests up to this size use size classes; 0 disables them. At most 1 MiB.
+  std::size_t small_size_limit = 16u << 10;
+  tracking_mode tracking = tracking_mode::environment;
+  /// No caching: every allocation is an upstream allocation of its own (rounded to 256 bytes, no
+  /// size classes, no growth beyond the request) and goes back upstream when freed (a
+  /// stream-ordered free once its stream's event has completed, at the next call that looks).
+  /// The budget and the stats still apply. What the manager's `async` and `platform` allocator
+  /// kinds use, as jaxlib's cuda_async / platform allocators bypass its BFC pool.
+  bool release_on_free = false;
+  /// Called (without the pool's lock) before out_of_memory is thrown; return true to retry once.
+  std::function<bool(std::size_t bytes, const pool_stats&)> on_out_of_memory;
+  /// Receives the leak report when a tracking pool is destroyed with live allocations
+  /// (default: standard error).
+  std::function<void(const std::string&)> on_leak;
+  /// How the budget was reached, for reports and out_of_memory messages (the manager sets it).
+  std::optional<memory_budget> budget;
+};
+
+namespace detail {
+/// Reads DEVICEKIT_MEMORY_DEBUG.
+[[nodiscard]] inline bool memory_debug_from_environment() {
+  const char* v = std::getenv("DEVICEKIT_MEMORY_DEBUG");
+  if (v == nullptr) return false;
+  const std::string s(v);
+  if (s.empty() || s == "0" || s == "off" || s == "false" || s == "no") return false;
+  if (s == "1" || s == "on" || s == "true" || s == "yes") return true;
+  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s + "' is not valid; allowed values: 1, on, true, yes (tracking on) "
+                     "or 0, off, false, no, empty (tracking off)");
+}
+
+/// Checks `config` (config_error naming the field otherwise) and returns it as the pool keeps
+/// it: with release_on_free, growth is by the request and nothing is preallocated.
+[[nodiscard]] inline pool_config validated(pool_config config) {
+  auto bad = [](const std::string& what) { throw config_error("pool_config: " + what); };
+  if (!std::isfinite(config.growth_factor) || config.growth_factor < 1.0) {
+    bad("growth_factor " + std::to_string(config.growth_factor) + " must be >= 1 (1 grows by what is needed, 2 doubles)");
+  }
+  if (!(config.defrag_threshold >= 0.0 && config.defrag_threshold <= 1.0)) {
+    bad("defrag_threshold " + std::to_string(config.defrag_threshold) + " must lie in [0, 1]");
+  }
+  if (config.min_chunk_size == 0 || config.min_chunk_size > config.max_chunk_size) {
+    bad("min_chunk_size must be > 0 and <= max_chunk_size");
+  }
+  if (config.small_size_limit > size_classes::max_small) {
+    bad("small_size_limit " + std::to_string(config.small_size_limit) + " must be at most 1 MiB");
+  }
+  if (config.release_on_free) {
+    config.growth_factor = 1.0;
+    config.initial_size = 0;
+  }
+  return config;
+}
+
+/// The budget of a pool made with `config` on a device of `kind` with `total_bytes` of memory:
+/// the manager's (config.budget), or the balanced strategy's, with max_size as its cap when set.
+[[nodiscard]] inline memory_budget budget_of(const pool_config& config, device_kind kind, std::size_t total_bytes) {
+  memory_budget b = config.budget ? *config.budget : budget_for(balanced{}, kind, total_bytes);
+  if (config.max_size && !config.budget) {
+    b.budget_bytes = *config.max_size;
+    b.fraction = b.total_bytes > 0
+                     ? std::min(1.0, static_cast<double>(*config.max_size) / static_cast<double>(b.total_bytes))
+                     : 1.0;
+  }
+  return b;
+}
+
+/// How `b` was reached, for out_of_memory messages ("0.75 of 80.00 GiB total, less ...").
+[[nodiscard]] inline std::string budget_text(const memory_budget& b) {
+  if (b.total_bytes == 0) return {};
+  char frac[32];
+  std::snprintf(frac, sizeof frac, "%.2f", b.fraction);
+  return std::string(frac) + " of " + human_bytes(b.total_bytes) + " total, less " + human_bytes(b.headroom_bytes) +
+         " headroom";
+}
+
+/// Whether a pool made with `config` tracks allocation sites.
+[[nodiscard]] inline bool tracking_enabled(const pool_config& config) {
+  return config.tracking == tracking_mode::on ||
+         (config.tracking == tracking_mode::environment && memory_debug_from_environment());
+}
+}  // namespace detail
+
+}  // namespace devicekit
