@@ -4,7 +4,7 @@
 # Debian packages the build, the tests and the tools need. The CUDA toolkit is not among them:
 # it is found at /usr/local/cuda when present, and everything builds for the CPU without it.
 DEVICEKIT_APT_PACKAGES=(cmake ninja-build g++ catch2 libboost-dev nlohmann-json3-dev libcli11-dev ccache
-                        libopenmpi-dev openmpi-bin python3)
+                        libopenmpi-dev openmpi-bin python3 clang-format)
 
 devicekit_missing_packages() {
   local p missing=()

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/devicekit.hpp>
+#include <devicekit/report/json.hpp>
 #include <devicekit/memory/thrust_allocator.cuh>
 
 #include "../cpu/memory_model_check.hpp"
