@@ -5,8 +5,12 @@
 /// Each header also stands alone; this one is for translation units that use the whole layer.
 #include <devicekit/memory/allocator.hpp>
 #include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/cuda_resources.hpp>
 #include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/errors.hpp>
+#include <devicekit/memory/host_resources.hpp>
 #include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/pool_config.hpp>
 #include <devicekit/memory/profiler.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/stats.hpp>
