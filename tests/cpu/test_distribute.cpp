@@ -404,6 +404,73 @@ TEST_CASE("self communicator: every collective on a tree, bucketed and not", "[d
   }
 }
 
+namespace {
+/// The one-rank backend without copy(): not a collective_backend.
+struct backend_without_copy {
+  std::size_t participants() const { return 1; }
+  int size() const { return 1; }
+  int rank(std::size_t) const { return 0; }
+  static std::string_view name() { return "partial"; }
+  static bool can_reduce(dk::element_type) { return true; }
+  bool accepts(dk::device, std::size_t) const { return true; }
+  std::string memory_description(std::size_t) const { return {}; }
+  void set_operation(std::string_view) {}
+  void group_begin() {}
+  void group_end() {}
+  void* scratch(std::size_t, int, std::size_t) { return nullptr; }
+  void exchange(const void*, std::size_t, void*) {}
+  void broadcast(std::size_t, void*, std::size_t, dk::element_type, int) {}
+  void all_reduce(std::size_t, const void*, void*, std::size_t, dk::element_type, dk::reduce_op) {}
+  void all_gather(std::size_t, const void*, void*, std::size_t, dk::element_type) {}
+  void reduce_scatter(std::size_t, const void*, void*, std::size_t, dk::element_type, dk::reduce_op) {}
+  void scatter(std::size_t, const void*, const std::size_t*, const std::size_t*, void*, std::size_t, int) {}
+  void finish(std::string_view) {}
+};
+/// The same with copy(): a collective_backend.
+struct backend_with_copy : backend_without_copy {
+  void copy(std::size_t, void*, const void*, std::size_t) {}
+};
+}  // namespace
+
+TEST_CASE("collective_backend: the stock backends model it; a backend without copy() does not",
+          "[distribute][collectives][concept]") {
+  STATIC_REQUIRE(dk::collective_backend<dk::detail::self_backend>);
+  STATIC_REQUIRE(dk::collective_backend<backend_with_copy>);
+  STATIC_REQUIRE_FALSE(dk::collective_backend<backend_without_copy>);
+  STATIC_REQUIRE_FALSE(dk::detail::backend_requirements::has_copy<backend_without_copy>);
+  STATIC_REQUIRE(dk::detail::backend_requirements::has_exchange<backend_without_copy>);
+  STATIC_REQUIRE_FALSE(dk::collective_backend<int>);
+  // The three public communicators are the one façade.
+  STATIC_REQUIRE(std::is_same_v<dk::self_communicator, dk::basic_communicator<dk::detail::self_backend>>);
+  STATIC_REQUIRE(dk::communicator<dk::self_communicator>);
+  STATIC_REQUIRE(dk::communicator<dk::basic_communicator<backend_with_copy>>);
+}
+
+TEST_CASE("the communicator façade: rank, size, memory, and one leaf list per local rank",
+          "[distribute][collectives]") {
+  dk::self_communicator comm(dk::collective_options{64, true});
+  CHECK(comm.rank() == 0);
+  CHECK(comm.size() == 1);
+  CHECK(comm.local_ranks() == 1);
+  CHECK(comm.options().bucket_bytes == 64);
+  CHECK(&comm.set_options({}).set_bucket_bytes(32) == &comm);  // the setters chain
+  CHECK(comm.options().bucket_bytes == 32);
+  CHECK(comm.accepts(dk::device::cpu()));
+  CHECK_FALSE(comm.accepts(dk::device::cuda(0)));
+  CHECK(comm.memory_description() == "the self communicator cannot use: it works on host (cpu) memory");
+  // The per-local-rank forms take one list per local rank: here one.
+  std::vector<float> a = {1.f, 2.f}, b = {3.f, 4.f, 5.f};
+  const std::vector<std::vector<dk::const_leaf_span>> in = {{dk::const_leaf_span::of(a), dk::const_leaf_span::of(b)}};
+  std::vector<float> ga(2), gb(3);
+  const std::vector<std::vector<dk::leaf_span>> out = {{dk::leaf_span::of(ga), dk::leaf_span::of(gb)}};
+  comm.all_gather(in, out);
+  CHECK(ga == a);
+  CHECK(gb == b);
+  const std::vector<std::vector<dk::leaf_span>> two = {{dk::leaf_span::of(a)}, {dk::leaf_span::of(b)}};
+  CHECK_THROWS_WITH(comm.all_reduce(two), Catch::Contains("self_communicator::all_reduce: 2 leaf lists for 1 local ranks"));
+  comm.barrier();
+}
+
 TEST_CASE("self communicator: argument errors name the problem", "[distribute][collectives]") {
   dk::self_communicator comm;
   std::vector<double> in(3), big(4);
