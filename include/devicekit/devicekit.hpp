@@ -22,7 +22,7 @@
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/distribute/bucket.hpp>
 #include <devicekit/distribute/collectives.hpp>
-#include <devicekit/distribute/leaf.hpp>
+#include <devicekit/distribute/leaf_span.hpp>
 #include <devicekit/distribute/mpi.hpp>   // empty without MPI (DEVICEKIT_HAS_MPI 0)
 #include <devicekit/distribute/nccl.hpp>  // empty without NCCL (DEVICEKIT_HAS_NCCL 0)
 #include <devicekit/distribute/scheme.hpp>

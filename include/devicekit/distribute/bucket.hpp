@@ -7,7 +7,7 @@
 ///
 /// The plan depends only on the leaves' types and sizes, which the ranks have already agreed on
 /// (structure check), so every rank computes the same buckets in the same order.
-#include <devicekit/distribute/leaf.hpp>
+#include <devicekit/distribute/leaf_span.hpp>
 
 #include <cstddef>
 #include <optional>

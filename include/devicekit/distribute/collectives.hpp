@@ -22,7 +22,7 @@
 /// it provides, and `basic_communicator` checks it with a message that names a missing member.
 #include <devicekit/core/device.hpp>
 #include <devicekit/distribute/bucket.hpp>
-#include <devicekit/distribute/leaf.hpp>
+#include <devicekit/distribute/leaf_span.hpp>
 
 #include <algorithm>
 #include <concepts>
