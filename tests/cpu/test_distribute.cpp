@@ -314,6 +314,21 @@ TEST_CASE("element types of C++ types; opaque leaves count bytes", "[distribute]
   CHECK(c.data == d.data());
 }
 
+TEST_CASE("element types: one table of names, sizes and kinds", "[distribute][leaf]") {
+  STATIC_REQUIRE(dk::element_type_count == 13);
+  STATIC_REQUIRE(dk::to_string(dk::element_type::bfloat16) == "bfloat16");
+  STATIC_REQUIRE(dk::to_string(dk::element_type::opaque) == "opaque");
+  STATIC_REQUIRE(dk::size_of(dk::element_type::opaque) == 1);
+  STATIC_REQUIRE(dk::size_of(dk::element_type::uint32) == 4);
+  STATIC_REQUIRE(dk::is_floating(dk::element_type::float16));
+  STATIC_REQUIRE_FALSE(dk::is_floating(dk::element_type::int64));
+  STATIC_REQUIRE(dk::element_type_name<float>() == "float32");
+  for (const auto& row : dk::element_types) {
+    CHECK(dk::to_string(row.type) == row.name);
+    CHECK(dk::size_of(row.type) == row.size);
+  }
+}
+
 TEST_CASE("structure summaries tell leaf lists apart", "[distribute][leaf]") {
   std::vector<float> a(4), b(5);
   std::vector<int> i(4);

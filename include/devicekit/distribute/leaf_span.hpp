@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// The vocabulary of the communicators: element types, flat leaf spans (pointer, element count,
-/// element type), reduction operations, the structure summary that ranks compare before a
-/// collective, and the errors collectives throw.
+/// The vocabulary of the communicators: flat leaf spans (pointer, element count, element type
+/// from core/element_type.hpp), reduction operations, the structure summary that ranks compare
+/// before a collective, and the errors collectives throw.
+#include <devicekit/core/element_type.hpp>
 #include <devicekit/core/error.hpp>
 
 #include <cstddef>
@@ -14,97 +15,6 @@
 #include <vector>
 
 namespace devicekit {
-
-/// The element type of a leaf. `opaque` leaves (bool, structs, anything trivially copyable
-/// without an arithmetic meaning) are moved as bytes: broadcast, gather and scatter accept
-/// them, reductions refuse them.
-enum class element_type : std::uint8_t {
-  opaque,
-  int8,
-  uint8,
-  int16,
-  uint16,
-  int32,
-  uint32,
-  int64,
-  uint64,
-  float16,
-  bfloat16,
-  float32,
-  float64,
-};
-
-[[nodiscard]] constexpr std::size_t size_of(element_type t) noexcept {
-  switch (t) {
-    case element_type::int8:
-    case element_type::uint8:
-    case element_type::opaque: return 1;
-    case element_type::int16:
-    case element_type::uint16:
-    case element_type::float16:
-    case element_type::bfloat16: return 2;
-    case element_type::int32:
-    case element_type::uint32:
-    case element_type::float32: return 4;
-    default: return 8;
-  }
-}
-
-[[nodiscard]] constexpr std::string_view to_string(element_type t) noexcept {
-  switch (t) {
-    case element_type::opaque: return "opaque";
-    case element_type::int8: return "int8";
-    case element_type::uint8: return "uint8";
-    case element_type::int16: return "int16";
-    case element_type::uint16: return "uint16";
-    case element_type::int32: return "int32";
-    case element_type::uint32: return "uint32";
-    case element_type::int64: return "int64";
-    case element_type::uint64: return "uint64";
-    case element_type::float16: return "float16";
-    case element_type::bfloat16: return "bfloat16";
-    case element_type::float32: return "float32";
-    default: return "float64";
-  }
-}
-
-[[nodiscard]] constexpr bool is_floating(element_type t) noexcept {
-  return t == element_type::float16 || t == element_type::bfloat16 || t == element_type::float32 ||
-         t == element_type::float64;
-}
-
-/// Maps a C++ element type to an element_type. Specialise it for your own arithmetic types
-/// (devicekit/distribute/nccl.hpp does so for __half and __nv_bfloat16).
-template <class T, class = void>
-struct element_type_traits {
-  static_assert(std::is_trivially_copyable_v<T>,
-                "element_type_traits<T>: leaves must hold trivially copyable elements to be communicated");
-  static constexpr element_type value = element_type::opaque;
-};
-
-template <class T>
-struct element_type_traits<T, std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>>> {
-  static constexpr element_type value = [] {
-    if constexpr (std::is_floating_point_v<T>) {
-      if constexpr (sizeof(T) == 4) return element_type::float32;
-      else if constexpr (sizeof(T) == 8) return element_type::float64;
-      else return element_type::opaque;  // long double: no wire type in MPI's or NCCL's common set
-    } else if constexpr (std::is_signed_v<T>) {
-      if constexpr (sizeof(T) == 1) return element_type::int8;
-      else if constexpr (sizeof(T) == 2) return element_type::int16;
-      else if constexpr (sizeof(T) == 4) return element_type::int32;
-      else return element_type::int64;
-    } else {
-      if constexpr (sizeof(T) == 1) return element_type::uint8;
-      else if constexpr (sizeof(T) == 2) return element_type::uint16;
-      else if constexpr (sizeof(T) == 4) return element_type::uint32;
-      else return element_type::uint64;
-    }
-  }();
-};
-
-template <class T>
-inline constexpr element_type element_type_of = element_type_traits<std::remove_cv_t<T>>::value;
 
 /// Element count of a leaf as the communicators see it: opaque leaves count bytes.
 template <class T>
