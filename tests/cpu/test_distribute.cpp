@@ -14,11 +14,11 @@
 #include <devicekit/report/json.hpp>
 #include <devicekit/tree/hana.hpp>
 
+#include "test_support.hpp"
+
 #include <boost/hana/define_struct.hpp>
 
 #include <array>
-#include <cstdlib>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -51,42 +51,13 @@ struct wrong_plan {  // plan() returns the wrong type
   static int plan(const dk::tree_summary&, std::span<const dk::device>) { return 0; }
 };
 
-/// Sets (or unsets) environment variables for one test and restores them afterwards.
-class env_guard {
- public:
-  /// (name, value) pairs; a null value unsets the variable.
-  env_guard(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-      if (value != nullptr) {
-        ::setenv(name, value, 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  env_guard(const env_guard&) = delete;
-  env_guard& operator=(const env_guard&) = delete;
-  ~env_guard() {
-    for (auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+/// Clears the launchers' local-rank variables for one test (and restores them after).
+struct no_local_rank {
+  dk::testing::scoped_env ompi{"OMPI_COMM_WORLD_LOCAL_RANK", nullptr};
+  dk::testing::scoped_env slurm{"SLURM_LOCALID", nullptr};
+  dk::testing::scoped_env mvapich{"MV2_COMM_WORLD_LOCAL_RANK", nullptr};
+  dk::testing::scoped_env local{"LOCAL_RANK", nullptr};
 };
-
-#define DK_NO_LOCAL_RANK                                                                                  \
-  env_guard clean {                                                                                       \
-    {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"SLURM_LOCALID", nullptr}, {"MV2_COMM_WORLD_LOCAL_RANK", nullptr}, \
-        {"LOCAL_RANK", nullptr}                                                                           \
-  }
 
 }  // namespace
 
@@ -216,42 +187,42 @@ TEST_CASE("validate_plan catches a custom scheme's bad share", "[distribute][sch
 // --- device assignment ---------------------------------------------------------------------------
 
 TEST_CASE("local rank from the launcher's environment, in order of precedence", "[distribute][assignment]") {
-  DK_NO_LOCAL_RANK;
+  const no_local_rank clean;
   CHECK_FALSE(dk::local_rank_from_environment().has_value());
   {
-    env_guard e{{"LOCAL_RANK", "2"}};
+    const dk::testing::scoped_env e("LOCAL_RANK", "2");
     auto r = dk::local_rank_from_environment();
     REQUIRE(r);
     CHECK(r->rank == 2);
     CHECK(r->source == "LOCAL_RANK");
   }
   {
-    env_guard e{{"LOCAL_RANK", "2"}, {"SLURM_LOCALID", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    const dk::testing::scoped_env e1("LOCAL_RANK", "2"), e2("SLURM_LOCALID", "1"), e3("OMPI_COMM_WORLD_LOCAL_RANK", "3");
     auto r = dk::local_rank_from_environment();
     REQUIRE(r);
     CHECK(r->rank == 3);
     CHECK(r->source == "OMPI_COMM_WORLD_LOCAL_RANK");
   }
   {
-    env_guard e{{"MV2_COMM_WORLD_LOCAL_RANK", "5"}};
+    const dk::testing::scoped_env e("MV2_COMM_WORLD_LOCAL_RANK", "5");
     CHECK(dk::local_rank_from_environment()->source == "MV2_COMM_WORLD_LOCAL_RANK");
   }
   {
-    env_guard e{{"SLURM_LOCALID", "one"}};
+    const dk::testing::scoped_env e("SLURM_LOCALID", "one");
     CHECK_THROWS_WITH(dk::local_rank_from_environment(),
                       Catch::Contains("SLURM_LOCALID='one'") && Catch::Contains("non-negative integer"));
   }
 }
 
 TEST_CASE("assign_device: visible[local_rank % n], overridden by settings", "[distribute][assignment]") {
-  DK_NO_LOCAL_RANK;
+  const no_local_rank clean;
   const std::vector<dk::device> two = {dk::device::cuda(0), dk::device::cuda(1)};
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{0, "test"}) == dk::device::cuda(0));
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{1, "test"}) == dk::device::cuda(1));
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{5, "test"}) == dk::device::cuda(1));  // 4 ranks per 2 GPUs
   CHECK(dk::assign_device(two) == dk::device::cuda(0));  // no launcher: the first
   {
-    env_guard e{{"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    const dk::testing::scoped_env e("OMPI_COMM_WORLD_LOCAL_RANK", "3");
     CHECK(dk::assign_device(two) == dk::device::cuda(1));
   }
   dk::settings s;
@@ -515,24 +486,9 @@ TEST_CASE("tree structure hashes: same structure, same hash; other names or leng
 
 // --- the manager: its scheme's plan and the report's device assignment ----------------------
 
-namespace {
-dk::capabilities three_gpus() {
-  dk::capabilities caps;
-  caps.device_type = dk::device_kind::cuda;
-  for (int i = 0; i < 3; ++i) {
-    dk::device_properties p;
-    p.id = dk::device::cuda(i);
-    p.name = "simulated";
-    caps.devices.push_back(p);
-  }
-  caps.device_count = caps.gpu_count = 3;
-  return caps;
-}
-}  // namespace
-
 TEST_CASE("the manager plans with its scheme and reports the device assignment", "[distribute][manager]") {
   using sharded = dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch>;
-  sharded dm{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{three_gpus()}};
+  sharded dm{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   // The default device comes first.
   CHECK(dm.scheme_devices() == std::vector<dk::device>{dk::device::cuda(1), dk::device::cuda(0), dk::device::cuda(2)});
   const auto p = dm.plan({7, 2, 0});
@@ -553,11 +509,11 @@ TEST_CASE("the manager plans with its scheme and reports the device assignment",
   CHECK(j["device_assignment"]["devices"][2][0] == "cuda:2");
 
   using single = dk::device_manager<dk::fixed_detector, dk::balanced, dk::single_device>;
-  single one{dk::settings{}, dk::fixed_detector{three_gpus()}};
+  single one{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   CHECK(one.report().assignment.str() == "1 replica x 1 computation: [[cuda:0]]");
 
   using custom = dk::device_manager<dk::fixed_detector, dk::balanced, first_half>;
-  custom half{dk::settings{}, dk::fixed_detector{three_gpus()}};
+  custom half{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   CHECK(half.plan({}).shares.size() == 1);
 }
 
