@@ -9,6 +9,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/device_ops.hpp>
+#include <devicekit/core/element_type.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/pool_access.hpp>
 #include <devicekit/core/runtime.hpp>

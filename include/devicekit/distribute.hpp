@@ -7,10 +7,13 @@
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/distribute/bucket.hpp>
 #include <devicekit/distribute/collectives.hpp>
-#include <devicekit/distribute/leaf.hpp>
+#include <devicekit/distribute/errors.hpp>
+#include <devicekit/distribute/leaf_span.hpp>
 #include <devicekit/distribute/mpi.hpp>
 #include <devicekit/distribute/nccl.hpp>
+#include <devicekit/distribute/options.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/self.hpp>
+#include <devicekit/distribute/structure.hpp>
 #include <devicekit/distribute/summary.hpp>
 #include <devicekit/distribute/tree_collectives.hpp>

@@ -5,9 +5,11 @@
 ///
 /// Each header also stands alone; this one is for translation units that use the whole layer.
 #include <devicekit/tree/array.hpp>
+#include <devicekit/tree/errors.hpp>
 #include <devicekit/tree/leaf.hpp>
 #include <devicekit/tree/mdspan.hpp>
 #include <devicekit/tree/node.hpp>
+#include <devicekit/tree/path.hpp>
 #include <devicekit/tree/tree.hpp>
 
 // Hana structs as tree nodes: host code only (Hana does not support nvcc).

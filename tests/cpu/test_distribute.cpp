@@ -14,11 +14,11 @@
 #include <devicekit/report/json.hpp>
 #include <devicekit/tree/hana.hpp>
 
+#include "test_support.hpp"
+
 #include <boost/hana/define_struct.hpp>
 
 #include <array>
-#include <cstdlib>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -51,42 +51,13 @@ struct wrong_plan {  // plan() returns the wrong type
   static int plan(const dk::tree_summary&, std::span<const dk::device>) { return 0; }
 };
 
-/// Sets (or unsets) environment variables for one test and restores them afterwards.
-class env_guard {
- public:
-  /// (name, value) pairs; a null value unsets the variable.
-  env_guard(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-      if (value != nullptr) {
-        ::setenv(name, value, 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  env_guard(const env_guard&) = delete;
-  env_guard& operator=(const env_guard&) = delete;
-  ~env_guard() {
-    for (auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+/// Clears the launchers' local-rank variables for one test (and restores them after).
+struct no_local_rank {
+  dk::testing::scoped_env ompi{"OMPI_COMM_WORLD_LOCAL_RANK", nullptr};
+  dk::testing::scoped_env slurm{"SLURM_LOCALID", nullptr};
+  dk::testing::scoped_env mvapich{"MV2_COMM_WORLD_LOCAL_RANK", nullptr};
+  dk::testing::scoped_env local{"LOCAL_RANK", nullptr};
 };
-
-#define DK_NO_LOCAL_RANK                                                                                  \
-  env_guard clean {                                                                                       \
-    {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"SLURM_LOCALID", nullptr}, {"MV2_COMM_WORLD_LOCAL_RANK", nullptr}, \
-        {"LOCAL_RANK", nullptr}                                                                           \
-  }
 
 }  // namespace
 
@@ -216,42 +187,42 @@ TEST_CASE("validate_plan catches a custom scheme's bad share", "[distribute][sch
 // --- device assignment ---------------------------------------------------------------------------
 
 TEST_CASE("local rank from the launcher's environment, in order of precedence", "[distribute][assignment]") {
-  DK_NO_LOCAL_RANK;
+  const no_local_rank clean;
   CHECK_FALSE(dk::local_rank_from_environment().has_value());
   {
-    env_guard e{{"LOCAL_RANK", "2"}};
+    const dk::testing::scoped_env e("LOCAL_RANK", "2");
     auto r = dk::local_rank_from_environment();
     REQUIRE(r);
     CHECK(r->rank == 2);
     CHECK(r->source == "LOCAL_RANK");
   }
   {
-    env_guard e{{"LOCAL_RANK", "2"}, {"SLURM_LOCALID", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    const dk::testing::scoped_env e1("LOCAL_RANK", "2"), e2("SLURM_LOCALID", "1"), e3("OMPI_COMM_WORLD_LOCAL_RANK", "3");
     auto r = dk::local_rank_from_environment();
     REQUIRE(r);
     CHECK(r->rank == 3);
     CHECK(r->source == "OMPI_COMM_WORLD_LOCAL_RANK");
   }
   {
-    env_guard e{{"MV2_COMM_WORLD_LOCAL_RANK", "5"}};
+    const dk::testing::scoped_env e("MV2_COMM_WORLD_LOCAL_RANK", "5");
     CHECK(dk::local_rank_from_environment()->source == "MV2_COMM_WORLD_LOCAL_RANK");
   }
   {
-    env_guard e{{"SLURM_LOCALID", "one"}};
+    const dk::testing::scoped_env e("SLURM_LOCALID", "one");
     CHECK_THROWS_WITH(dk::local_rank_from_environment(),
                       Catch::Contains("SLURM_LOCALID='one'") && Catch::Contains("non-negative integer"));
   }
 }
 
 TEST_CASE("assign_device: visible[local_rank % n], overridden by settings", "[distribute][assignment]") {
-  DK_NO_LOCAL_RANK;
+  const no_local_rank clean;
   const std::vector<dk::device> two = {dk::device::cuda(0), dk::device::cuda(1)};
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{0, "test"}) == dk::device::cuda(0));
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{1, "test"}) == dk::device::cuda(1));
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{5, "test"}) == dk::device::cuda(1));  // 4 ranks per 2 GPUs
   CHECK(dk::assign_device(two) == dk::device::cuda(0));  // no launcher: the first
   {
-    env_guard e{{"OMPI_COMM_WORLD_LOCAL_RANK", "3"}};
+    const dk::testing::scoped_env e("OMPI_COMM_WORLD_LOCAL_RANK", "3");
     CHECK(dk::assign_device(two) == dk::device::cuda(1));
   }
   dk::settings s;
@@ -312,6 +283,21 @@ TEST_CASE("element types of C++ types; opaque leaves count bytes", "[distribute]
   CHECK(c.count == 3);
   CHECK(c.bytes() == 24);
   CHECK(c.data == d.data());
+}
+
+TEST_CASE("element types: one table of names, sizes and kinds", "[distribute][leaf]") {
+  STATIC_REQUIRE(dk::element_type_count == 13);
+  STATIC_REQUIRE(dk::to_string(dk::element_type::bfloat16) == "bfloat16");
+  STATIC_REQUIRE(dk::to_string(dk::element_type::opaque) == "opaque");
+  STATIC_REQUIRE(dk::size_of(dk::element_type::opaque) == 1);
+  STATIC_REQUIRE(dk::size_of(dk::element_type::uint32) == 4);
+  STATIC_REQUIRE(dk::is_floating(dk::element_type::float16));
+  STATIC_REQUIRE_FALSE(dk::is_floating(dk::element_type::int64));
+  STATIC_REQUIRE(dk::element_type_name<float>() == "float32");
+  for (const auto& row : dk::element_types) {
+    CHECK(dk::to_string(row.type) == row.name);
+    CHECK(dk::size_of(row.type) == row.size);
+  }
 }
 
 TEST_CASE("structure summaries tell leaf lists apart", "[distribute][leaf]") {
@@ -404,6 +390,73 @@ TEST_CASE("self communicator: every collective on a tree, bucketed and not", "[d
   }
 }
 
+namespace {
+/// The one-rank backend without copy(): not a collective_backend.
+struct backend_without_copy {
+  std::size_t participants() const { return 1; }
+  int size() const { return 1; }
+  int rank(std::size_t) const { return 0; }
+  static std::string_view name() { return "partial"; }
+  static bool can_reduce(dk::element_type) { return true; }
+  bool accepts(dk::device, std::size_t) const { return true; }
+  std::string memory_description(std::size_t) const { return {}; }
+  void set_operation(std::string_view) {}
+  void group_begin() {}
+  void group_end() {}
+  void* scratch(std::size_t, int, std::size_t) { return nullptr; }
+  void exchange(const void*, std::size_t, void*) {}
+  void broadcast(std::size_t, void*, std::size_t, dk::element_type, int) {}
+  void all_reduce(std::size_t, const void*, void*, std::size_t, dk::element_type, dk::reduce_op) {}
+  void all_gather(std::size_t, const void*, void*, std::size_t, dk::element_type) {}
+  void reduce_scatter(std::size_t, const void*, void*, std::size_t, dk::element_type, dk::reduce_op) {}
+  void scatter(std::size_t, const void*, const std::size_t*, const std::size_t*, void*, std::size_t, int) {}
+  void finish(std::string_view) {}
+};
+/// The same with copy(): a collective_backend.
+struct backend_with_copy : backend_without_copy {
+  void copy(std::size_t, void*, const void*, std::size_t) {}
+};
+}  // namespace
+
+TEST_CASE("collective_backend: the stock backends model it; a backend without copy() does not",
+          "[distribute][collectives][concept]") {
+  STATIC_REQUIRE(dk::collective_backend<dk::detail::self_backend>);
+  STATIC_REQUIRE(dk::collective_backend<backend_with_copy>);
+  STATIC_REQUIRE_FALSE(dk::collective_backend<backend_without_copy>);
+  STATIC_REQUIRE_FALSE(dk::detail::backend_requirements::has_copy<backend_without_copy>);
+  STATIC_REQUIRE(dk::detail::backend_requirements::has_exchange<backend_without_copy>);
+  STATIC_REQUIRE_FALSE(dk::collective_backend<int>);
+  // The three public communicators are the one façade.
+  STATIC_REQUIRE(std::is_same_v<dk::self_communicator, dk::basic_communicator<dk::detail::self_backend>>);
+  STATIC_REQUIRE(dk::communicator<dk::self_communicator>);
+  STATIC_REQUIRE(dk::communicator<dk::basic_communicator<backend_with_copy>>);
+}
+
+TEST_CASE("the communicator façade: rank, size, memory, and one leaf list per local rank",
+          "[distribute][collectives]") {
+  dk::self_communicator comm(dk::collective_options{64, true});
+  CHECK(comm.rank() == 0);
+  CHECK(comm.size() == 1);
+  CHECK(comm.local_ranks() == 1);
+  CHECK(comm.options().bucket_bytes == 64);
+  CHECK(&comm.set_options({}).set_bucket_bytes(32) == &comm);  // the setters chain
+  CHECK(comm.options().bucket_bytes == 32);
+  CHECK(comm.accepts(dk::device::cpu()));
+  CHECK_FALSE(comm.accepts(dk::device::cuda(0)));
+  CHECK(comm.memory_description() == "the self communicator cannot use: it works on host (cpu) memory");
+  // The per-local-rank forms take one list per local rank: here one.
+  std::vector<float> a = {1.f, 2.f}, b = {3.f, 4.f, 5.f};
+  const std::vector<std::vector<dk::const_leaf_span>> in = {{dk::const_leaf_span::of(a), dk::const_leaf_span::of(b)}};
+  std::vector<float> ga(2), gb(3);
+  const std::vector<std::vector<dk::leaf_span>> out = {{dk::leaf_span::of(ga), dk::leaf_span::of(gb)}};
+  comm.all_gather(in, out);
+  CHECK(ga == a);
+  CHECK(gb == b);
+  const std::vector<std::vector<dk::leaf_span>> two = {{dk::leaf_span::of(a)}, {dk::leaf_span::of(b)}};
+  CHECK_THROWS_WITH(comm.all_reduce(two), Catch::Contains("self_communicator::all_reduce: 2 leaf lists for 1 local ranks"));
+  comm.barrier();
+}
+
 TEST_CASE("self communicator: argument errors name the problem", "[distribute][collectives]") {
   dk::self_communicator comm;
   std::vector<double> in(3), big(4);
@@ -433,24 +486,9 @@ TEST_CASE("tree structure hashes: same structure, same hash; other names or leng
 
 // --- the manager: its scheme's plan and the report's device assignment ----------------------
 
-namespace {
-dk::capabilities three_gpus() {
-  dk::capabilities caps;
-  caps.device_type = dk::device_kind::cuda;
-  for (int i = 0; i < 3; ++i) {
-    dk::device_properties p;
-    p.id = dk::device::cuda(i);
-    p.name = "simulated";
-    caps.devices.push_back(p);
-  }
-  caps.device_count = caps.gpu_count = 3;
-  return caps;
-}
-}  // namespace
-
 TEST_CASE("the manager plans with its scheme and reports the device assignment", "[distribute][manager]") {
   using sharded = dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch>;
-  sharded dm{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{three_gpus()}};
+  sharded dm{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   // The default device comes first.
   CHECK(dm.scheme_devices() == std::vector<dk::device>{dk::device::cuda(1), dk::device::cuda(0), dk::device::cuda(2)});
   const auto p = dm.plan({7, 2, 0});
@@ -471,11 +509,11 @@ TEST_CASE("the manager plans with its scheme and reports the device assignment",
   CHECK(j["device_assignment"]["devices"][2][0] == "cuda:2");
 
   using single = dk::device_manager<dk::fixed_detector, dk::balanced, dk::single_device>;
-  single one{dk::settings{}, dk::fixed_detector{three_gpus()}};
+  single one{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   CHECK(one.report().assignment.str() == "1 replica x 1 computation: [[cuda:0]]");
 
   using custom = dk::device_manager<dk::fixed_detector, dk::balanced, first_half>;
-  custom half{dk::settings{}, dk::fixed_detector{three_gpus()}};
+  custom half{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   CHECK(half.plan({}).shares.size() == 1);
 }
 

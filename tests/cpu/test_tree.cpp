@@ -12,9 +12,12 @@
 #include <boost/hana/string.hpp>
 
 #include <array>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -106,6 +109,23 @@ TEST_CASE("leaves: paths name struct members with '.', positions with [i], in tr
   CHECK(info[2].element_type == "uint8");
   CHECK(info[2].shape == std::vector<std::size_t>{4});
   CHECK(info[2].device == dk::device::cpu());
+}
+
+TEST_CASE("leaf element names come from the one element_type vocabulary (core/element_type.hpp)", "[tree]") {
+  const std::tuple<float, double, std::int64_t, char, signed char, unsigned char, bool, long double> t{};
+  std::vector<std::string_view> names;
+  std::vector<std::size_t> sizes;
+  for (const auto& l : dk::leaves(t)) {
+    names.push_back(l.element_type);
+    sizes.push_back(l.element_size);
+  }
+  // The communicators' names: char is an 8-bit integer; bool and long double (80-bit x87
+  // extended precision on x86-64, not IEEE binary128) have no fixed wire type and are opaque.
+  CHECK(names == std::vector<std::string_view>{"float32", "float64", "int64",
+                                               std::is_signed_v<char> ? "int8" : "uint8", "int8", "uint8",
+                                               "opaque", "opaque"});
+  CHECK(sizes.back() == sizeof(long double));  // the bytes a leaf stores are the C++ type's
+  CHECK(dk::element_type_name<const std::uint16_t>() == dk::to_string(dk::element_type::uint16));
 }
 
 TEST_CASE("total_bytes and leaf_count add up every leaf, scalars included", "[tree]") {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #if DEVICEKIT_HAS_NCCL
@@ -216,6 +217,37 @@ TEST_CASE("ncclCommInitAll across every GPU: exact collectives per local rank", 
   // A local rank with a different tree: the mismatch is reported, nothing hangs.
   per_rank.back().pop_back();
   CHECK_THROWS_AS(comm.all_reduce(per_rank), dk::structure_mismatch_error);
+}
+
+TEST_CASE("ncclCommInitAll: the façade checks the lists per local rank and each rank's memory", "[nccl][gpu][multi]") {
+  int n = 0;
+  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (n < 2) {
+    WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
+    return;
+  }
+  std::vector<dk::device> devs;
+  for (int g = 0; g < n; ++g) devs.push_back(dk::device::cuda(g));
+  auto comm = dk::nccl_communicator::init_all(devs);
+  REQUIRE(comm.local_ranks() == n);
+  for (int g = 0; g < n; ++g) {
+    CHECK(comm.rank(g) == g);
+    CHECK(comm.device_of(g) == dk::device::cuda(g));
+    CHECK(comm.accepts(dk::device::cuda(g), g));
+    CHECK_FALSE(comm.accepts(dk::device::cuda((g + 1) % n), g));
+    CHECK_FALSE(comm.accepts(dk::device::cpu(), g));
+  }
+  CHECK(comm.memory_description(1) == "NCCL local rank 1 cannot use: it works on cuda:1");
+  dev_vec<float> x(0, 4, 1.0f);
+  // One leaf list for several local ranks, and one list too few: refused before any NCCL call.
+  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{x.span()}),
+                    Catch::Contains("nccl_communicator::all_reduce: this communicator drives " + std::to_string(n) +
+                                    " local ranks; pass one leaf list per local rank"));
+  const std::vector<std::vector<dk::leaf_span>> too_few(static_cast<std::size_t>(n - 1), {x.span()});
+  CHECK_THROWS_WITH(comm.broadcast(too_few), Catch::Contains("nccl_communicator::broadcast: " + std::to_string(n - 1) +
+                                                             " leaf lists for " + std::to_string(n) + " local ranks"));
+  CHECK_FALSE(comm.aborted());  // argument errors leave the communicator usable
+  CHECK(x.host() == std::vector<float>(4, 1.0f));
 }
 
 #else

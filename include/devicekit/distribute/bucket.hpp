@@ -7,10 +7,11 @@
 ///
 /// The plan depends only on the leaves' types and sizes, which the ranks have already agreed on
 /// (structure check), so every rank computes the same buckets in the same order.
-#include <devicekit/distribute/leaf.hpp>
+#include <devicekit/core/element_type.hpp>
 
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace devicekit {
@@ -39,7 +40,7 @@ struct bucket {
                                                       bool by_type) {
   std::vector<bucket> out;
   // The bucket still open for each element type (one when !by_type).
-  std::optional<std::size_t> open[static_cast<std::size_t>(element_type::float64) + 1];
+  std::optional<std::size_t> open[element_type_count];
   for (std::size_t i = 0; i < types.size(); ++i) {
     if (counts[i] == 0) continue;
     const element_type t = by_type ? types[i] : element_type::opaque;

@@ -108,7 +108,7 @@ inline void divide_in_place(void* data, std::size_t count, element_type t, int n
   }
 }
 
-/// The MPI model of the collectives' backend (see collectives.hpp): one participant, host memory.
+/// The MPI model of collective_backend (see collectives.hpp): one participant, host memory.
 class mpi_backend {
  public:
   mpi_backend() = default;
@@ -138,21 +138,26 @@ class mpi_backend {
   void set_operation(std::string_view op) noexcept { op_ = op; }
 
   // --- the backend interface ---
-  [[nodiscard]] int participants() const noexcept { return 1; }
+  [[nodiscard]] std::size_t participants() const noexcept { return 1; }
   [[nodiscard]] int size() const noexcept { return size_; }
-  [[nodiscard]] int rank(int = 0) const noexcept { return rank_; }
+  [[nodiscard]] int rank(std::size_t = 0) const noexcept { return rank_; }
   [[nodiscard]] static std::string_view name() noexcept { return "MPI"; }
   [[nodiscard]] static bool can_reduce(element_type t) noexcept {
     return t != element_type::opaque && mpi_datatype(t) != MPI_DATATYPE_NULL;
   }
+  /// MPI moves host memory: leaves must be on the cpu (no CUDA-aware MPI is assumed).
+  [[nodiscard]] bool accepts(device d, std::size_t = 0) const noexcept { return d.is_cpu(); }
+  [[nodiscard]] std::string memory_description(std::size_t = 0) const {
+    return "the MPI communicator cannot use: it moves host (cpu) memory; use an nccl_communicator for GPU leaves";
+  }
   void group_begin() noexcept {}
   void group_end() noexcept {}
-  void* scratch(int, int slot, std::size_t bytes) {
+  void* scratch(std::size_t, int slot, std::size_t bytes) {
     auto& s = scratch_[slot];
     if (s.size() < bytes) s.resize(bytes);
     return s.data();
   }
-  void copy(int, void* dst, const void* src, std::size_t bytes) noexcept {
+  void copy(std::size_t, void* dst, const void* src, std::size_t bytes) noexcept {
     if (bytes != 0) std::memcpy(dst, src, bytes);
   }
   void exchange(const void* mine, std::size_t bytes_each, void* all) {
@@ -160,7 +165,7 @@ class mpi_backend {
                         MPI_BYTE, comm_),
           "MPI_Allgather");
   }
-  void broadcast(int, void* buf, std::size_t count, element_type t, int root) {
+  void broadcast(std::size_t, void* buf, std::size_t count, element_type t, int root) {
     // MPI counts are ints: large leaves go in pieces.
     const std::size_t es = size_of(t);
     for (std::size_t done = 0; done < count;) {
@@ -169,7 +174,7 @@ class mpi_backend {
       done += n;
     }
   }
-  void all_reduce(int, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
+  void all_reduce(std::size_t, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
     const std::size_t es = size_of(t);
     for (std::size_t done = 0; done < count;) {
       const std::size_t n = std::min<std::size_t>(count - done, INT_MAX);
@@ -180,17 +185,17 @@ class mpi_backend {
     }
     if (op == reduce_op::average) divide_in_place(r, count, t, size_);
   }
-  void all_gather(int, const void* s, void* r, std::size_t count, element_type t) {
+  void all_gather(std::size_t, const void* s, void* r, std::size_t count, element_type t) {
     const int n = to_int(count, "MPI_Allgather");
     check(MPI_Allgather(s, n, mpi_datatype(t), r, n, mpi_datatype(t), comm_), "MPI_Allgather");
   }
-  void reduce_scatter(int, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
+  void reduce_scatter(std::size_t, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
     check(MPI_Reduce_scatter_block(s, r, to_int(recv_count, "MPI_Reduce_scatter_block"), mpi_datatype(t), mpi_op(op),
                                    comm_),
           "MPI_Reduce_scatter_block");
     if (op == reduce_op::average) divide_in_place(r, recv_count, t, size_);
   }
-  void scatter(int, const void* s, const std::size_t* bytes, const std::size_t* displs, void* r,
+  void scatter(std::size_t, const void* s, const std::size_t* bytes, const std::size_t* displs, void* r,
                std::size_t recv_bytes, int root) {
     std::vector<int> c, d;
     if (rank_ == root) {
@@ -253,6 +258,8 @@ class mpi_backend {
   std::vector<std::byte> scratch_[2];
 };
 
+static_assert(collective_backend<mpi_backend>);
+
 }  // namespace detail
 
 /// Collectives over MPI on host memory. Works on a duplicate of the given communicator (so its
@@ -261,75 +268,15 @@ class mpi_backend {
 /// Every collective is called by every rank with trees of the same structure; when they differ,
 /// every rank throws structure_mismatch_error (see collectives.hpp).
 ///
-/// Leaf-span forms are here; tree forms (`dk::all_reduce(comm, tree)`) are in tree_collectives.hpp.
-class mpi_communicator {
+/// The collectives, options and rank queries are basic_communicator's; tree forms
+/// (`dk::all_reduce(comm, tree)`) are in tree_collectives.hpp.
+class mpi_communicator : public basic_communicator<detail::mpi_backend, mpi_communicator> {
  public:
   /// A communicator over `base` (default: every process). MPI must be initialised.
   explicit mpi_communicator(MPI_Comm base = MPI_COMM_WORLD, collective_options options = {})
-      : backend_(base), options_(options) {}
+      : basic_communicator(detail::mpi_backend(base), options) {}
 
-  [[nodiscard]] int rank() const noexcept { return backend_.rank(); }
-  [[nodiscard]] int size() const noexcept { return backend_.size(); }
-  [[nodiscard]] MPI_Comm native_handle() const noexcept { return backend_.comm(); }
-  [[nodiscard]] const collective_options& options() const noexcept { return options_; }
-  mpi_communicator& set_options(const collective_options& o) noexcept {
-    options_ = o;
-    return *this;
-  }
-  mpi_communicator& set_bucket_bytes(std::size_t bytes) noexcept {
-    options_.bucket_bytes = bytes;
-    return *this;
-  }
-
-  /// MPI moves host memory: leaves must be on the cpu (no CUDA-aware MPI is assumed).
-  [[nodiscard]] bool accepts(device d, int = 0) const noexcept { return d.is_cpu(); }
-  [[nodiscard]] std::string memory_description(int = 0) const {
-    return "the MPI communicator cannot use: it moves host (cpu) memory; use an nccl_communicator for GPU leaves";
-  }
-
-  /// Root's leaves to every rank, in place.
-  void broadcast(std::span<const leaf_span> leaves, int root = 0) {
-    backend_.set_operation("broadcast");
-    detail::broadcast(backend_, one(leaves), root, options_);
-  }
-  /// Every rank's leaves become the element-wise reduction over all ranks, in place.
-  void all_reduce(std::span<const leaf_span> leaves, reduce_op op = reduce_op::sum) {
-    backend_.set_operation("all_reduce");
-    detail::all_reduce(backend_, one(leaves), op, options_);
-  }
-  /// out[i] = in[i] of rank 0, then of rank 1, ... (out[i] holds size() x in[i]).
-  void all_gather(std::span<const const_leaf_span> in, std::span<const leaf_span> out) {
-    backend_.set_operation("all_gather");
-    detail::all_gather(backend_, one(in), one(out), options_);
-  }
-  /// out[i] = part rank() of the reduction of in[i] over all ranks (in[i] holds size() x out[i]).
-  void reduce_scatter(std::span<const const_leaf_span> in, std::span<const leaf_span> out,
-                      reduce_op op = reduce_op::sum) {
-    backend_.set_operation("reduce_scatter");
-    detail::reduce_scatter(backend_, one(in), one(out), op, options_);
-  }
-  /// Root's in[i] split in rank order, each rank receiving out[i].count elements (sizes may
-  /// differ across ranks; they must add up to in[i].count). `in` is read on the root only.
-  void scatter(std::span<const const_leaf_span> in, std::span<const leaf_span> out, int root = 0) {
-    backend_.set_operation("scatter");
-    detail::scatter(backend_, one(in), one(out), root, options_);
-  }
-  void barrier() {
-    backend_.set_operation("barrier");
-    backend_.barrier();
-  }
-
-  /// The backend, for the tree forms and for tests.
-  [[nodiscard]] detail::mpi_backend& backend() noexcept { return backend_; }
-
- private:
-  template <class T>
-  static std::span<const std::span<const T>, 1> one(std::span<const T>& s) noexcept {
-    return std::span<const std::span<const T>, 1>(&s, 1);
-  }
-
-  detail::mpi_backend backend_;
-  collective_options options_;
+  [[nodiscard]] MPI_Comm native_handle() const noexcept { return backend().comm(); }
 };
 
 }  // namespace devicekit

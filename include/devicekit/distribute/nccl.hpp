@@ -26,6 +26,7 @@
 #  include <devicekit/core/runtime.hpp>
 #  include <devicekit/core/stream.hpp>
 #  include <devicekit/distribute/collectives.hpp>
+#  include <devicekit/distribute/detail/nccl_transport.hpp>
 #  if DEVICEKIT_HAS_MPI
 #    include <devicekit/distribute/mpi.hpp>
 #  endif
@@ -57,39 +58,12 @@ struct element_type_traits<__nv_bfloat16> {
   static constexpr element_type value = element_type::bfloat16;
 };
 
-/// The NCCL datatype of an element type, or false for the 16-bit integers, which NCCL lacks.
-[[nodiscard]] inline bool nccl_datatype(element_type t, ncclDataType_t& out) noexcept {
-  switch (t) {
-    case element_type::opaque:
-    case element_type::uint8: out = ncclUint8; return true;
-    case element_type::int8: out = ncclInt8; return true;
-    case element_type::int32: out = ncclInt32; return true;
-    case element_type::uint32: out = ncclUint32; return true;
-    case element_type::int64: out = ncclInt64; return true;
-    case element_type::uint64: out = ncclUint64; return true;
-    case element_type::float16: out = ncclFloat16; return true;
-    case element_type::bfloat16: out = ncclBfloat16; return true;
-    case element_type::float32: out = ncclFloat32; return true;
-    case element_type::float64: out = ncclFloat64; return true;
-    default: return false;
-  }
-}
-
 namespace detail {
 
-/// One local rank: its device, communicator, stream and staging buffers.
-struct nccl_participant {
-  device dev;
-  int rank = -1;
-  ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  bool own_stream = false;
-  void* scratch[3] = {nullptr, nullptr, nullptr};  // send, receive, structure exchange
-  std::size_t capacity[3] = {0, 0, 0};
-};
-
-/// The NCCL model of the collectives' backend (see collectives.hpp).
-class nccl_backend {
+/// The NCCL model of collective_backend (see collectives.hpp): nccl_transport
+/// (detail/nccl_transport.hpp) plus the staging buffers, scratch() and what uses it (exchange),
+/// and the release of everything at the end.
+class nccl_backend : public nccl_transport {
  public:
   nccl_backend() = default;
   nccl_backend(const nccl_backend&) = delete;
@@ -104,63 +78,7 @@ class nccl_backend {
   }
   ~nccl_backend() { release(); }
 
-  /// Takes communicators already initialised, one per local device (ranks given).
-  void adopt(std::vector<nccl_participant> parts, int size) {
-    parts_ = std::move(parts);
-    size_ = size;
-    for (auto& p : parts_) {
-      scoped_device on(p.dev.ordinal());
-      // Blocking with respect to the legacy default stream, so that work the caller queued
-      // there (the usual case) is complete before a collective reads the leaves.
-      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamDefault));
-      p.own_stream = true;
-    }
-    note_cuda_runtime_used();
-  }
-
-  void set_operation(std::string_view op) {
-    if (aborted_) {
-      throw config_error("nccl_communicator: this communicator was aborted (" + abort_reason_ +
-                         "); create a new one");
-    }
-    op_ = op;
-    issued_ = 0;
-  }
-  void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
-  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
-  [[nodiscard]] nccl_participant& part(int p) { return parts_.at(static_cast<std::size_t>(p)); }
-  [[nodiscard]] const nccl_participant& part(int p) const { return parts_.at(static_cast<std::size_t>(p)); }
-  [[nodiscard]] bool aborted() const noexcept { return aborted_; }
-  [[nodiscard]] const std::string& abort_reason() const noexcept { return abort_reason_; }
-
-  void set_stream(int p, cudaStream_t s) {
-    auto& q = part(p);
-    if (q.own_stream && q.stream != nullptr && cuda_calls_allowed()) {
-      (void)cudaStreamSynchronize(q.stream);
-      (void)cudaStreamDestroy(q.stream);
-    }
-    q.stream = s;
-    q.own_stream = false;
-  }
-
-  // --- the backend interface ---
-  [[nodiscard]] int participants() const noexcept { return static_cast<int>(parts_.size()); }
-  [[nodiscard]] int size() const noexcept { return size_; }
-  [[nodiscard]] int rank(int p) const { return part(p).rank; }
-  [[nodiscard]] static std::string_view name() noexcept { return "NCCL"; }
-  [[nodiscard]] static bool can_reduce(element_type t) noexcept {
-    ncclDataType_t d{};
-    return t != element_type::opaque && nccl_datatype(t, d);
-  }
-  void group_begin() {
-    nccl_check(ncclGroupStart(), "ncclGroupStart", 0);
-    in_group_ = true;
-  }
-  void group_end() {
-    in_group_ = false;
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd", 0);
-  }
-  void* scratch(int p, int slot, std::size_t bytes) {
+  void* scratch(std::size_t p, int slot, std::size_t bytes) {
     auto& q = part(p);
     auto& cap = q.capacity[slot];
     if (cap < bytes) {
@@ -181,23 +99,18 @@ class nccl_backend {
     }
     return q.scratch[slot];
   }
-  void copy(int p, void* dst, const void* src, std::size_t bytes) {
-    if (bytes == 0) return;
-    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, part(p).stream), "cudaMemcpyAsync", p);
-  }
   /// Host records through the device: one ncclAllGather of bytes_each per rank.
   void exchange(const void* mine, std::size_t bytes_each, void* all) {
     std::vector<void*> buf(parts_.size());
-    for (int p = 0; p < participants(); ++p) {
-      buf[static_cast<std::size_t>(p)] = scratch(p, 2, bytes_each * (1 + static_cast<std::size_t>(size_)));
-      copy(p, buf[static_cast<std::size_t>(p)], byte_at(mine, static_cast<std::size_t>(p) * bytes_each), bytes_each);
+    for (std::size_t p = 0; p < participants(); ++p) {
+      buf[p] = scratch(p, 2, bytes_each * (1 + static_cast<std::size_t>(size_)));
+      copy(p, buf[p], byte_at(mine, p * bytes_each), bytes_each);
     }
     group_begin();
-    for (int p = 0; p < participants(); ++p) {
+    for (std::size_t p = 0; p < participants(); ++p) {
       auto& q = part(p);
-      issue_check(ncclAllGather(buf[static_cast<std::size_t>(p)], byte_at(buf[static_cast<std::size_t>(p)], bytes_each),
-                               bytes_each, ncclUint8, q.comm, q.stream),
-                 "ncclAllGather", p);
+      issue_check(ncclAllGather(buf[p], byte_at(buf[p], bytes_each), bytes_each, ncclUint8, q.comm, q.stream),
+                  "ncclAllGather", p);
     }
     group_end();
     // Wait first, under the timeout and abort rules: `all` is pageable host memory, and a copy
@@ -207,165 +120,9 @@ class nccl_backend {
     copy(0, all, byte_at(buf[0], bytes_each), bytes_each * static_cast<std::size_t>(size_));
     finish(op_);
   }
-  void broadcast(int p, void* buf, std::size_t count, element_type t, int root) {
-    auto& q = part(p);
-    issue_check(ncclBroadcast(buf, buf, count, dtype(t), root, q.comm, q.stream), "ncclBroadcast", p);
-  }
-  void all_reduce(int p, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
-    auto& q = part(p);
-    issue_check(ncclAllReduce(s, r, count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclAllReduce", p);
-  }
-  void all_gather(int p, const void* s, void* r, std::size_t count, element_type t) {
-    auto& q = part(p);
-    issue_check(ncclAllGather(s, r, count, dtype(t), q.comm, q.stream), "ncclAllGather", p);
-  }
-  void reduce_scatter(int p, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
-    auto& q = part(p);
-    issue_check(ncclReduceScatter(s, r, recv_count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclReduceScatter", p);
-  }
-  /// Unequal sizes: the root sends each rank its bytes (ncclSend), every rank receives
-  /// (ncclRecv); collectives.hpp issues these inside one group.
-  void scatter(int p, const void* s, const std::size_t* bytes, const std::size_t* displs, void* r,
-               std::size_t recv_bytes, int root) {
-    auto& q = part(p);
-    if (q.rank == root) {
-      for (int dst = 0; dst < size_; ++dst) {
-        const auto d = static_cast<std::size_t>(dst);
-        if (bytes[d] == 0) continue;
-        if (dst == root) {
-          copy(p, r, byte_at(s, displs[d]), bytes[d]);
-        } else {
-          issue_check(ncclSend(byte_at(s, displs[d]), bytes[d], ncclUint8, dst, q.comm, q.stream), "ncclSend", p);
-        }
-      }
-    } else if (recv_bytes > 0) {
-      issue_check(ncclRecv(r, recv_bytes, ncclUint8, root, q.comm, q.stream), "ncclRecv", p);
-    }
-  }
-  /// Waits for every local rank's stream, polling NCCL's asynchronous errors.
-  void finish(std::string_view operation) {
-    for (int p = 0; p < participants(); ++p) wait(p, operation);
-  }
-
-  /// Waits for local rank p; aborts and throws on an asynchronous error or the timeout.
-  void wait(int p, std::string_view operation) {
-    auto& q = part(p);
-    const auto start = std::chrono::steady_clock::now();
-    for (int spins = 0;; ++spins) {
-      const cudaError_t e = cudaStreamQuery(q.stream);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        const std::string detail = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-        abort_all("CUDA error while waiting: " + detail);
-        throw communication_error("NCCL", operation, "cudaStreamQuery", q.rank, size_, static_cast<int>(e), detail);
-      }
-      // Every local rank's asynchronous error, not only p's: p may wait for a rank whose peer died.
-      for (int k = 0; k < participants(); ++k) poll(k, operation);
-      if (timeout_.count() > 0 && std::chrono::steady_clock::now() - start > timeout_) {
-        const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
-                                   " ms: a rank did not take part (a dead peer, or ranks calling different "
-                                   "collectives); the communicator was aborted";
-        abort_all("timeout in " + std::string(operation));
-        throw communication_error("NCCL", operation, "wait", q.rank, size_, static_cast<int>(ncclInternalError), detail);
-      }
-      if (spins < 1000) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-  }
-
-  /// Throws (after aborting) when NCCL reports an asynchronous error on local rank p.
-  void poll(int p, std::string_view operation) {
-    auto& q = part(p);
-    ncclResult_t async = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(q.comm, &async);
-    const ncclResult_t bad = r != ncclSuccess ? r : async;
-    if (bad == ncclSuccess || bad == ncclInProgress) return;
-    const std::string detail = describe(bad, q.comm);
-    abort_all("asynchronous error: " + detail);
-    throw communication_error("NCCL", operation, "ncclCommGetAsyncError", q.rank, size_, static_cast<int>(bad), detail);
-  }
-
-  /// Aborts every local communicator (ncclCommAbort): pending work is dropped, later calls throw.
-  void abort_all(std::string reason) noexcept {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_reason_ = std::move(reason);
-    for (auto& q : parts_) {
-      if (q.comm != nullptr) (void)ncclCommAbort(q.comm);
-      q.comm = nullptr;
-    }
-  }
-
-  /// nccl_check for a call that moves data: once one has been issued in an operation, a failure
-  /// of a later one leaves the peers waiting for what will never come, so it aborts (below).
-  void issue_check(ncclResult_t r, std::string_view call, int p) {
-    nccl_check(r, call, p);
-    ++issued_;
-  }
-  void nccl_check(ncclResult_t r, std::string_view call, int p) {
-    if (r == ncclSuccess) return;
-    if (in_group_) {
-      in_group_ = false;
-      (void)ncclGroupEnd();  // leave no group open behind the exception
-    }
-    const auto& q = part(p);
-    const std::string detail = describe(r, q.comm);
-    const int rank = q.rank;
-    // Argument errors leave the communicator usable, unless part of this operation has already
-    // gone to the peers (issued_): they would wait for the rest for ever. Anything else may not.
-    if ((r != ncclInvalidArgument && r != ncclInvalidUsage) || issued_ > 0) {
-      abort_all(std::string(call) + " failed: " + detail);
-    }
-    throw communication_error("NCCL", op_, call, rank, size_, static_cast<int>(r), detail);
-  }
-  void cuda_check(cudaError_t e, std::string_view call, int p) {
-    if (e == cudaSuccess) return;
-    (void)cudaGetLastError();
-    throw communication_error("NCCL", op_, call, part(p).rank, size_, static_cast<int>(e),
-                              std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
-  }
-
-  static std::string describe(ncclResult_t r, [[maybe_unused]] ncclComm_t comm) {
-    std::string s = ncclGetErrorString(r);
-#  if NCCL_VERSION_CODE >= 21300
-    if (comm != nullptr) {
-      const char* last = ncclGetLastError(comm);
-      if (last != nullptr && *last != '\0') s.append("; ").append(last);
-    }
-#  endif
-    return s;
-  }
 
  private:
-  static ncclDataType_t dtype(element_type t) {
-    ncclDataType_t d{};
-    if (!nccl_datatype(t, d)) {
-      throw config_error("NCCL has no " + std::string(to_string(t)) + " type; such leaves can only be moved as bytes");
-    }
-    return d;
-  }
-  static ncclRedOp_t nccl_op(reduce_op op) noexcept {
-    switch (op) {
-      case reduce_op::average: return ncclAvg;
-      case reduce_op::min: return ncclMin;
-      case reduce_op::max: return ncclMax;
-      case reduce_op::product: return ncclProd;
-      default: return ncclSum;
-    }
-  }
-  void swap(nccl_backend& o) noexcept {
-    std::swap(parts_, o.parts_);
-    std::swap(size_, o.size_);
-    std::swap(op_, o.op_);
-    std::swap(timeout_, o.timeout_);
-    std::swap(aborted_, o.aborted_);
-    std::swap(abort_reason_, o.abort_reason_);
-    std::swap(in_group_, o.in_group_);
-  }
+  void swap(nccl_backend& o) noexcept { swap_state(o); }
   void release() noexcept {
     // After exit has begun the CUDA runtime may be gone: leave everything to the process's end.
     if (!cuda_calls_allowed()) return;
@@ -374,7 +131,7 @@ class nccl_backend {
     // cudaStreamSynchronize or ncclCommDestroy (which waits for the peers too).
     if (!aborted_) {
       try {
-        for (int p = 0; p < participants(); ++p) wait(p, "release");
+        for (std::size_t p = 0; p < participants(); ++p) wait(p, "release");
       } catch (...) {
         abort_all("release: queued work did not finish");
       }
@@ -390,26 +147,17 @@ class nccl_backend {
     }
     parts_.clear();
   }
-
-  std::vector<nccl_participant> parts_;
-  int size_ = 0;
-  std::string_view op_ = "setup";
-  std::size_t issued_ = 0;  ///< data-moving NCCL calls issued in the current operation
-  std::chrono::milliseconds timeout_{std::chrono::minutes(10)};  // PyTorch's default watchdog
-  bool aborted_ = false;
-  std::string abort_reason_;
-  bool in_group_ = false;
 };
 
-inline void nccl_setup_check(ncclResult_t r, std::string_view call, int rank, int size) {
-  if (r == ncclSuccess) return;
-  throw communication_error("NCCL", "init", call, rank, size, static_cast<int>(r), ncclGetErrorString(r));
-}
+static_assert(collective_backend<nccl_backend>);
 
 }  // namespace detail
 
-/// Collectives over NCCL on device leaves. See the file comment for the ways to create one.
-class nccl_communicator {
+/// Collectives over NCCL on device leaves. See the file comment for the ways to create one. The
+/// collectives (one leaf list, or one per local rank), options and rank queries are
+/// basic_communicator's; what is NCCL's own (creation, devices, streams, the timeout and the
+/// abort) is here.
+class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_communicator> {
  public:
   /// One process, one local rank per device (ncclCommInitAll), in the order given. One device
   /// gives a one-rank communicator.
@@ -431,7 +179,7 @@ class nccl_communicator {
       parts[ii].comm = comms[ii];
     }
     nccl_communicator c(options);
-    c.backend_.adopt(std::move(parts), n);
+    c.backend().adopt(std::move(parts), n);
     return c;
   }
   [[nodiscard]] static nccl_communicator one_rank(device d, collective_options options = {}) {
@@ -458,7 +206,7 @@ class nccl_communicator {
     parts[0].rank = rank;
     parts[0].comm = comm;
     nccl_communicator c(options);
-    c.backend_.adopt(std::move(parts), nranks);
+    c.backend().adopt(std::move(parts), nranks);
     return c;
   }
 #  if DEVICEKIT_HAS_MPI
@@ -505,15 +253,11 @@ class nccl_communicator {
   }
 #  endif
 
-  [[nodiscard]] int size() const noexcept { return backend_.size(); }
-  /// How many ranks this process drives (init_all: one per device; otherwise 1).
-  [[nodiscard]] int local_ranks() const noexcept { return backend_.participants(); }
-  [[nodiscard]] int rank(int local = 0) const { return backend_.rank(local); }
-  [[nodiscard]] device device_of(int local = 0) const { return backend_.part(local).dev; }
-  [[nodiscard]] cudaStream_t stream(int local = 0) const { return backend_.part(local).stream; }
-  [[nodiscard]] ncclComm_t native_handle(int local = 0) const { return backend_.part(local).comm; }
+  [[nodiscard]] device device_of(int local = 0) const { return backend().part(index(local)).dev; }
+  [[nodiscard]] cudaStream_t stream(int local = 0) const { return backend().part(index(local)).stream; }
+  [[nodiscard]] ncclComm_t native_handle(int local = 0) const { return backend().part(index(local)).comm; }
   /// Runs this local rank's work on `s` (owned by the caller) instead of the communicator's stream.
-  void set_stream(int local, cudaStream_t s) { backend_.set_stream(local, s); }
+  void set_stream(int local, cudaStream_t s) { backend().set_stream(index(local), s); }
   /// The same with a stream reference, which must be a stream of this local rank's device: NCCL
   /// requires the stream of a call to belong to the communicator's device (NCCL docs, "CUDA
   /// Stream Semantics").
@@ -523,125 +267,25 @@ class nccl_communicator {
                          device_of(local).str() + " but the stream is on " + s.get_device().str() +
                          "; pass a stream of " + device_of(local).str());
     }
-    backend_.set_stream(local, s.native_handle());
+    backend().set_stream(index(local), s.native_handle());
   }
 
-  /// NCCL moves the memory of each local rank's device.
-  [[nodiscard]] bool accepts(device d, int local = 0) const { return d == device_of(local); }
-  [[nodiscard]] std::string memory_description(int local = 0) const {
-    return "NCCL local rank " + std::to_string(local) + " cannot use: it works on " + device_of(local).str();
-  }
-
-  [[nodiscard]] const collective_options& options() const noexcept { return options_; }
-  nccl_communicator& set_options(const collective_options& o) noexcept {
-    options_ = o;
-    return *this;
-  }
-  nccl_communicator& set_bucket_bytes(std::size_t bytes) noexcept {
-    options_.bucket_bytes = bytes;
-    return *this;
-  }
   /// How long an operation may wait before the communicator is aborted (0: forever).
   nccl_communicator& set_timeout(std::chrono::milliseconds t) noexcept {
-    backend_.set_timeout(t);
+    backend().set_timeout(t);
     return *this;
   }
-  [[nodiscard]] bool aborted() const noexcept { return backend_.aborted(); }
+  [[nodiscard]] bool aborted() const noexcept { return backend().aborted(); }
   /// Aborts now (for example from a watchdog): pending work is dropped, later calls throw.
-  void abort(std::string reason = "aborted by the caller") noexcept { backend_.abort_all(std::move(reason)); }
+  void abort(std::string reason = "aborted by the caller") noexcept { backend().abort_all(std::move(reason)); }
   /// Throws communication_error (and aborts) if NCCL reports an asynchronous error.
   void check_async_errors() {
-    for (int p = 0; p < local_ranks(); ++p) backend_.poll(p, "check_async_errors");
+    for (std::size_t p = 0; p < backend().participants(); ++p) backend().poll(p, "check_async_errors");
   }
-
-  // --- one local rank (init_rank, from_mpi, one_rank): leaves in device memory ---
-  void broadcast(std::span<const leaf_span> leaves, int root = 0) {
-    single("broadcast");
-    detail::broadcast(backend_, one(leaves), root, options_);
-  }
-  void all_reduce(std::span<const leaf_span> leaves, reduce_op op = reduce_op::sum) {
-    single("all_reduce");
-    detail::all_reduce(backend_, one(leaves), op, options_);
-  }
-  void all_gather(std::span<const const_leaf_span> in, std::span<const leaf_span> out) {
-    single("all_gather");
-    detail::all_gather(backend_, one(in), one(out), options_);
-  }
-  void reduce_scatter(std::span<const const_leaf_span> in, std::span<const leaf_span> out,
-                      reduce_op op = reduce_op::sum) {
-    single("reduce_scatter");
-    detail::reduce_scatter(backend_, one(in), one(out), op, options_);
-  }
-  void scatter(std::span<const const_leaf_span> in, std::span<const leaf_span> out, int root = 0) {
-    single("scatter");
-    detail::scatter(backend_, one(in), one(out), root, options_);
-  }
-
-  // --- several local ranks (init_all): one leaf list per local rank, in device order ---
-  void broadcast(std::span<const std::vector<leaf_span>> per_rank, int root = 0) {
-    multi("broadcast", per_rank.size());
-    const auto v = views(per_rank);
-    detail::broadcast(backend_, v, root, options_);
-  }
-  void all_reduce(std::span<const std::vector<leaf_span>> per_rank, reduce_op op = reduce_op::sum) {
-    multi("all_reduce", per_rank.size());
-    const auto v = views(per_rank);
-    detail::all_reduce(backend_, v, op, options_);
-  }
-  void all_gather(std::span<const std::vector<const_leaf_span>> in, std::span<const std::vector<leaf_span>> out) {
-    multi("all_gather", in.size());
-    multi("all_gather", out.size());
-    const auto vi = views(in);
-    const auto vo = views(out);
-    detail::all_gather(backend_, vi, vo, options_);
-  }
-  void reduce_scatter(std::span<const std::vector<const_leaf_span>> in, std::span<const std::vector<leaf_span>> out,
-                      reduce_op op = reduce_op::sum) {
-    multi("reduce_scatter", in.size());
-    multi("reduce_scatter", out.size());
-    const auto vi = views(in);
-    const auto vo = views(out);
-    detail::reduce_scatter(backend_, vi, vo, op, options_);
-  }
-  void scatter(std::span<const std::vector<const_leaf_span>> in, std::span<const std::vector<leaf_span>> out,
-               int root = 0) {
-    multi("scatter", in.size());
-    multi("scatter", out.size());
-    const auto vi = views(in);
-    const auto vo = views(out);
-    detail::scatter(backend_, vi, vo, root, options_);
-  }
-
-  [[nodiscard]] detail::nccl_backend& backend() noexcept { return backend_; }
 
  private:
-  explicit nccl_communicator(collective_options options) : options_(options) {}
-
-  void single(std::string_view op) {
-    backend_.set_operation(op);
-    if (local_ranks() != 1) {
-      throw config_error("nccl_communicator::" + std::string(op) + ": this communicator drives " +
-                         std::to_string(local_ranks()) + " local ranks; pass one leaf list per local rank");
-    }
-  }
-  void multi(std::string_view op, std::size_t given) {
-    backend_.set_operation(op);
-    if (given != static_cast<std::size_t>(local_ranks())) {
-      throw config_error("nccl_communicator::" + std::string(op) + ": " + std::to_string(given) +
-                         " leaf lists for " + std::to_string(local_ranks()) + " local ranks");
-    }
-  }
-  template <class T>
-  static std::span<const std::span<const T>, 1> one(std::span<const T>& s) noexcept {
-    return std::span<const std::span<const T>, 1>(&s, 1);
-  }
-  template <class T>
-  static std::vector<std::span<const T>> views(std::span<const std::vector<T>> lists) {
-    return {lists.begin(), lists.end()};
-  }
-
-  detail::nccl_backend backend_;
-  collective_options options_;
+  explicit nccl_communicator(collective_options options) : basic_communicator(options) {}
+  static std::size_t index(int local) noexcept { return static_cast<std::size_t>(local); }
 };
 
 }  // namespace devicekit

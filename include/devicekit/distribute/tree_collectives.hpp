@@ -156,7 +156,7 @@ struct flat_list {
 
 template <class Span, bool Reducing = false, class Comm, class Tree>
 flat_list<Span, Comm, Tree> flatten_all(Comm& comm, std::span<Tree> trees, std::string_view operation) {
-  if (trees.size() != static_cast<std::size_t>(comm.backend().participants())) {
+  if (trees.size() != comm.backend().participants()) {
     throw config_error(std::string(operation) + ": " + std::to_string(trees.size()) + " tree(s) for a communicator with " +
                        std::to_string(comm.backend().participants()) +
                        " local rank(s); a communicator over several local GPUs takes one_per_device(trees)");
@@ -226,7 +226,7 @@ void scatter_trees(Comm& comm, std::span<In> in, std::span<Out> out, int root) {
   // the root's leaf counts and types with every rank's outputs).
   auto infos = fo.infos;
   for (std::size_t p = 0; p < infos.size(); ++p) {
-    if (infos[p].problem.empty() && comm.backend().rank(static_cast<int>(p)) == root) infos[p].problem = fi.infos[p].problem;
+    if (infos[p].problem.empty() && comm.backend().rank(p) == root) infos[p].problem = fi.infos[p].problem;
   }
   detail::scatter(comm.backend(), fi.views, fo.views, root, comm.options(), infos);
 }

@@ -12,6 +12,7 @@
 /// device memory). Every other leaf is host memory. A user type becomes a leaf by specialising
 /// `leaf_traits` with the members below.
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/element_type.hpp>
 
 #include <array>
 #include <concepts>
@@ -110,28 +111,5 @@ struct leaf_traits<L> {
 /// True when `L` (cv-ref ignored) is a leaf.
 template <class L>
 inline constexpr bool is_leaf_v = leaf_traits<std::remove_cvref_t<L>>::is_leaf;
-
-/// A short name of an arithmetic type, for messages and `leaf_info`.
-template <class T>
-[[nodiscard]] constexpr std::string_view element_type_name() noexcept {
-  using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, bool>) return "bool";
-  else if constexpr (std::is_same_v<U, float>) return "float32";
-  else if constexpr (std::is_same_v<U, double>) return "float64";
-  else if constexpr (std::is_same_v<U, long double>) return "float128";
-  else if constexpr (std::is_same_v<U, char>) return "char";
-  else if constexpr (std::is_floating_point_v<U>) return "float";
-  else if constexpr (std::is_signed_v<U>) {
-    if constexpr (sizeof(U) == 1) return "int8";
-    else if constexpr (sizeof(U) == 2) return "int16";
-    else if constexpr (sizeof(U) == 4) return "int32";
-    else return "int64";
-  } else {
-    if constexpr (sizeof(U) == 1) return "uint8";
-    else if constexpr (sizeof(U) == 2) return "uint16";
-    else if constexpr (sizeof(U) == 4) return "uint32";
-    else return "uint64";
-  }
-}
 
 }  // namespace devicekit

@@ -1,0 +1,312 @@
+#pragma once
+/// \file
+/// The machinery of the NCCL communicator (distribute/nccl.hpp): the NCCL datatype of an element
+/// type, one local rank's state (nccl_participant), and nccl_transport, the NCCL calls of
+/// collective_backend with their error handling, waits, timeout and abort. Included by nccl.hpp;
+/// available with DEVICEKIT_HAS_NCCL.
+#include <devicekit/core/config.hpp>
+
+#if DEVICEKIT_HAS_NCCL
+#  include <devicekit/core/device.hpp>
+#  include <devicekit/core/element_type.hpp>
+#  include <devicekit/core/error.hpp>
+#  include <devicekit/core/runtime.hpp>
+#  include <devicekit/core/stream.hpp>
+#  include <devicekit/distribute/detail/pack.hpp>
+#  include <devicekit/distribute/errors.hpp>
+#  include <devicekit/distribute/options.hpp>
+
+#  include <nccl.h>
+
+#  include <chrono>
+#  include <cstddef>
+#  include <string>
+#  include <string_view>
+#  include <thread>
+#  include <utility>
+#  include <vector>
+
+namespace devicekit {
+
+/// The NCCL datatype of an element type, or false for the 16-bit integers, which NCCL lacks.
+[[nodiscard]] inline bool nccl_datatype(element_type t, ncclDataType_t& out) noexcept {
+  switch (t) {
+    case element_type::opaque:
+    case element_type::uint8: out = ncclUint8; return true;
+    case element_type::int8: out = ncclInt8; return true;
+    case element_type::int32: out = ncclInt32; return true;
+    case element_type::uint32: out = ncclUint32; return true;
+    case element_type::int64: out = ncclInt64; return true;
+    case element_type::uint64: out = ncclUint64; return true;
+    case element_type::float16: out = ncclFloat16; return true;
+    case element_type::bfloat16: out = ncclBfloat16; return true;
+    case element_type::float32: out = ncclFloat32; return true;
+    case element_type::float64: out = ncclFloat64; return true;
+    default: return false;
+  }
+}
+
+namespace detail {
+
+/// One local rank: its device, communicator, stream and staging buffers.
+struct nccl_participant {
+  device dev;
+  int rank = -1;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  bool own_stream = false;
+  void* scratch[3] = {nullptr, nullptr, nullptr};  // send, receive, structure exchange
+  std::size_t capacity[3] = {0, 0, 0};
+};
+
+/// Everything of the NCCL backend but its staging buffers (see nccl_backend in
+/// distribute/nccl.hpp): the local ranks, the NCCL calls and their error handling, the waits
+/// under the timeout, and the abort.
+class nccl_transport {
+ public:
+  /// Takes communicators already initialised, one per local device (ranks given).
+  void adopt(std::vector<nccl_participant> parts, int size) {
+    parts_ = std::move(parts);
+    size_ = size;
+    for (auto& p : parts_) {
+      scoped_device on(p.dev.ordinal());
+      // Blocking with respect to the legacy default stream, so that work the caller queued
+      // there (the usual case) is complete before a collective reads the leaves.
+      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamDefault));
+      p.own_stream = true;
+    }
+    note_cuda_runtime_used();
+  }
+
+  void set_operation(std::string_view op) {
+    if (aborted_) {
+      throw config_error("nccl_communicator: this communicator was aborted (" + abort_reason_ +
+                         "); create a new one");
+    }
+    op_ = op;
+    issued_ = 0;
+  }
+  void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  [[nodiscard]] nccl_participant& part(std::size_t p) { return parts_.at(p); }
+  [[nodiscard]] const nccl_participant& part(std::size_t p) const { return parts_.at(p); }
+  [[nodiscard]] bool aborted() const noexcept { return aborted_; }
+  [[nodiscard]] const std::string& abort_reason() const noexcept { return abort_reason_; }
+
+  void set_stream(std::size_t p, cudaStream_t s) {
+    auto& q = part(p);
+    if (q.own_stream && q.stream != nullptr && cuda_calls_allowed()) {
+      (void)cudaStreamSynchronize(q.stream);
+      (void)cudaStreamDestroy(q.stream);
+    }
+    q.stream = s;
+    q.own_stream = false;
+  }
+
+  // --- the backend interface ---
+  [[nodiscard]] std::size_t participants() const noexcept { return parts_.size(); }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] int rank(std::size_t p) const { return part(p).rank; }
+  [[nodiscard]] static std::string_view name() noexcept { return "NCCL"; }
+  [[nodiscard]] static bool can_reduce(element_type t) noexcept {
+    ncclDataType_t d{};
+    return t != element_type::opaque && nccl_datatype(t, d);
+  }
+  /// NCCL moves the memory of each local rank's device.
+  [[nodiscard]] bool accepts(device d, std::size_t p) const { return d == part(p).dev; }
+  [[nodiscard]] std::string memory_description(std::size_t p) const {
+    return "NCCL local rank " + std::to_string(p) + " cannot use: it works on " + part(p).dev.str();
+  }
+  void group_begin() {
+    nccl_check(ncclGroupStart(), "ncclGroupStart", 0);
+    in_group_ = true;
+  }
+  void group_end() {
+    in_group_ = false;
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd", 0);
+  }
+  void copy(std::size_t p, void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, part(p).stream), "cudaMemcpyAsync", p);
+  }
+  void broadcast(std::size_t p, void* buf, std::size_t count, element_type t, int root) {
+    auto& q = part(p);
+    issue_check(ncclBroadcast(buf, buf, count, dtype(t), root, q.comm, q.stream), "ncclBroadcast", p);
+  }
+  void all_reduce(std::size_t p, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
+    auto& q = part(p);
+    issue_check(ncclAllReduce(s, r, count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclAllReduce", p);
+  }
+  void all_gather(std::size_t p, const void* s, void* r, std::size_t count, element_type t) {
+    auto& q = part(p);
+    issue_check(ncclAllGather(s, r, count, dtype(t), q.comm, q.stream), "ncclAllGather", p);
+  }
+  void reduce_scatter(std::size_t p, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
+    auto& q = part(p);
+    issue_check(ncclReduceScatter(s, r, recv_count, dtype(t), nccl_op(op), q.comm, q.stream), "ncclReduceScatter", p);
+  }
+  /// Unequal sizes: the root sends each rank its bytes (ncclSend), every rank receives
+  /// (ncclRecv); collectives.hpp issues these inside one group.
+  void scatter(std::size_t p, const void* s, const std::size_t* bytes, const std::size_t* displs, void* r,
+               std::size_t recv_bytes, int root) {
+    auto& q = part(p);
+    if (q.rank == root) {
+      for (int dst = 0; dst < size_; ++dst) {
+        const auto d = static_cast<std::size_t>(dst);
+        if (bytes[d] == 0) continue;
+        if (dst == root) {
+          copy(p, r, byte_at(s, displs[d]), bytes[d]);
+        } else {
+          issue_check(ncclSend(byte_at(s, displs[d]), bytes[d], ncclUint8, dst, q.comm, q.stream), "ncclSend", p);
+        }
+      }
+    } else if (recv_bytes > 0) {
+      issue_check(ncclRecv(r, recv_bytes, ncclUint8, root, q.comm, q.stream), "ncclRecv", p);
+    }
+  }
+  /// Waits for every local rank's stream, polling NCCL's asynchronous errors.
+  void finish(std::string_view operation) {
+    for (std::size_t p = 0; p < participants(); ++p) wait(p, operation);
+  }
+
+  /// Waits for local rank p; aborts and throws on an asynchronous error or the timeout.
+  void wait(std::size_t p, std::string_view operation) {
+    auto& q = part(p);
+    const auto start = std::chrono::steady_clock::now();
+    for (int spins = 0;; ++spins) {
+      const cudaError_t e = cudaStreamQuery(q.stream);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        const std::string detail = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+        abort_all("CUDA error while waiting: " + detail);
+        throw communication_error("NCCL", operation, "cudaStreamQuery", q.rank, size_, static_cast<int>(e), detail);
+      }
+      // Every local rank's asynchronous error, not only p's: p may wait for a rank whose peer died.
+      for (std::size_t k = 0; k < participants(); ++k) poll(k, operation);
+      if (timeout_.count() > 0 && std::chrono::steady_clock::now() - start > timeout_) {
+        const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
+                                   " ms: a rank did not take part (a dead peer, or ranks calling different "
+                                   "collectives); the communicator was aborted";
+        abort_all("timeout in " + std::string(operation));
+        throw communication_error("NCCL", operation, "wait", q.rank, size_, static_cast<int>(ncclInternalError), detail);
+      }
+      if (spins < 1000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
+  /// Throws (after aborting) when NCCL reports an asynchronous error on local rank p.
+  void poll(std::size_t p, std::string_view operation) {
+    auto& q = part(p);
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(q.comm, &async);
+    const ncclResult_t bad = r != ncclSuccess ? r : async;
+    if (bad == ncclSuccess || bad == ncclInProgress) return;
+    const std::string detail = describe(bad, q.comm);
+    abort_all("asynchronous error: " + detail);
+    throw communication_error("NCCL", operation, "ncclCommGetAsyncError", q.rank, size_, static_cast<int>(bad), detail);
+  }
+
+  /// Aborts every local communicator (ncclCommAbort): pending work is dropped, later calls throw.
+  void abort_all(std::string reason) noexcept {
+    if (aborted_) return;
+    aborted_ = true;
+    abort_reason_ = std::move(reason);
+    for (auto& q : parts_) {
+      if (q.comm != nullptr) (void)ncclCommAbort(q.comm);
+      q.comm = nullptr;
+    }
+  }
+
+  /// nccl_check for a call that moves data: once one has been issued in an operation, a failure
+  /// of a later one leaves the peers waiting for what will never come, so it aborts (below).
+  void issue_check(ncclResult_t r, std::string_view call, std::size_t p) {
+    nccl_check(r, call, p);
+    ++issued_;
+  }
+  void nccl_check(ncclResult_t r, std::string_view call, std::size_t p) {
+    if (r == ncclSuccess) return;
+    if (in_group_) {
+      in_group_ = false;
+      (void)ncclGroupEnd();  // leave no group open behind the exception
+    }
+    const auto& q = part(p);
+    const std::string detail = describe(r, q.comm);
+    const int rank = q.rank;
+    // Argument errors leave the communicator usable, unless part of this operation has already
+    // gone to the peers (issued_): they would wait for the rest for ever. Anything else may not.
+    if ((r != ncclInvalidArgument && r != ncclInvalidUsage) || issued_ > 0) {
+      abort_all(std::string(call) + " failed: " + detail);
+    }
+    throw communication_error("NCCL", op_, call, rank, size_, static_cast<int>(r), detail);
+  }
+  void cuda_check(cudaError_t e, std::string_view call, std::size_t p) {
+    if (e == cudaSuccess) return;
+    (void)cudaGetLastError();
+    throw communication_error("NCCL", op_, call, part(p).rank, size_, static_cast<int>(e),
+                              std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
+  }
+
+  static std::string describe(ncclResult_t r, [[maybe_unused]] ncclComm_t comm) {
+    std::string s = ncclGetErrorString(r);
+#  if NCCL_VERSION_CODE >= 21300
+    if (comm != nullptr) {
+      const char* last = ncclGetLastError(comm);
+      if (last != nullptr && *last != '\0') s.append("; ").append(last);
+    }
+#  endif
+    return s;
+  }
+
+
+ protected:
+  static ncclDataType_t dtype(element_type t) {
+    ncclDataType_t d{};
+    if (!nccl_datatype(t, d)) {
+      throw config_error("NCCL has no " + std::string(to_string(t)) + " type; such leaves can only be moved as bytes");
+    }
+    return d;
+  }
+  static ncclRedOp_t nccl_op(reduce_op op) noexcept {
+    switch (op) {
+      case reduce_op::average: return ncclAvg;
+      case reduce_op::min: return ncclMin;
+      case reduce_op::max: return ncclMax;
+      case reduce_op::product: return ncclProd;
+      default: return ncclSum;
+    }
+  }
+  /// Exchanges the state with `o` (the move of nccl_backend).
+  void swap_state(nccl_transport& o) noexcept {
+    std::swap(parts_, o.parts_);
+    std::swap(size_, o.size_);
+    std::swap(op_, o.op_);
+    std::swap(timeout_, o.timeout_);
+    std::swap(aborted_, o.aborted_);
+    std::swap(abort_reason_, o.abort_reason_);
+    std::swap(in_group_, o.in_group_);
+  }
+  std::vector<nccl_participant> parts_;
+  int size_ = 0;
+  std::string_view op_ = "setup";
+  std::size_t issued_ = 0;  ///< data-moving NCCL calls issued in the current operation
+  std::chrono::milliseconds timeout_{std::chrono::minutes(10)};  // PyTorch's default watchdog
+  bool aborted_ = false;
+  std::string abort_reason_;
+  bool in_group_ = false;
+};
+
+inline void nccl_setup_check(ncclResult_t r, std::string_view call, int rank, int size) {
+  if (r == ncclSuccess) return;
+  throw communication_error("NCCL", "init", call, rank, size, static_cast<int>(r), ncclGetErrorString(r));
+}
+
+
+}  // namespace detail
+}  // namespace devicekit
+
+#endif  // DEVICEKIT_HAS_NCCL
