@@ -335,7 +335,7 @@ template <class F>
 concept resource_selector = std::invocable<F&, device> && placement_resource<std::remove_reference_t<std::invoke_result_t<F&, device>>>;
 
 struct default_resource_selector {
-  any_placement_resource& operator()(device d) const { return default_placement_resource(d); }
+  device_memory& operator()(device d) const { return default_placement_resource(d); }
 };
 
 /// Waits for the placement streams of the cuda devices in `devices`.
