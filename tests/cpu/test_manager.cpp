@@ -137,7 +137,7 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
 }
 
-TEST_CASE("the text report shows what seed 000's print_device_info shows", "[report]") {
+TEST_CASE("the text report shows what print_device_info has always shown", "[report]") {
   simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
   std::ostringstream os;
   dk::print_device_info(dm, os, true);

@@ -560,7 +560,7 @@ TEST_CASE("mesh + partition spec: 2-D meshes, named axes, unnamed axes replicate
   CHECK(im(1, 0, 2) == b.images(1, 1, 2));
   CHECK(both[1].get<"labels">().size() == 2);
 
-  // A 1-D mesh: seed 001's distribute_batch(data, NamedSharding(mesh, P("data"))).
+  // A 1-D mesh, as JAX's jax.device_put(data, NamedSharding(mesh, P("data"))).
   const dk::mesh line(std::vector<dk::device>(2, dk::device::cpu()));
   const auto halves = dk::shard(b, line, dk::partition_spec{"data"});
   CHECK(halves[1].get<"labels">().data()[0] == b.labels[2]);

@@ -76,8 +76,9 @@ struct copy_run {
 }
 
 /// Leaves below these sizes, in these numbers, go to one batched kernel instead of one
-/// cudaMemcpyAsync each (about 5-7 us per call): per the CUB measurements in the design notes,
-/// batching wins from tens of small buffers on and loses slightly for a few large ones.
+/// cudaMemcpyAsync each (about 5-7 us per call): cub::DeviceMemcpy::Batched is made for many
+/// small buffers (CUB documentation, DeviceMemcpy), and bench_place_cuda measures that batching
+/// wins from tens of small buffers on and loses slightly for a few large ones.
 inline constexpr std::size_t batched_copy_min_count = 16;
 inline constexpr std::size_t batched_copy_max_average_bytes = std::size_t{256} << 10;
 
