@@ -43,7 +43,7 @@ std::vector<std::vector<float>> make_leaves(std::size_t count, std::size_t bytes
 }
 
 /// Median seconds per placement of 1024 x 4 KiB leaves, and per round of the per-leaf baseline.
-std::pair<double, double> small_leaves_times(const bench::options& opt, dk::detail::host_pool& pool) {
+std::pair<double, double> small_leaves_times(const bench::options& opt, dk::device_memory& pool) {
   const dk::stream host_stream;
   const auto leaves = make_leaves(1024, 4096);
   const int reps = opt.quick ? 200 : 1000;
@@ -99,7 +99,7 @@ std::pair<double, double> warm_small_leaves_times(const char* self, bool quick) 
 
 void cpu_entries(const bench::options& opt, bench::report& report, const char* self) {
   const dk::stream host_stream;
-  auto& pool = dk::detail::default_host_pool();
+  auto& pool = dk::default_memory(dk::device::cpu());
   {
     // The baseline frees what it allocated each round, like a loop that places a batch per step.
     // With glibc's default trim threshold (128 KiB) that memory goes back to the kernel every
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     bench::options o;
     o.quick = argc >= 3 && std::strcmp(argv[2], "--quick") == 0;
-    const auto [t, b] = small_leaves_times(o, dk::detail::default_host_pool());
+    const auto [t, b] = small_leaves_times(o, dk::default_memory(dk::device::cpu()));
     std::printf("%.9f %.9f\n", t, b);
     return 0;
   }

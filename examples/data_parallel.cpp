@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -136,13 +137,14 @@ class gradient_reducer {
   /// copies replica 0's result back. A real program computes them on the GPU to begin with.
   gradients reduce_on_gpus(const std::vector<gradients>& local) {
     const std::size_t n = features + 2;
-    std::vector<std::unique_ptr<float, void (*)(float*)>> bufs;
+    std::vector<std::unique_ptr<float, std::function<void(float*)>>> bufs;
     std::vector<std::vector<dk::leaf_span>> leaves;
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       dk::scoped_device on(gpus_[i].ordinal());
-      float* p = nullptr;
-      DEVICEKIT_CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
-      bufs.emplace_back(p, [](float* q) { (void)cudaFree(q); });
+      // From the process's pool of the GPU (what placement uses too): inside its budget and stats.
+      dk::device_memory& pool = dk::default_memory(gpus_[i]);
+      auto* p = static_cast<float*>(pool.allocate(n * sizeof(float)));
+      bufs.emplace_back(p, [&pool, n](float* q) { pool.deallocate(q, n * sizeof(float)); });
       std::vector<float> flat(local[i].dw);
       flat.push_back(local[i].db);
       flat.push_back(local[i].loss);

@@ -20,16 +20,17 @@ int main() try {
   if (dev.is_cuda()) {
     dk::scoped_device on(dev.ordinal());
     dk::stream s(dev);
-    float *dx = nullptr, *dy = nullptr;
-    DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&dx, n * sizeof(float), s.native_handle()));
-    DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&dy, n * sizeof(float), s.native_handle()));
+    // Stream-ordered allocations from the manager's pool of the device (inside its budget).
+    dk::device_memory& pool = dm.memory(dev);
+    auto* dx = static_cast<float*>(pool.allocate(n * sizeof(float), s));
+    auto* dy = static_cast<float*>(pool.allocate(n * sizeof(float), s));
     DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice, s.native_handle()));
     DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice, s.native_handle()));
     saxpy<<<(n + 255) / 256, 256, 0, s.native_handle()>>>(n, 3.0f, dx, dy);
     DEVICEKIT_CUDA_CHECK(cudaGetLastError());
     DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost, s.native_handle()));
-    DEVICEKIT_CUDA_CHECK(cudaFreeAsync(dx, s.native_handle()));
-    DEVICEKIT_CUDA_CHECK(cudaFreeAsync(dy, s.native_handle()));
+    pool.deallocate(dx, n * sizeof(float), s);
+    pool.deallocate(dy, n * sizeof(float), s);
     s.synchronize();
   } else {
     for (int i = 0; i < n; ++i) y[i] = 3.0f * x[i] + y[i];

@@ -8,18 +8,25 @@
 /// Also here: the global `default_manager()` and the free functions `has_gpu()`,
 /// `default_device()` and `print_device_info()`.
 ///
-/// Memory: the manager owns one caching pool per device (`memory(dev)`), sized by its strategy
+/// Memory: the manager owns one caching pool per device and memory kind (`memory(dev, kind)`,
+/// kinds as jaxlib has them: core/memory_kind.hpp), the device kind sized by its strategy
 /// (fraction of total memory less the context headroom). Pools are made on first use, so a
 /// manager is cheap to construct and makes no CUDA call for memory until asked. A manager is
-/// move-only; destroying it (or re-initialising the global one) releases its pools, so memory
-/// from them must be freed first.
+/// move-only; destroying it releases its pools, so memory from them must be freed first. The
+/// global manager (default_manager()) owns none: it uses the process's pools
+/// (memory/registry.hpp), the ones placement uses without a resource, configured by its strategy
+/// and allocator kind; re-initialising it replaces them with pools of the new configuration and
+/// keeps the old ones alive for what is still allocated from them.
 #include <devicekit/core/device_list.hpp>
+#include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/topology.hpp>
 #include <devicekit/detect/detectors.hpp>
+#include <devicekit/distribute/assignment.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/registry.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/place/default_device.hpp>
@@ -39,10 +46,15 @@
 namespace devicekit {
 
 namespace detail {
-/// The per-device pools of a manager, made on first use.
+/// The pools of a manager, per device and memory kind, made on first use.
+struct manager_pool {
+  device dev;
+  memory_kind kind = memory_kind::device;  ///< device (host memory for cpu:0) or pinned_host
+  std::unique_ptr<device_memory> pool;
+};
 struct memory_registry {
   std::mutex mutex;
-  std::vector<std::pair<device, std::unique_ptr<device_memory>>> pools;
+  std::vector<manager_pool> pools;
 };
 
 /// What a manager holds at run time; everything else is in its (usually empty) policies.
@@ -52,7 +64,37 @@ struct manager_state {
   device default_device;
   std::vector<std::string> environment_applied;
   std::unique_ptr<memory_registry> memory = std::make_unique<memory_registry>();
+  /// True for the global manager: its pools are the process's (memory/registry.hpp).
+  bool process_pools = false;
 };
+
+struct global_manager_access;
+
+/// A text that identifies a pool's configuration (with the allocator kind behind it): the global
+/// manager's pools are the process's, replaced when this changes (detail::process_memory::adopt).
+[[nodiscard]] inline std::string pool_signature(const pool_config& c, allocator_kind a) {
+  std::string s = std::string(to_string(a));
+  auto add = [&](const auto& v) { s += "|" + std::to_string(v); };
+  add(c.initial_size);
+  add(c.growth_factor);
+  add(c.max_size.value_or(0));
+  add(c.defrag_threshold);
+  add(c.min_chunk_size);
+  add(c.max_chunk_size);
+  add(c.small_size_limit);
+  add(static_cast<int>(c.tracking));
+  add(static_cast<int>(c.release_on_free));
+  add(static_cast<int>(static_cast<bool>(c.on_out_of_memory)));
+  add(static_cast<int>(static_cast<bool>(c.on_leak)));
+  if (c.budget) {
+    add(c.budget->total_bytes);
+    add(c.budget->budget_bytes);
+    add(c.budget->headroom_bytes);
+    add(c.budget->start_bytes);
+    add(c.budget->fraction);
+  }
+  return s;
+}
 
 template <class S>
 concept configures_pool = requires(const S& s, pool_config& c, const memory_budget& b) { s.configure_pool(c, b); };
@@ -171,6 +213,14 @@ class device_manager {
     check_placement_device(dev);
     return devicekit::place(tree, dev, placement_memory(dev));
   }
+  /// `tree` for `dev` in memory of `kind` (place/place.hpp): `device` as place(tree, dev);
+  /// `pinned_host` / `host` leaves of `dev` whose bytes lie in memory(dev, kind). Finished on return.
+  template <class T>
+  [[nodiscard]] auto place(const T& tree, device dev, memory_kind kind) {
+    check_placement_device(dev);
+    if (kind == memory_kind::device) return devicekit::place(tree, dev, placement_memory(dev));
+    return devicekit::place(tree, dev, kind, memory(dev, kind));
+  }
   /// `tree` on the stream's device, queued on `s`.
   template <class T>
   [[nodiscard]] auto place(const T& tree, stream_ref s) {
@@ -280,10 +330,15 @@ class device_manager {
     auto add = [&](device d) {
       device_memory_info info{d, budget(d), std::nullopt};
       if (const device_memory* m = find_memory(d)) info.pool = m->stats();
+      const scratch_stats scratch = scratch_memory_stats(d);
+      info.scratch_in_use_bytes = scratch.in_use_bytes;
+      info.scratch_peak_bytes = scratch.peak_bytes;
+      info.scratch_allocations = scratch.allocations;
       r.memory.push_back(std::move(info));
     };
     for (const auto& p : state_.caps.devices) add(p.id);
     if (!r.memory.empty() && r.memory.front().id.is_cuda() && find_memory(device::cpu()) != nullptr) add(device::cpu());
+    r.staging = staging_memory_stats();
     return r;
   }
 
@@ -337,51 +392,87 @@ class device_manager {
   /// `pool` a caching pool over a driver pool of its own, `async` cudaMallocAsync per allocation
   /// from the device's default pool, `platform` cudaMalloc per allocation, both without caching).
   /// Thread-safe. config_error for a device this manager does not have.
-  [[nodiscard]] device_memory& memory(device d) {
+  [[nodiscard]] device_memory& memory(device d) { return memory(d, memory_kind::device); }
+
+  /// The pool of `kind` memory for `d` (jaxlib's memory kinds, core/memory_kind.hpp): `device` as
+  /// memory(d); `host` the host's pool (memory(cpu:0)), whatever `d`; `pinned_host` page-locked
+  /// host memory that `d` reads directly, a pool per device, sized exactly (no size classes) and
+  /// capped by the balanced budget of host memory. config_error for a device this manager does
+  /// not have, and for pinned_host where there is no CUDA device to pin memory for, saying what
+  /// to use instead.
+  [[nodiscard]] device_memory& memory(device d, memory_kind kind) {
     (void)total_memory(d);  // validates d
+    if (kind == memory_kind::host) d = device::cpu();
     check_usable(d);
+    if (kind == memory_kind::pinned_host) check_pinned(d);
+    const memory_kind slot_kind = kind == memory_kind::pinned_host ? kind : memory_kind::device;
+    if (state_.process_pools) {
+      auto& registry = detail::process_memory::instance();
+      if (slot_kind == memory_kind::pinned_host) return registry.get(d, memory_kind::pinned_host);
+      return registry.adopt(d, memory_kind::device, detail::pool_signature(pool_config_for(d), allocator()),
+                            [&] { return make_pool(d); });
+    }
     if (!state_.memory) state_.memory = std::make_unique<detail::memory_registry>();
     std::lock_guard lock(state_.memory->mutex);
-    for (auto& [id, pool] : state_.memory->pools) {
-      if (id == d) return *pool;
+    for (auto& p : state_.memory->pools) {
+      if (p.dev == d && p.kind == slot_kind) return *p.pool;
     }
-    pool_config c = pool_config_for(d);
     std::unique_ptr<device_memory> pool;
-    if (d.is_cpu()) {
-      pool = std::make_unique<memory_pool<host_resource>>(host_resource{}, std::move(c));
+    if (slot_kind == memory_kind::pinned_host) {
+#if DEVICEKIT_HAS_CUDA
+      pool = std::make_unique<memory_pool<pinned_host_resource>>(pinned_host_resource{}, detail::exact_pinned_config());
+#endif
     } else {
-      // The driver pool keeps up to the budget when idle: its default threshold (0) would hand
-      // memory back at every synchronisation.
-      const std::uint64_t threshold = c.max_size.value_or(0);
-      const auto mode = allocator() == allocator_kind::platform ? cuda_device_resource::mode::synchronous
-                        : allocator() == allocator_kind::async  ? cuda_device_resource::mode::device_default_pool
-                                                                : cuda_device_resource::mode::async_pool;
-      pool = std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(d.ordinal(), threshold, mode),
-                                                                 std::move(c));
+      pool = make_pool(d);
     }
-    state_.memory->pools.emplace_back(d, std::move(pool));
-    return *state_.memory->pools.back().second;
+    state_.memory->pools.push_back({d, slot_kind, std::move(pool)});
+    return *state_.memory->pools.back().pool;
   }
   /// The pool of the default device.
   [[nodiscard]] device_memory& memory() { return memory(state_.default_device); }
 
-  /// Stats of the pools made so far.
+  /// Stats of the device-kind pools made so far (for the global manager: the process's pools of
+  /// its devices and of the host).
   [[nodiscard]] std::vector<std::pair<device, pool_stats>> memory_stats() const {
     std::vector<std::pair<device, pool_stats>> out;
+    if (state_.process_pools) {
+      for (const device d : memory_devices()) {
+        if (const device_memory* m = find_memory(d)) out.emplace_back(d, m->stats());
+      }
+      return out;
+    }
     if (!state_.memory) return out;
     std::lock_guard lock(state_.memory->mutex);
-    for (const auto& [id, pool] : state_.memory->pools) out.emplace_back(id, pool->stats());
+    for (const auto& p : state_.memory->pools) {
+      if (p.kind == memory_kind::device) out.emplace_back(p.dev, p.pool->stats());
+    }
     return out;
   }
 
-  /// The memory of `d` in jaxlib's terms (Device.memory_stats()): this manager's pool of `d` and,
-  /// on a GPU, the process's default placement pool (what devicekit::place uses without a
-  /// resource), where they have been made; bytes_limit is budget(d). Makes no pool.
-  /// config_error for a device this manager does not have.
+  /// The memory of `d` in jaxlib's terms (Device.memory_stats()), summed over the pools that hold
+  /// memory of `d`, where they have been made. On a GPU: this manager's pool of `d` and the
+  /// process's (what devicekit::place uses without a resource; it also lends the scratch of CUB
+  /// batched copies and NCCL collectives, see scratch_memory_stats). For cpu:0: this manager's
+  /// host pool (the process's for the global manager) and every pinned pool (placements of kind
+  /// pinned_host, this manager's and the process's, and the copy engine's staging, see
+  /// staging_memory_stats): pinned memory is host memory. bytes_limit is budget(d). Makes no
+  /// pool. config_error for a device this manager does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
     out.bytes_limit = budget(d).budget_bytes;  // validates d
     for (const device_memory* m : pools_of(d)) out += m->stats();
+    return out;
+  }
+
+  /// The memory of `kind` for `d`: `device` as memory_stats(d) on a GPU (the host pools only, on
+  /// cpu:0), `host` the host pools, `pinned_host` the pinned pools of `d` (of every device and
+  /// staging for cpu:0). bytes_limit is the budget of the device whose memory it is.
+  [[nodiscard]] device_memory_stats memory_stats(device d, memory_kind kind) const {
+    device_memory_stats out;
+    const bool host_memory = kind != memory_kind::device || d.is_cpu();
+    if (d.is_cuda()) (void)total_memory(d);  // validates d
+    out.bytes_limit = budget(host_memory ? device::cpu() : d).budget_bytes;
+    for (const device_memory* m : pools_of(d, kind)) out += m->stats();
     return out;
   }
 
@@ -420,22 +511,112 @@ class device_manager {
     }
   }
 
-  [[nodiscard]] const device_memory* find_memory(device d) const {
+  friend struct detail::global_manager_access;
+
+  /// A new device-kind pool of `d` as this manager configures it (pool_config_for, allocator()).
+  [[nodiscard]] std::unique_ptr<device_memory> make_pool(device d) const {
+    pool_config c = pool_config_for(d);
+    if (d.is_cpu()) return std::make_unique<memory_pool<host_resource>>(host_resource{}, std::move(c));
+    // The driver pool keeps up to the budget when idle: its default threshold (0) would hand
+    // memory back at every synchronisation.
+    const std::uint64_t threshold = c.max_size.value_or(0);
+    const auto mode = allocator() == allocator_kind::platform ? cuda_device_resource::mode::synchronous
+                      : allocator() == allocator_kind::async  ? cuda_device_resource::mode::device_default_pool
+                                                              : cuda_device_resource::mode::async_pool;
+    return std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(d.ordinal(), threshold, mode),
+                                                               std::move(c));
+  }
+
+  /// pinned_host memory needs the CUDA runtime and a device it is pinned for.
+  void check_pinned(device d) const {
+#if !DEVICEKIT_HAS_CUDA
+    throw config_error("memory kind pinned_host on " + d.str() +
+                       " needs CUDA (page-locked memory comes from cudaMallocHost), but devicekit was built without it "
+                       "(DEVICEKIT_HAS_CUDA is 0); use memory_kind::host, or build with the CUDA toolkit");
+#else
+    if (d.is_cpu() && !has_gpu()) {
+      throw config_error("memory kind pinned_host on " + d.str() +
+                         " needs a CUDA device to pin memory for, and this manager has none" +
+                         (fallback_reason().empty() ? std::string() : " (" + fallback_reason() + ")") +
+                         "; use memory_kind::host (ordinary host memory) instead");
+    }
+#endif
+  }
+
+  /// The devices whose device-kind pools this manager reports: its devices and cpu:0.
+  [[nodiscard]] std::vector<device> memory_devices() const {
+    std::vector<device> out;
+    for (const auto& p : state_.caps.devices) {
+      if (std::find(out.begin(), out.end(), p.id.is_cpu() ? device::cpu() : p.id) == out.end()) {
+        out.push_back(p.id.is_cpu() ? device::cpu() : p.id);
+      }
+    }
+    if (std::find(out.begin(), out.end(), device::cpu()) == out.end()) out.push_back(device::cpu());
+    return out;
+  }
+
+  [[nodiscard]] const device_memory* find_memory(device d, memory_kind kind = memory_kind::device) const {
+    if (state_.process_pools) {
+#if !DEVICEKIT_HAS_CUDA
+      if (d.is_cuda() || kind == memory_kind::pinned_host) return nullptr;
+#endif
+      return detail::process_memory::instance().find(d, kind);
+    }
     if (!state_.memory) return nullptr;
     std::lock_guard lock(state_.memory->mutex);
-    for (const auto& [id, pool] : state_.memory->pools) {
-      if (id == d) return pool.get();
+    for (const auto& p : state_.memory->pools) {
+      if (p.dev == d && p.kind == kind) return p.pool.get();
     }
     return nullptr;
   }
 
+  /// The pools that hold memory of `d` (see memory_stats(d)), each once.
   [[nodiscard]] std::vector<const device_memory*> pools_of(device d) const {
-    std::vector<const device_memory*> out;
-    if (const device_memory* m = find_memory(d)) out.push_back(m);
-#if DEVICEKIT_HAS_CUDA
-    if (d.is_cuda()) {
-      if (const device_memory* m = detail::find_default_device_pool(d.ordinal())) out.push_back(m);
+    std::vector<const device_memory*> out = pools_of(d, memory_kind::device);
+    if (d.is_cpu()) {
+      for (const device_memory* m : pools_of(d, memory_kind::pinned_host)) {
+        if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+      }
     }
+    return out;
+  }
+
+  /// The pools of `kind` memory for `d` (see memory_stats(d, kind)), each once.
+  [[nodiscard]] std::vector<const device_memory*> pools_of(device d, memory_kind kind) const {
+    std::vector<const device_memory*> out;
+    auto add = [&](const device_memory* m) {
+      if (m != nullptr && std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    };
+    [[maybe_unused]] auto& registry = detail::process_memory::instance();
+    if (kind == memory_kind::host || (d.is_cpu() && kind == memory_kind::device)) {
+      // The manager's host pool (for the global manager the process's, with those it retired); a
+      // user's manager does not count the process's host pool, as before the registry.
+      add(find_memory(device::cpu()));
+      if (state_.process_pools) {
+        for (const device_memory* m : registry.pools(device::cpu(), memory_kind::host)) add(m);
+      }
+      return out;
+    }
+#if DEVICEKIT_HAS_CUDA
+    if (kind == memory_kind::pinned_host) {
+      if (d.is_cpu()) {
+        if (state_.memory && !state_.process_pools) {
+          std::lock_guard lock(state_.memory->mutex);
+          for (const auto& p : state_.memory->pools) {
+            if (p.kind == memory_kind::pinned_host) add(p.pool.get());
+          }
+        }
+        for (const device_memory* m : registry.pinned_pools()) add(m);
+      } else {
+        add(find_memory(d, memory_kind::pinned_host));
+        for (const device_memory* m : registry.pools(d, memory_kind::pinned_host)) add(m);
+      }
+      return out;
+    }
+    add(find_memory(d));
+    for (const device_memory* m : registry.pools(d, memory_kind::device)) add(m);
+#else
+    add(find_memory(d, kind));
 #endif
     return out;
   }
@@ -509,13 +690,17 @@ class device_manager {
     }
   }
 
+  /// The default device as the communicators choose theirs (assign_device,
+  /// distribute/assignment.hpp): the configured device (DEVICEKIT_DEVICE or settings; cpu:0 is
+  /// always allowed), else visible[local rank % count] under a launcher that exports a node-local
+  /// rank (Kokkos does the same), else the first device found.
   static device choose_default(const devicekit::capabilities& caps, const settings& config) {
-    if (!config.has_device()) return caps.devices.front().id;
+    std::vector<device> visible;
+    for (const auto& p : caps.devices) visible.push_back(p.id);
+    if (!config.has_device()) return assign_device(visible, config, local_rank_from_environment());
     const device wanted = config.get_device();
     if (wanted == device::cpu(0)) return wanted;
-    for (const auto& p : caps.devices) {
-      if (p.id == wanted) return wanted;
-    }
+    if (std::find(visible.begin(), visible.end(), wanted) != visible.end()) return assign_device(visible, config);
     std::string have;
     for (const auto& p : caps.devices) have += (have.empty() ? "" : ", ") + p.id.str();
     throw config_error("requested default device " + wanted.str() + " is not available; available: " + have +
@@ -533,6 +718,15 @@ class device_manager {
 using default_manager_type = device_manager<first_available<cuda_detector, cpu_detector>, dynamic_strategy>;
 
 namespace detail {
+/// Makes a manager use the process's pools (memory/registry.hpp): what default_manager() does to
+/// the global one each time it is made or re-initialised.
+struct global_manager_access {
+  template <class M>
+  static void share_process_pools(M& m) noexcept {
+    m.state_.process_pools = true;
+  }
+};
+
 struct global_manager {
   std::mutex mutex;
   // Deliberately never destroyed: the global manager may own CUDA resources, and a static
@@ -549,15 +743,19 @@ inline global_manager& global() {
 inline default_manager_type& default_manager() {
   auto& g = detail::global();
   std::lock_guard lock(g.mutex);
-  if (g.instance == nullptr) g.instance = new default_manager_type();
+  if (g.instance == nullptr) {
+    g.instance = new default_manager_type();
+    detail::global_manager_access::share_process_pools(*g.instance);
+  }
   return *g.instance;
 }
 
 /// The process-wide manager under `config` and memory `strategy`. With `force_reinit` an
 /// existing manager is re-detected under the new settings and strategy in place (references to
 /// it stay valid); without it, an existing manager is returned unchanged. Re-initialising while
-/// other threads use the manager is a data race: do it at start-up. It also releases the
-/// manager's memory pools: free what was allocated from them first.
+/// other threads use the manager is a data race: do it at start-up. Its pools are the process's
+/// (memory/registry.hpp): those of the old configuration are replaced on the next memory(dev)
+/// and kept alive for what is still allocated from them.
 inline default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy) {
   auto& g = detail::global();
   std::lock_guard lock(g.mutex);
@@ -566,6 +764,7 @@ inline default_manager_type& default_manager(settings config, bool force_reinit,
   } else if (force_reinit) {
     *g.instance = default_manager_type(std::move(config), {}, std::move(strategy));
   }
+  detail::global_manager_access::share_process_pools(*g.instance);
   return *g.instance;
 }
 /// The same with the balanced strategy (a re-initialisation goes back to it).
@@ -579,6 +778,11 @@ inline default_manager_type& default_manager(const manager_config& cfg, bool for
 
 /// The memory of `d` on the global manager (see device_manager::memory_stats(device)).
 [[nodiscard]] inline device_memory_stats memory_stats(device d) { return default_manager().memory_stats(d); }
+/// The memory of `kind` for `d` on the global manager (see device_manager::memory_stats(device,
+/// memory_kind)).
+[[nodiscard]] inline device_memory_stats memory_stats(device d, memory_kind kind) {
+  return default_manager().memory_stats(d, kind);
+}
 /// The live allocations on `d` on the global manager (see device_manager::live_buffers).
 [[nodiscard]] inline std::vector<allocation_record> live_buffers(device d) { return default_manager().live_buffers(d); }
 

@@ -137,7 +137,7 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
 }
 
-TEST_CASE("the text report shows what seed 000's print_device_info shows", "[report]") {
+TEST_CASE("the text report shows what print_device_info has always shown", "[report]") {
   simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
   std::ostringstream os;
   dk::print_device_info(dm, os, true);
@@ -182,4 +182,118 @@ TEST_CASE("the JSON report has the documented fields", "[report][json]") {
   CHECK(c.at("gpu_count") == 0);
   CHECK(c.at("devices").at(0).at("id") == "cpu:0");
   CHECK(c.at("compute_capability").is_null());
+}
+
+// --- issue 11: every byte from a devicekit pool -----------------------------------------------------
+
+TEST_CASE("memory kinds have jaxlib's names", "[manager][memory_kind]") {
+  CHECK(dk::to_string(dk::memory_kind::device) == "device");
+  CHECK(dk::to_string(dk::memory_kind::pinned_host) == "pinned_host");
+  CHECK(dk::to_string(dk::memory_kind::host) == "host");
+  CHECK(dk::parse_memory_kind("pinned_host") == dk::memory_kind::pinned_host);
+  CHECK(dk::parse_memory_kind("unpinned_host") == dk::memory_kind::host);
+  CHECK_THROWS_WITH(dk::parse_memory_kind("hbm"), Catch::Contains("device, pinned_host, host"));
+}
+
+TEST_CASE("the process's memory registry hands out one pool per device and kind", "[manager][registry]") {
+  dk::device_memory& host = dk::default_memory(dk::device::cpu());
+  CHECK(&host == &dk::default_memory(dk::device::cpu()));
+  CHECK(&host == &dk::default_memory(dk::device::cpu(), dk::memory_kind::host));
+  CHECK(&host == &dk::default_memory(dk::device::cpu(3)));              // every cpu ordinal is the host
+  CHECK(&host == &dk::default_memory(dk::device::cuda(0), dk::memory_kind::host));  // host memory is the host's
+  CHECK(host.get_device() == dk::device::cpu());
+  CHECK(&host == &dk::default_placement_resource(dk::device::cpu()));
+  void* p = host.allocate(1000);
+  CHECK(host.live_allocations().size() >= 1);
+  host.deallocate(p, 1000);
+}
+
+TEST_CASE("pinned_host memory without a usable GPU is refused with what to do instead", "[manager][memory_kind]") {
+  scoped_env hide("CUDA_VISIBLE_DEVICES", "");
+  dk::device_manager<> dm{dk::settings{}.set_prefer(dk::device_preference::cpu)};
+  CHECK_THROWS_AS(dm.memory(dk::device::cpu(), dk::memory_kind::pinned_host), dk::config_error);
+  CHECK_THROWS_WITH(dm.memory(dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("memory_kind::host"));
+  CHECK(&dm.memory(dk::device::cpu(), dk::memory_kind::host) == &dm.memory(dk::device::cpu()));
+  CHECK(&dm.memory(dk::device::cpu(), dk::memory_kind::device) == &dm.memory(dk::device::cpu()));
+  // A user's manager keeps pools of its own; the process's are another.
+  CHECK(&dm.memory(dk::device::cpu()) != &dk::default_memory(dk::device::cpu()));
+#if DEVICEKIT_HAS_CUDA
+  // No driver on a CPU-only machine: the process's pinned pool refuses too (on a GPU machine it works).
+  int count = 0;
+  const bool usable_gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  (void)cudaGetLastError();
+  if (!usable_gpu) {
+    CHECK_THROWS_WITH(dk::default_memory(dk::device::cpu(), dk::memory_kind::pinned_host),
+                      Catch::Contains("memory_kind::host"));
+  }
+#else
+  CHECK_THROWS_WITH(dk::default_memory(dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("needs CUDA"));
+#endif
+}
+
+TEST_CASE("the global manager's pools are the process's; re-initialising replaces them", "[manager][global][registry]") {
+  const auto cpu_only = dk::settings{}.set_prefer(dk::device_preference::cpu);
+  auto& dm = dk::default_manager(cpu_only, true);
+  dk::device_memory& first = dm.memory(dk::device::cpu());
+  CHECK(&first == &dk::default_memory(dk::device::cpu()));
+  CHECK(&first == &dk::default_placement_resource(dk::device::cpu()));
+  CHECK(first.stats().max_size == dm.budget(dk::device::cpu()).budget_bytes);  // the manager's strategy
+  void* kept = first.allocate(4096);
+
+  // Another strategy: a new pool of the new budget becomes the process's; the old one stays alive
+  // for what was allocated from it.
+  dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::conservative{})});
+  dk::device_memory& second = dm.memory(dk::device::cpu());
+  CHECK(&second != &first);
+  CHECK(&second == &dk::default_memory(dk::device::cpu()));
+  CHECK(second.stats().max_size == dm.budget(dk::device::cpu()).budget_bytes);
+  CHECK(dm.memory_stats(dk::device::cpu()).bytes_in_use >= 4096);  // the retired pool still counts
+  first.deallocate(kept, 4096);
+  CHECK(&dm.memory(dk::device::cpu()) == &second);  // same configuration: same pool
+
+  // Placement without a resource now allocates from it, and the stats see it.
+  const auto before = dk::memory_stats(dk::device::cpu(), dk::memory_kind::host);
+  {
+    const auto placed = dk::place(std::vector<float>(1024, 1.f), dk::device::cpu());
+    CHECK(dk::memory_stats(dk::device::cpu(), dk::memory_kind::host).bytes_in_use >= before.bytes_in_use + 4096);
+  }
+  CHECK(dk::memory_stats(dk::device::cpu(), dk::memory_kind::host).bytes_in_use == before.bytes_in_use);
+  dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
+}
+
+TEST_CASE("the default device follows the local rank as the communicators' assign_device does", "[manager]") {
+  {
+    scoped_env rank("OMPI_COMM_WORLD_LOCAL_RANK", "3");
+    simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+    CHECK(dm.default_device() == dk::device::cuda(1));  // 3 % 2
+    CHECK(dm.default_device() == dk::assign_device(dm.devices(), dk::settings{}));
+  }
+  simulated_manager one{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  if (!dk::local_rank_from_environment()) CHECK(one.default_device() == dk::device::cuda(0));  // one process: unchanged
+  simulated_manager asked{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{simulated_gpus(2)}};
+  CHECK(asked.default_device() == dk::device::cuda(1));
+  CHECK_THROWS_WITH((simulated_manager{dk::settings{}.set_device(dk::device::cuda(5)), dk::fixed_detector{simulated_gpus(2)}}),
+                    Catch::Contains("requested default device cuda:5 is not available"));
+}
+
+TEST_CASE("the report shows the staging pool and each device's scratch", "[manager][report][registry]") {
+  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  auto r = dm.report();
+  REQUIRE(r.memory_of(dk::device::cuda(0)) != nullptr);
+  CHECK(r.memory_of(dk::device::cuda(0))->scratch_allocations == dk::scratch_memory_stats(dk::device::cuda(0)).allocations);
+  // Figures as a process with staging and scratch in use would have them.
+  r.staging = dk::pool_stats{};
+  r.staging->allocated_bytes = std::size_t{3} << 20;
+  r.staging->reserved_bytes = std::size_t{8} << 20;
+  auto* m = const_cast<dk::device_memory_info*>(r.memory_of(dk::device::cuda(0)));
+  m->scratch_in_use_bytes = std::size_t{1} << 20;
+  m->scratch_peak_bytes = std::size_t{2} << 20;
+  m->scratch_allocations = 7;
+  std::ostringstream os;
+  dk::write_text(os, r);
+  CHECK(os.str().find("Pinned Staging: 3.0 MiB in use") != std::string::npos);
+  CHECK(os.str().find("scratch: 1.0 MiB in use (peak 2.0 MiB, 7 allocations)") != std::string::npos);
+  const auto j = dk::to_json(r);
+  CHECK(j.at("staging").at("reserved_bytes") == (std::size_t{8} << 20));
+  CHECK(j.at("devices").at(0).at("memory").at("scratch").at("allocations") == 7);
 }

@@ -293,18 +293,27 @@ TEST_CASE("placement opens NVTX ranges for place, shard, replicate and prefetch"
 }
 
 TEST_CASE("the default host pool reuses freed blocks", "[place][resource]") {
-  dk::detail::host_pool pool;
-  void* p = pool.allocate(5000, 256);
+  // The process's host pool (memory/registry.hpp) is a devicekit memory_pool: exactly sized
+  // blocks (no power-of-two size classes above its small-size slabs), reused after a free.
+  dk::device_memory& pool = dk::default_placement_resource(dk::device::cpu());
+  CHECK(&pool == &dk::default_memory(dk::device::cpu()));
+  CHECK(&pool == &dk::default_memory(dk::device::cpu(), dk::memory_kind::host));
+  CHECK(pool.get_device() == dk::device::cpu());
+  const auto before = pool.stats();
+  void* p = pool.allocate(50000, 256);
   CHECK(reinterpret_cast<std::uintptr_t>(p) % 256 == 0);
-  pool.deallocate(p, 5000, 256);
-  CHECK(pool.cached_bytes() == 8192);
-  void* q = pool.allocate(6000, 256);  // same size class
+  CHECK(pool.stats().in_use_bytes - before.in_use_bytes == (50000 + 255) / 256 * 256);  // exact, not 64 KiB
+  pool.deallocate(p, 50000, 256);
+  CHECK(pool.stats().allocated_bytes == before.allocated_bytes);
+  void* q = pool.allocate(50000, 256);  // the freed block again
   CHECK(q == p);
-  pool.deallocate(q, 6000, 256);
-  pool.release_cached();
-  CHECK(pool.cached_bytes() == 0);
-  CHECK(dk::detail::size_class(3u << 20) == (3u << 20));
-  CHECK(dk::detail::size_class((3u << 20) + 1) == (4u << 20));
+  pool.deallocate(q, 50000, 256);
+  // Host blocks of a page or more that placement takes are page-aligned, so a leaf lands at its
+  // source's page offset (page_offset_padding).
+  const std::vector<float> big(4096, 1.f);
+  const auto placed = dk::place(big, dk::device::cpu());
+  const auto page_offset = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 4096; };
+  CHECK(page_offset(placed.data()) == page_offset(big.data()) / 256 * 256);
 }
 
 TEST_CASE("copy runs merge leaves that lie in one allocation in the same order", "[place][copy]") {
@@ -551,7 +560,7 @@ TEST_CASE("mesh + partition spec: 2-D meshes, named axes, unnamed axes replicate
   CHECK(im(1, 0, 2) == b.images(1, 1, 2));
   CHECK(both[1].get<"labels">().size() == 2);
 
-  // A 1-D mesh: seed 001's distribute_batch(data, NamedSharding(mesh, P("data"))).
+  // A 1-D mesh, as JAX's jax.device_put(data, NamedSharding(mesh, P("data"))).
   const dk::mesh line(std::vector<dk::device>(2, dk::device::cpu()));
   const auto halves = dk::shard(b, line, dk::partition_spec{"data"});
   CHECK(halves[1].get<"labels">().data()[0] == b.labels[2]);
@@ -808,3 +817,46 @@ TEST_CASE("default_device_scope restores on exceptions and is per thread", "[pla
   }
 }
 #endif  // DEVICEKIT_HAS_MDSPAN
+
+// --- issue 11: memory kinds -------------------------------------------------------------------------
+
+TEST_CASE("placing in host memory for a device keeps the device and reads back", "[place][memory_kind]") {
+  const std::vector<float> v = [] {
+    std::vector<float> out(3000);
+    std::iota(out.begin(), out.end(), 0.f);
+    return out;
+  }();
+  auto tree = std::make_tuple(v, std::vector<int>{1, 2, 3}, 2.5);
+  const auto before = dk::default_memory(dk::device::cpu()).stats().allocated_bytes;
+  {
+    const auto placed = dk::place(tree, dk::device::cpu(), dk::memory_kind::host);
+    CHECK(dk::device_of(placed) == dk::device::cpu());
+    CHECK(dk::default_memory(dk::device::cpu()).stats().allocated_bytes > before);
+    CHECK(dk::to_host(placed) == tree);
+    // The device kind is place(tree, dev).
+    const auto same = dk::place(tree, dk::device::cpu(), dk::memory_kind::device);
+    CHECK(dk::to_host(same) == tree);
+    // Copies into and out of it work as for any placed tree.
+    auto target = dk::place(std::make_tuple(std::vector<float>(3000, 0.f), std::vector<int>{0, 0, 0}, 0.0),
+                            dk::device::cpu(), dk::memory_kind::host);
+    dk::copy(placed, target);
+    CHECK(dk::to_host(target) == tree);
+  }
+  CHECK(dk::default_memory(dk::device::cpu()).stats().allocated_bytes == before);
+}
+
+TEST_CASE("a kind the build or the machine cannot give is refused with what to do instead", "[place][memory_kind]") {
+  const std::vector<float> v(16, 1.f);
+#if !DEVICEKIT_HAS_CUDA
+  CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("memory_kind::host"));
+  CHECK_THROWS_WITH(dk::place(v, dk::device::cuda(0), dk::memory_kind::pinned_host), Catch::Contains("needs CUDA"));
+#else
+  int count = 0;
+  const bool usable_gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  (void)cudaGetLastError();
+  if (!usable_gpu) {
+    CHECK_THROWS_AS(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host), dk::config_error);
+    CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("memory_kind::host"));
+  }
+#endif
+}

@@ -187,3 +187,19 @@ TEST_CASE("prefetch to the GPU delivers every tree with a consumer stream waitin
   }
   CHECK(k == batches.size());
 }
+
+TEST_CASE("a tree placed in pinned host memory stays on its device, and a kernel-side copy reads it",
+          "[place][gpu][memory_kind]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const auto tree = std::make_tuple(random_vector<float>(1 << 18), random_vector<std::int32_t>(1000));
+  const auto pinned = dk::place(tree, gpu, dk::memory_kind::pinned_host);
+  CHECK(dk::device_of(pinned) == gpu);
+  cudaPointerAttributes attr{};
+  REQUIRE(cudaPointerGetAttributes(&attr, std::get<0>(pinned).data()) == cudaSuccess);
+  CHECK(attr.type == cudaMemoryTypeHost);
+  CHECK(dk::to_host(pinned) == tree);
+  // The device reads it straight from pinned memory (one copy, no staging) and back.
+  const auto on_device = dk::place(pinned, gpu);
+  CHECK(dk::to_host(on_device) == tree);
+  CHECK(dk::to_host(dk::place(on_device, gpu, dk::memory_kind::pinned_host)) == tree);
+}

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <cstddef>
 #include <thread>
@@ -362,8 +363,8 @@ TEST_CASE("dropping a placed tree does not wait for the device's other streams",
   }
   busy.synchronize();
   // The default resource is a devicekit pool: its stats see placements.
-  auto* pool = dk::default_placement_resource(gpu).device_pool();
-  REQUIRE(pool != nullptr);
+  dk::device_memory* pool = &dk::default_placement_resource(gpu);
+  REQUIRE(pool == &dk::default_memory(gpu));
   const auto before = pool->stats().allocated_bytes;
   {
     auto placed = dk::place(ramp(1024, 0.f), gpu);
@@ -424,9 +425,9 @@ TEST_CASE("placing a large tree on a busy stream returns without waiting for the
 // wait on the way blocks instead of spinning.
 TEST_CASE("large transfers are chunked both ways and wait without spinning", "[sim][place]") {
   const dk::device gpu = dk::device::cuda(0);
-  auto& staging = dk::detail::staging_pool();
-  staging.drain();
-  const std::size_t cached_before = staging.cached_bytes();
+  dk::device_memory& staging = dk::staging_memory();
+  const std::size_t cached_before = staging.stats().reserved_bytes;
+  staging.reset_peak_stats();
   const std::size_t spins_before = sim::spinning_host_waits();
   // Five leaves of 8 MiB + 4 bytes: the chunk boundaries fall inside leaves.
   const auto tree = big_tree(5, (std::size_t{2} << 20) + 1);
@@ -434,10 +435,9 @@ TEST_CASE("large transfers are chunked both ways and wait without spinning", "[s
   const auto back = dk::to_host(placed);
   CHECK(back == tree);
   CHECK(sim::spinning_host_waits() == spins_before);
-  staging.drain();
   // At most two chunk buffers came from the system for each direction (the pool may have had
   // some already); a whole-transfer staging area would be 40 MiB.
-  CHECK(staging.cached_bytes() - cached_before <= 4 * dk::detail::staging_chunk_bytes);
+  CHECK(staging.stats().peak_reserved_bytes - cached_before <= 4 * dk::detail::staging_chunk_bytes);
 }
 
 // Issue 9, finding 10: a move between devices without peer access pinned the whole transfer and
@@ -501,7 +501,7 @@ TEST_CASE("a batched copy runs on its stream's device with scratch from that dev
     dsts.push_back(const_cast<float*>(dst[i].data()));
     sizes.push_back(src[i].size_bytes());
   }
-  dk::device_memory& pool = *dk::default_placement_resource(gpu).device_pool();
+  dk::device_memory& pool = dk::default_placement_resource(gpu);
   const auto before = pool.stats();
   std::vector<std::size_t> table_back(3 * count);
   int device_in_launch = -1;
@@ -561,7 +561,7 @@ TEST_CASE("devicekit pools grant peer access when a peer first needs it", "[sim]
   const dk::memory_pool<dk::cuda_device_resource> later{dk::cuda_device_resource(0), small_pool()};
   CHECK(pool_access(later.upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
   auto* placement = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(
-      dk::default_placement_resource(from).device_pool());
+      &dk::default_placement_resource(from));
   REQUIRE(placement != nullptr);
   CHECK(pool_access(placement->upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
 }
@@ -1007,3 +1007,184 @@ TEST_CASE("GPUs that NVML sees but the runtime cannot use are refused clearly", 
   const auto on_host = dm.place(ramp(16, 0.f), dk::device::cpu());
   CHECK(on_host.size() == 16);
 }
+
+// --- issue 11: every byte from a devicekit pool ------------------------------------------------------
+// Staging, scratch and the memory kinds come from the process's pools (memory/registry.hpp), so
+// their stats see them.
+
+TEST_CASE("staging comes from the pinned pool, exactly sized, freed in stream order after its copy",
+          "[sim][place][registry]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  dk::device_memory& staging = dk::staging_memory();
+  CHECK(staging.config().small_size_limit == 0);  // no size classes: blocks are their requests
+  (void)staging.trim();                           // take in completed frees of earlier tests
+  const auto before = staging.stats();
+  staging.reset_peak_stats();
+  const dk::stream held(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(held.native_handle(), gate::hold, &g) == cudaSuccess);
+  const std::vector<float> tree = ramp(750001, 1.f);  // 3000004 bytes: neither a power of two nor 256-aligned
+  auto placed = dk::place(tree, gpu, held);           // its copy waits behind the gate
+  {
+    const auto during = staging.stats();
+    CHECK(during.peak_allocated_bytes - before.allocated_bytes == tree.size() * sizeof(float));  // exact
+    CHECK(during.allocated_bytes == before.allocated_bytes);  // freed once the copy was queued...
+    CHECK(during.pending_stream_frees > before.pending_stream_frees);  // ...in the order of its stream
+    CHECK(during.reserved_bytes >= tree.size() * sizeof(float));
+    const auto s = dk::staging_memory_stats();
+    REQUIRE(s.has_value());
+    CHECK(s->pending_stream_frees == during.pending_stream_frees);
+  }
+  g.open = true;
+  held.synchronize();
+  (void)staging.trim();  // takes in the completed free
+  CHECK(staging.stats().pending_stream_frees == 0);
+  CHECK(staging.stats().allocated_bytes == before.allocated_bytes);
+  CHECK(dk::to_host(placed) == tree);
+  // The host's figures include the staging pool; the report shows it.
+  dk::device_manager<> dm;
+  CHECK(dm.memory_stats(dk::device::cpu(), dk::memory_kind::pinned_host).num_allocs >= staging.stats().allocation_count);
+  REQUIRE(dm.report().staging.has_value());
+  std::ostringstream os;
+  dk::print_device_info(dm, os);
+  CHECK(os.str().find("Pinned Staging:") != std::string::npos);
+}
+
+TEST_CASE("device-to-host transfers come down in chunks through two staging buffers", "[sim][place][registry]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const auto tree = big_tree(3, (std::size_t{2} << 20) + 3);  // 24 MiB + 36 bytes: four chunks
+  const auto placed = dk::place(tree, gpu);
+  dk::device_memory& staging = dk::staging_memory();
+  (void)staging.trim();
+  const auto before = staging.stats();
+  staging.reset_peak_stats();
+  const auto transfers_before = dk::detail::stats().device_to_host_transfers.load();
+  CHECK(dk::to_host(placed) == tree);
+  CHECK(dk::detail::stats().device_to_host_transfers.load() > transfers_before);
+  // Two chunk buffers at most, never the whole transfer.
+  CHECK(staging.stats().peak_allocated_bytes - before.allocated_bytes <= 2 * dk::detail::staging_chunk_bytes);
+  CHECK(staging.stats().allocated_bytes == before.allocated_bytes);
+}
+
+TEST_CASE("batched-copy scratch comes from the device's pool and is counted as scratch", "[sim][place][registry]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream s(gpu);
+  constexpr std::size_t count = 4;
+  std::vector<dk::device_array<float>> src;
+  std::vector<dk::device_array<float>> dst;
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < count; ++i) {
+    src.push_back(dk::place(ramp(32, static_cast<float>(i)), gpu));
+    dst.push_back(dk::place(std::vector<float>(32, 0.f), gpu));
+    srcs.push_back(src.back().data());
+    dsts.push_back(const_cast<float*>(dst.back().data()));
+    sizes.push_back(src.back().size_bytes());
+  }
+  dk::device_memory& pool = dk::default_memory(gpu);
+  const auto scratch_before = dk::scratch_memory_stats(gpu);
+  const auto pool_before = pool.stats();
+  std::size_t in_use_during = 0;
+  std::size_t pool_during = 0;
+  dk::detail::batched_copy_plumbing(
+      srcs.data(), dsts.data(), sizes.data(), count, s.native_handle(), [] { return std::size_t{10000}; },
+      [&](const void* const*, void* const*, const std::size_t*, void*, std::size_t) {
+        in_use_during = dk::scratch_memory_stats(gpu).in_use_bytes;
+        pool_during = pool.stats().allocated_bytes;
+        cudaError_t r = cudaSuccess;
+        for (std::size_t i = 0; i < count && r == cudaSuccess; ++i) {
+          r = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s.native_handle());
+        }
+        return r;
+      });
+  s.synchronize();
+  const std::size_t tables = (3 * count * sizeof(void*) + 255) / 256 * 256;
+  CHECK(in_use_during - scratch_before.in_use_bytes == tables + 10000);
+  CHECK(pool_during - pool_before.allocated_bytes == tables + 10000);  // the device's pool
+  const auto after = dk::scratch_memory_stats(gpu);
+  CHECK(after.allocations == scratch_before.allocations + 1);
+  CHECK(after.in_use_bytes == scratch_before.in_use_bytes);
+  CHECK(after.peak_bytes >= tables + 10000);
+  CHECK(pool.stats().allocated_bytes == pool_before.allocated_bytes);
+  for (std::size_t i = 0; i < count; ++i) CHECK(dk::to_host(dst[i]) == ramp(32, static_cast<float>(i)));
+  // The manager's report and memory_stats(dev) see it.
+  dk::device_manager<> dm;
+  const auto r = dm.report();
+  REQUIRE(r.memory_of(gpu) != nullptr);
+  CHECK(r.memory_of(gpu)->scratch_allocations == after.allocations);
+  CHECK(dm.memory_stats(gpu).num_allocs >= pool.stats().allocation_count);
+}
+
+TEST_CASE("placing with memory_kind::pinned_host keeps the device and puts the bytes in pinned memory",
+          "[sim][place][memory_kind]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const auto tree = std::make_tuple(ramp(5000, 2.f), std::vector<int>{4, 5, 6}, 1.5);
+  dk::device_memory& pinned = dk::default_memory(gpu, dk::memory_kind::pinned_host);
+  CHECK(&pinned != &dk::default_memory(gpu));
+  CHECK(&pinned != &dk::staging_memory());
+  const auto before = pinned.stats().allocated_bytes;
+  {
+    const auto placed = dk::place(tree, gpu, dk::memory_kind::pinned_host);
+    CHECK(dk::device_of(placed) == gpu);  // the leaves belong to the device, as in JAX
+    CHECK(pinned.stats().allocated_bytes > before);
+    cudaPointerAttributes attr{};
+    REQUIRE(cudaPointerGetAttributes(&attr, std::get<0>(placed).data()) == cudaSuccess);
+    CHECK(attr.type == cudaMemoryTypeHost);
+    CHECK(dk::to_host(placed) == tree);
+    // Onto the device's memory and back into pinned memory from there.
+    const auto on_device = dk::place(placed, gpu);
+    REQUIRE(cudaPointerGetAttributes(&attr, std::get<0>(on_device).data()) == cudaSuccess);
+    CHECK(attr.type == cudaMemoryTypeDevice);
+    CHECK(dk::to_host(on_device) == tree);
+    const auto pinned_again = dk::place(on_device, gpu, dk::memory_kind::pinned_host);
+    CHECK(dk::to_host(pinned_again) == tree);
+    // A manager's own pinned pool, and its figures under the kind.
+    dk::device_manager<> dm;
+    const auto mine = dm.place(tree, gpu, dk::memory_kind::pinned_host);
+    CHECK(dm.memory_stats(gpu, dk::memory_kind::pinned_host).bytes_in_use >= 5000 * sizeof(float));
+    CHECK(dm.memory_stats(dk::device::cpu()).bytes_in_use >= 2 * 5000 * sizeof(float));  // pinned memory is host memory
+    CHECK(dk::to_host(mine) == tree);
+  }
+  CHECK(pinned.stats().allocated_bytes == before);
+}
+
+TEST_CASE("the process's device pools get peer access as a peer first needs it", "[sim][multi][registry]") {
+  if (sim::device_count() < 2) return;
+  const dk::device a = dk::device::cuda(0);
+  const dk::device b = dk::device::cuda(1);
+  // Made before any peer copy between the two: the grant comes when the copy first needs it.
+  auto* pool = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(&dk::default_memory(b));
+  REQUIRE(pool != nullptr);
+  REQUIRE(pool->upstream().native_pool() != nullptr);
+  const auto src = dk::place(ramp(1024, 9.f), b);
+  const auto moved = dk::place(src, a);
+  CHECK(dk::to_host(moved) == ramp(1024, 9.f));
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess);
+  if (can != 0) CHECK(pool_access(pool->upstream(), 0) == cudaMemAccessFlagsProtReadWrite);
+}
+
+#if DEVICEKIT_HAS_NCCL
+TEST_CASE("NCCL's scratch comes from the device's pool and is counted as scratch", "[sim][nccl][registry]") {
+  std::vector<dk::device> devs;
+  for (int g = 0; g < sim::device_count(); ++g) devs.push_back(dk::device::cuda(g));
+  std::vector<dk::scratch_stats> before;
+  for (const auto d : devs) before.push_back(dk::scratch_memory_stats(d));
+  {
+    auto comm = dk::nccl_communicator::init_all(devs);
+    std::vector<std::tuple<dk::device_array<float>>> trees;
+    for (const auto d : devs) trees.emplace_back(dk::place(std::vector<float>(64, 1.f), d));
+    dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum);
+    CHECK(dk::to_host(std::get<0>(trees[0])) == std::vector<float>(64, static_cast<float>(devs.size())));
+    for (std::size_t i = 0; i < devs.size(); ++i) {
+      const auto during = dk::scratch_memory_stats(devs[i]);
+      CHECK(during.allocations > before[i].allocations);
+      CHECK(during.in_use_bytes > before[i].in_use_bytes);  // kept by the communicator
+    }
+  }
+  for (std::size_t i = 0; i < devs.size(); ++i) {
+    CHECK(dk::scratch_memory_stats(devs[i]).in_use_bytes == before[i].in_use_bytes);  // given back with it
+  }
+}
+#endif

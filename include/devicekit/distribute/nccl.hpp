@@ -27,6 +27,7 @@
 #  include <devicekit/core/stream.hpp>
 #  include <devicekit/distribute/collectives.hpp>
 #  include <devicekit/distribute/detail/nccl_transport.hpp>
+#  include <devicekit/memory/registry.hpp>
 #  if DEVICEKIT_HAS_MPI
 #    include <devicekit/distribute/mpi.hpp>
 #  endif
@@ -88,16 +89,30 @@ class nccl_backend : public nccl_transport {
         // error polling, as finish() does. A collective queued earlier in this operation may be
         // stuck on a failed or dead peer, and cudaStreamSynchronize would then block for ever.
         wait(p, op_);
-        cuda_check(cudaFree(q.scratch[slot]), "cudaFree", p);
-        q.scratch[slot] = nullptr;
+        free_scratch(q, slot);
         cap = 0;
       }
       std::size_t want = std::size_t{1} << 20;
       while (want < bytes) want *= 2;
-      cuda_check(cudaMalloc(&q.scratch[slot], want), "cudaMalloc", p);
+      // From the device's pool (memory/registry.hpp), counted as scratch: inside its budget and
+      // stats, and cached for the next communicator instead of cudaMalloc'd each time.
+      q.scratch[slot] = default_memory(q.dev).allocate(want);
+      detail::process_memory::instance().note_scratch_taken(q.dev, want);
       cap = want;
     }
     return q.scratch[slot];
+  }
+  /// Gives a scratch buffer back to the device's pool; the caller has waited for the work using it.
+  static void free_scratch(nccl_participant& q, int slot) noexcept {
+    if (q.scratch[slot] == nullptr) return;
+    try {
+      default_memory(q.dev).deallocate(q.scratch[slot], q.capacity[slot]);
+    } catch (...) {
+      // Only a foreign pointer or a wrong size throws, neither of which can happen here.
+    }
+    detail::process_memory::instance().note_scratch_freed(q.dev, q.capacity[slot]);
+    q.scratch[slot] = nullptr;
+    q.capacity[slot] = 0;
   }
   /// Host records through the device: one ncclAllGather of bytes_each per rank.
   void exchange(const void* mine, std::size_t bytes_each, void* all) {
@@ -139,10 +154,7 @@ class nccl_backend : public nccl_transport {
     for (auto& q : parts_) {
       if (q.stream != nullptr) (void)cudaStreamSynchronize(q.stream);
       if (q.comm != nullptr) (void)ncclCommDestroy(q.comm);
-      for (auto& s : q.scratch) {
-        if (s != nullptr) (void)cudaFree(s);
-        s = nullptr;
-      }
+      for (int slot = 0; slot < 3; ++slot) free_scratch(q, slot);
       if (q.own_stream && q.stream != nullptr) (void)cudaStreamDestroy(q.stream);
     }
     parts_.clear();

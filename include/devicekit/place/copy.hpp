@@ -120,7 +120,7 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
           to = from;
         } else {
           using traits = leaf_traits<S>;
-          copy_item it{reinterpret_cast<const std::byte*>(traits::data(from)), traits::device(from), nullptr,
+          copy_item it{reinterpret_cast<const std::byte*>(traits::data(from)), memory_device_of(from), nullptr,
                        mutable_bytes(to), traits::size(from) * sizeof(typename traits::element_type)};
           // Device sources are copied leaf by leaf (no owner: coalesce would copy the gaps between
           // leaves of one source allocation, which need not be gaps in the destination).
@@ -134,10 +134,20 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
       src, dst);
   if (!target) return;  // no array leaf: only scalars
 
-  if (dev.is_cpu()) {
+  // A destination placed in host memory for its device (memory kinds pinned_host and host) is
+  // written as the host memory it is.
+  bool dst_in_host_memory = false;
+  for_each_leaf(
+      [&](const auto& to) {
+        if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(to)>>) {
+          dst_in_host_memory = dst_in_host_memory || memory_device_of(to).is_cpu();
+        }
+      },
+      dst);
+  if (dev.is_cpu() || dst_in_host_memory) {
     std::vector<copy_item> items = std::move(on_device);
     for (const auto& it : on_host) items.push_back(it.item);
-    copy_items(items, dev, s.native_handle());
+    copy_items(items, device::cpu(), s.native_handle());
     return;
   }
 #if DEVICEKIT_HAS_CUDA

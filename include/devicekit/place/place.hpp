@@ -9,6 +9,9 @@
 ///                                           filled by one staged transfer (place/detail/copy.hpp).
 ///                                           Queued on `stream`; returns before the copy ends.
 ///   place(tree, device[, resource])         the same on an internal stream, finished on return
+///   place(tree, device, memory_kind[, pool]) leaves of `device` whose bytes live in that kind of
+///                                           memory (jaxlib's memory kinds): pinned_host or host
+///                                           memory, finished on return
 ///   place_view(tree)                        the zero-copy form for the host: views of the
 ///                                           tree's own memory (valid while it lives), no copy
 ///   to_host(tree)                           host containers again (std::vector<T>, host
@@ -27,6 +30,7 @@
 #include <devicekit/place/resource.hpp>
 #include <devicekit/tree/tree.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -89,6 +93,31 @@ template <class L>
   } else {
     return nullptr;
   }
+}
+
+/// Frees a block of host memory whose leaves belong to a device (memory kinds pinned_host and
+/// host): its type marks such blocks, so that the copy engine reads and writes their bytes as the
+/// host memory they are (memory_device_of).
+struct host_resident_block {
+  device_memory* pool;
+  std::size_t bytes;
+  void operator()(void* p) const noexcept {
+    try {
+      pool->deallocate(p, bytes, placement_alignment);
+    } catch (...) {
+      // Only a foreign pointer or a wrong size throws, neither of which place produces.
+    }
+  }
+};
+
+/// Where the bytes of `leaf` are: its device, or cpu:0 for a leaf placed in host memory for a
+/// device (place(tree, dev, memory_kind::pinned_host)), whose device stays `dev` as in JAX.
+template <class L>
+[[nodiscard]] device memory_device_of(const L& leaf) noexcept {
+  if constexpr (self_describing_leaf<L>) {
+    if (leaf.owner() != nullptr && std::get_deleter<host_resident_block>(leaf.owner()) != nullptr) return device::cpu();
+  }
+  return leaf_traits<L>::device(leaf);
 }
 
 /// The leaf that placing `leaf` gives, at `p` on `dev`, kept alive by `owner`.
@@ -168,16 +197,29 @@ template <class T>
 /// Padding before a host leaf of `bytes` at block offset `offset` so that its copy does not
 /// suffer 4K aliasing: memcpy slows down severalfold (measured on this project's machines) when
 /// the destination sits a little ahead of the source modulo the 4 KiB page, because its stores
-/// alias the loads still in flight. Placing the destination at the source's page offset, rounded
-/// down to the 256-byte alignment, avoids that. Assumes the block starts on a page (the host pool
-/// and the pinned staging pool give page-aligned blocks; others still get correct data). Only
-/// for leaves of a page or more, and only when the padding costs at most a quarter of the leaf.
+/// alias the loads still in flight (Intel 64 and IA-32 Architectures Optimization Reference
+/// Manual, "4K aliasing"). Placing the destination at the source's page offset, rounded down to
+/// the 256-byte alignment, avoids that. Assumes the block starts on a page (block_alignment asks
+/// devicekit pools for page-aligned host blocks; others still get correct data). Only for leaves
+/// of a page or more, and only when the padding costs at most a quarter of the leaf.
 [[nodiscard]] inline std::size_t page_offset_padding(const void* src, std::size_t offset, std::size_t bytes) noexcept {
   constexpr std::size_t page = 4096;
   if (bytes < page) return 0;
   const std::size_t target = (reinterpret_cast<std::uintptr_t>(src) % page) / placement_alignment * placement_alignment;
   const std::size_t pad = (target + page - offset % page) % page;
   return pad <= bytes / 4 ? pad : 0;
+}
+
+/// The alignment place asks of `R` for a block of `total` bytes: a page for host blocks of a
+/// page or more from a devicekit pool (page_offset_padding relies on it; pools serve any power
+/// of two), else placement_alignment (what any resource gives).
+template <class R>
+[[nodiscard]] std::size_t block_alignment(bool host_block, std::size_t total) noexcept {
+  constexpr std::size_t page = 4096;
+  if constexpr (std::derived_from<R, device_memory>) {
+    if (host_block && total >= page) return page;
+  }
+  return placement_alignment;
 }
 
 inline void check_stream(stream_ref s, device dev, const char* operation) {
@@ -220,12 +262,15 @@ struct placed_block_release {
 /// Whether place's copy has finished when it returns (the stream-less overloads wait for it).
 enum class copy_completion { queued, finished };
 
-/// place's body: see the public overloads below.
+/// place's body: see the public overloads below. `in_host_memory`: the block is host memory from
+/// a devicekit pool (memory kinds pinned_host and host) for leaves of `dev`; the copy then goes
+/// to the host and is finished on return.
 template <class T, placement_resource R>
-[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource, copy_completion completion) {
+[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource, copy_completion completion,
+                              bool in_host_memory = false) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.place");
-  check_stream(s, dev, "place");
+  if (!in_host_memory) check_stream(s, dev, "place");
   (void)source_device(tree, "place");
 
   // Pass 1: lay the array leaves out in one block, each aligned for any use on the device.
@@ -237,14 +282,16 @@ template <class T, placement_resource R>
         if constexpr (!is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
           const std::size_t bytes = traits::size(leaf) * sizeof(typename traits::element_type);
-          if (traits::device(leaf).is_cpu()) total += page_offset_padding(traits::data(leaf), total, bytes);
+          if (memory_device_of(leaf).is_cpu()) total += page_offset_padding(traits::data(leaf), total, bytes);
           offsets.push_back(total);
           total += (bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
         }
       },
       tree);
 
-  std::byte* base = total != 0 ? static_cast<std::byte*>(resource.allocate(total, placement_alignment)) : nullptr;
+  std::byte* base =
+      total != 0 ? static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)))
+                 : nullptr;
 
   // Pass 2: what to copy where, then the copy. If it fails, the copy engine has waited for what
   // it had queued (place/detail/copy.hpp), so the block can go back at once.
@@ -256,16 +303,16 @@ template <class T, placement_resource R>
         using L = std::remove_cvref_t<decltype(leaf)>;
         if constexpr (!is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), traits::device(leaf), owner_of(leaf),
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), memory_device_of(leaf), owner_of(leaf),
                            base + offsets[k++], traits::size(leaf) * sizeof(typename traits::element_type)});
         }
       },
       tree);
   placed_block_release<R> release{&resource, total};
   try {
-    copy_items(items, dev, s.native_handle());
+    copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle());
 #if DEVICEKIT_HAS_CUDA
-    if (base != nullptr && dev.is_cuda() && completion == copy_completion::queued) {
+    if (base != nullptr && dev.is_cuda() && !in_host_memory && completion == copy_completion::queued) {
       scoped_device on(dev.ordinal());
       release.copied = record_event(s.native_handle());
     }
@@ -275,7 +322,12 @@ template <class T, placement_resource R>
     throw;
   }
   std::shared_ptr<void> owner;
-  if (base != nullptr) owner = std::shared_ptr<void>(base, release);  // runs `release` if it throws
+  if constexpr (std::derived_from<R, device_memory>) {
+    if (base != nullptr && in_host_memory) {
+      owner = std::shared_ptr<void>(base, host_resident_block{&resource, total});  // frees if it throws
+    }
+  }
+  if (base != nullptr && owner == nullptr) owner = std::shared_ptr<void>(base, release);  // runs `release` if it throws
 
   // Pass 3: the placed tree, leaves pointing into the block (same traversal order).
   k = 0;
@@ -333,6 +385,27 @@ template <class T>
   return place(tree, dev, default_placement_resource(dev));
 }
 
+/// Places `tree` for `dev` in memory of `kind` (jaxlib's memory kinds, core/memory_kind.hpp),
+/// from `memory` (a pool of that kind: dm.memory(dev, kind), or default_memory(dev, kind)).
+/// `device` is place(tree, dev, memory). `pinned_host` and `host`: the leaves belong to `dev`
+/// (device_of gives `dev`, as a JAX array in the pinned_host memory space stays on its device)
+/// and their bytes lie in host memory, page-locked for pinned_host, so that a later place(t, dev)
+/// reads them directly at full speed and kernels on `dev` may read them through unified
+/// addressing; placing or bringing such a tree elsewhere copies from host memory. Finished on
+/// return. config_error for a kind `dev` cannot have in this build (see default_memory).
+template <class T>
+[[nodiscard]] auto place(const T& tree, device dev, memory_kind kind, device_memory& memory) {
+  if (kind == memory_kind::device) return place(tree, dev, memory);
+  const stream host_stream;  // unused by a copy to host memory
+  return detail::place_impl(tree, dev, host_stream, memory, detail::copy_completion::finished, true);
+}
+
+/// place in memory of `kind` from the process's pool of that kind (default_memory(dev, kind)).
+template <class T>
+[[nodiscard]] auto place(const T& tree, device dev, memory_kind kind) {
+  return place(tree, dev, kind, default_placement_resource(dev, kind));
+}
+
 /// The type `place` gives for a tree of type T.
 template <class T>
 using placed_t = decltype(place(std::declval<const T&>(), device{}));
@@ -375,7 +448,7 @@ template <class T>
         using L = std::remove_cvref_t<decltype(src)>;
         if constexpr (!detail::is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(src)), traits::device(src),
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(src)), detail::memory_device_of(src),
                            detail::owner_of(src), detail::mutable_bytes(dst),
                            traits::size(src) * sizeof(typename traits::element_type)});
         }

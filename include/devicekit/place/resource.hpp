@@ -7,11 +7,13 @@
 /// placement works with either. The memory of a placed tree goes back through `deallocate` when
 /// the last leaf that shares it is destroyed: the resource must outlive the placed tree.
 ///
-/// `default_placement_resource(device)` is what placement uses when given none: a caching host
-/// pool for cpu devices, a devicekit pool (memory/pool.hpp) for each cuda device, whose
-/// `device_pool()` gives its stats (both in place/detail/resources.hpp).
+/// `default_placement_resource(device[, kind])` is what placement uses when given none: the
+/// process's pool of that device and memory kind (default_memory, memory/registry.hpp), whose
+/// `stats()` and `live_allocations()` see the placements.
 #include <devicekit/core/device.hpp>
-#include <devicekit/place/detail/resources.hpp>
+#include <devicekit/core/memory_kind.hpp>
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/registry.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -28,12 +30,12 @@ concept placement_resource = requires(R& r, void* p, std::size_t bytes, std::siz
 /// gives, and enough for any vector load.
 inline constexpr std::size_t placement_alignment = 256;
 
-/// The resource placement uses for `dev` when none is given. Lives until the process exits.
-[[nodiscard]] inline detail::any_placement_resource& default_placement_resource(device dev) {
-  return detail::default_resource_for(dev);
+/// The resource placement uses for `dev` (and memory `kind`) when none is given: the process's
+/// pool (default_memory). Lives until the process exits.
+[[nodiscard]] inline device_memory& default_placement_resource(device dev, memory_kind kind = memory_kind::device) {
+  return default_memory(dev, kind);
 }
 
-static_assert(placement_resource<detail::any_placement_resource>);
-static_assert(placement_resource<detail::host_pool>);
+static_assert(placement_resource<device_memory>);
 
 }  // namespace devicekit

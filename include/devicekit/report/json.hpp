@@ -41,7 +41,10 @@ namespace devicekit {
           {"start_fraction", m.budget.start_fraction},
           {"budget_bytes", m.budget.budget_bytes},
           {"start_bytes", m.budget.start_bytes},
-          {"pool", m.pool ? to_json(*m.pool) : nlohmann::json(nullptr)}};
+          {"pool", m.pool ? to_json(*m.pool) : nlohmann::json(nullptr)},
+          {"scratch", {{"in_use_bytes", m.scratch_in_use_bytes},
+                       {"peak_bytes", m.scratch_peak_bytes},
+                       {"allocations", m.scratch_allocations}}}};
 }
 
 [[nodiscard]] inline nlohmann::json to_json(const device_properties& d, const cost_table& costs) {
@@ -172,6 +175,7 @@ namespace devicekit {
   const auto* host = r.memory_of(device::cpu());
   const bool host_listed = std::any_of(c.devices.begin(), c.devices.end(), [](const auto& d) { return d.id.is_cpu(); });
   j["host_memory"] = host != nullptr && !host_listed ? to_json(*host) : nlohmann::json(nullptr);
+  j["staging"] = r.staging ? to_json(*r.staging) : nlohmann::json(nullptr);
   return j;
 }
 

@@ -12,6 +12,8 @@
 #include <devicekit/memory/strategy.hpp>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <ostream>
@@ -66,12 +68,16 @@ struct recommendations {
   return r;
 }
 
-/// One device's memory in a report: how its budget is reached, and its pool's stats once the
-/// pool exists.
+/// One device's memory in a report: how its budget is reached, its pool's stats once the pool
+/// exists, and the scratch devicekit's own operations (CUB batched copies, NCCL collectives)
+/// took from the device's memory (devicekit::scratch_memory_stats).
 struct device_memory_info {
   device id;
   memory_budget budget;
   std::optional<pool_stats> pool;
+  std::size_t scratch_in_use_bytes = 0;
+  std::size_t scratch_peak_bytes = 0;
+  std::uint64_t scratch_allocations = 0;
 };
 
 struct device_report {
@@ -83,6 +89,9 @@ struct device_report {
   std::vector<std::string> environment_applied;
   cost_table costs;
   std::vector<device_memory_info> memory;  ///< per device (and cpu:0 when its pool exists)
+  /// The copy engine's pinned staging pool (devicekit::staging_memory_stats); none until a
+  /// transfer needed staging.
+  std::optional<pool_stats> staging;
   routing_info routing;
   std::vector<engine_info> engines = query_engines();
 
@@ -132,7 +141,17 @@ namespace detail {
   } else {
     s += "; pool not created yet";
   }
+  if (m.scratch_allocations > 0) {
+    s += "; scratch: " + format_bytes(m.scratch_in_use_bytes) + " in use (peak " + format_bytes(m.scratch_peak_bytes) +
+         ", " + std::to_string(m.scratch_allocations) + " allocations)";
+  }
   return s;
+}
+
+[[nodiscard]] inline std::string staging_line(const pool_stats& p) {
+  return format_bytes(p.allocated_bytes) + " in use (peak " + format_bytes(p.peak_allocated_bytes) + "), " +
+         format_bytes(p.reserved_bytes) + " reserved (peak " + format_bytes(p.peak_reserved_bytes) + "), " +
+         std::to_string(p.pending_stream_frees) + " frees pending on streams";
 }
 }  // namespace detail
 
@@ -213,6 +232,7 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
   if (const auto* m = r.memory_of(device::cpu()); m != nullptr && !host_listed) {
     os << "Host Memory: " << detail::memory_line(*m) << '\n';
   }
+  if (r.staging) os << "Pinned Staging: " << detail::staging_line(*r.staging) << '\n';
 }
 
 }  // namespace devicekit

@@ -21,7 +21,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/host_copy.hpp>
-#include <devicekit/place/detail/resources.hpp>
+#include <devicekit/memory/registry.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -75,8 +76,9 @@ struct copy_run {
 }
 
 /// Leaves below these sizes, in these numbers, go to one batched kernel instead of one
-/// cudaMemcpyAsync each (about 5-7 us per call): per the CUB measurements in the design notes,
-/// batching wins from tens of small buffers on and loses slightly for a few large ones.
+/// cudaMemcpyAsync each (about 5-7 us per call): cub::DeviceMemcpy::Batched is made for many
+/// small buffers (CUB documentation, DeviceMemcpy), and bench_place_cuda measures that batching
+/// wins from tens of small buffers on and loses slightly for a few large ones.
 inline constexpr std::size_t batched_copy_min_count = 16;
 inline constexpr std::size_t batched_copy_max_average_bytes = std::size_t{256} << 10;
 
@@ -175,46 +177,60 @@ inline constexpr std::size_t pinned_source_min_bytes = std::size_t{1} << 20;
   return attr.type == cudaMemoryTypeHost;
 }
 
-/// Pinned staging buffers of one size for one transfer. `next()` gives a buffer no queued copy
-/// uses any more: an idle one, the oldest one whose copy has completed, or a fresh one from the
-/// staging pool while fewer than `max_in_flight` bytes are out, so the host does not wait for a
-/// stream that is still busy with earlier work; past that it waits for the oldest. `used(b, ev)`
-/// hands a buffer back with the event after its last copy (the ring owns the event). The
-/// destructor returns every buffer to the pool, those still in use after their event; a buffer
-/// taken and not handed back goes back at once, so on an error path the caller first waits for
-/// the copies it queued.
+/// Pinned staging buffers of one size for one transfer, from the process's staging pool
+/// (staging_memory(), memory/registry.hpp). `next()` gives a buffer no queued copy uses any more:
+/// an idle one, the oldest one whose copy has completed, or a fresh one from the pool while fewer
+/// than `max_in_flight` bytes are out, so the host does not wait for a stream that is still busy
+/// with earlier work; past that it waits for the oldest. The pool's synchronous allocate hands
+/// out only blocks whose stream-ordered frees have completed, so the host may write a fresh
+/// buffer at once. `used(b, ev, s)` hands a buffer back with the event after its last copy (the
+/// ring owns the event) and the stream that copy was queued on. The destructor returns every
+/// buffer to the pool: those still in use with a stream-ordered free on their stream (RMM's and
+/// the CUDA stream-ordered allocator's rule: a free queued after the last use), the others at
+/// once; a buffer taken and not handed back goes back at once, so on an error path the caller
+/// first waits for the copies it queued.
 class staging_ring {
  public:
-  staging_ring(std::size_t buffer_bytes, std::size_t max_in_flight) noexcept
-      : bytes_(buffer_bytes), max_buffers_(std::max<std::size_t>(2, max_in_flight / std::max<std::size_t>(1, buffer_bytes))) {}
+  staging_ring(std::size_t buffer_bytes, std::size_t max_in_flight)
+      : pool_(&staging_memory()),
+        bytes_(buffer_bytes),
+        max_buffers_(std::max<std::size_t>(2, max_in_flight / std::max<std::size_t>(1, buffer_bytes))) {}
   staging_ring(const staging_ring&) = delete;
   staging_ring& operator=(const staging_ring&) = delete;
   ~staging_ring() {
-    auto& pool = staging_pool();
-    for (auto& [p, done] : busy_) pool.deallocate_after(p, bytes_, done);
-    for (std::byte* p : idle_) pool.deallocate(p, bytes_);
+    for (auto& b : busy_) {
+      if (cuda_calls_allowed()) (void)cudaEventDestroy(b.done);
+      try {
+        pool_->deallocate_async(b.p, bytes_, 256, b.stream);
+      } catch (...) {
+        // The free's event could not be recorded: wait for the copy, then free at once.
+        if (cuda_calls_allowed()) (void)cudaStreamSynchronize(b.stream);
+        free_now(b.p);
+      }
+    }
+    for (std::byte* p : idle_) free_now(p);
   }
 
   [[nodiscard]] std::byte* next() {
     if (idle_.empty() && !busy_.empty()) {
-      const cudaError_t r = cudaEventQuery(busy_.front().second);  // NotReady: a status, not the last error
+      const cudaError_t r = cudaEventQuery(busy_.front().done);  // NotReady: a status, not the last error
       if (r != cudaErrorNotReady || busy_.size() >= max_buffers_) {
-        if (r == cudaErrorNotReady) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(busy_.front().second));
-        (void)cudaEventDestroy(busy_.front().second);
-        idle_.push_back(busy_.front().first);
+        if (r == cudaErrorNotReady) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(busy_.front().done));
+        (void)cudaEventDestroy(busy_.front().done);
+        idle_.push_back(busy_.front().p);
         busy_.pop_front();
       }
     }
-    if (idle_.empty()) idle_.push_back(static_cast<std::byte*>(staging_pool().allocate(bytes_)));
+    if (idle_.empty()) idle_.push_back(static_cast<std::byte*>(pool_->allocate(bytes_)));
     std::byte* p = idle_.back();
     idle_.pop_back();
     taken_.push_back(p);
     return p;
   }
 
-  void used(std::byte* p, cudaEvent_t done) {
+  void used(std::byte* p, cudaEvent_t done, cudaStream_t s) {
     std::erase(taken_, p);
-    busy_.emplace_back(p, done);
+    busy_.push_back({p, done, s});
   }
 
   /// Buffers taken and not handed back become idle (their copies were not queued, or the caller
@@ -225,9 +241,24 @@ class staging_ring {
   }
 
  private:
+  struct busy_buffer {
+    std::byte* p;
+    cudaEvent_t done;
+    cudaStream_t stream;
+  };
+
+  void free_now(std::byte* p) noexcept {
+    try {
+      pool_->deallocate(p, bytes_);
+    } catch (...) {
+      // Only a foreign pointer or a wrong size throws, neither of which the ring can produce.
+    }
+  }
+
+  device_memory* pool_;
   std::size_t bytes_;
   std::size_t max_buffers_;
-  std::deque<std::pair<std::byte*, cudaEvent_t>> busy_;
+  std::deque<busy_buffer> busy_;
   std::vector<std::byte*> idle_;
   std::vector<std::byte*> taken_;
 };
@@ -306,7 +337,7 @@ inline void copy_staged_host_items_to_device(std::span<const copy_item> items, c
         bulk_copy(buf + to, items[k].src + from, n);
       });
       DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin + lo, buf, hi - lo, cudaMemcpyHostToDevice, s));
-      ring.used(buf, record_event(s));
+      ring.used(buf, record_event(s), s);
     }
   } catch (...) {
     // Copies queued before the failure still read their buffers (the one whose event was not
@@ -353,8 +384,9 @@ inline void copy_device_group_to_host(std::span<const copy_item> items, device d
   const std::size_t chunks = (total + chunk - 1) / chunk;
   const auto& st = placement_stream(dev);
   scoped_device on(dev.ordinal());
-  // Two buffers: a buffer is free again once the host has unpacked it (its copy had completed).
-  auto& pool = staging_pool();
+  // Two buffers: a buffer is free again once the host has unpacked it (its copy had completed), so
+  // both go back with synchronous frees.
+  device_memory& pool = staging_memory();
   std::byte* buf[2] = {static_cast<std::byte*>(pool.allocate(chunk)), nullptr};
   cudaEvent_t arrived[2] = {nullptr, nullptr};
   std::size_t run_cursor = 0;
@@ -420,12 +452,13 @@ inline void copy_device_items_to_host(std::span<const copy_item> items) {
 
 /// The host side of one batched copy (place/batched_copy.cuh launches the kernel): on the
 /// device of `s` (whatever the caller has current; restored after), the three tables (sources,
-/// destinations, sizes) go up through pinned staging and the kernel's scratch comes from that
-/// device's pool (default_device_pool), all in stream order, so nothing waits on the host and
-/// the scratch is cached: the driver's default pool, with its release threshold of 0, would hand
-/// it back to the system at every synchronisation (CUDA runtime API, cudaMemPoolAttrReleaseThreshold).
-/// `temp_bytes()` gives the kernel's scratch size; `launch(d_srcs, d_dsts, d_sizes, temp,
-/// temp_bytes)` queues the kernel on `s` and returns its error.
+/// destinations, sizes) go up through pinned staging (staging_memory()) and the kernel's scratch
+/// comes from that device's pool (default_memory(device), counted in scratch_memory_stats), all
+/// in stream order, so nothing waits on the host and the scratch is cached: the driver's default
+/// pool, with its release threshold of 0, would hand it back to the system at every
+/// synchronisation (CUDA runtime API, cudaMemPoolAttrReleaseThreshold). `temp_bytes()` gives the
+/// kernel's scratch size; `launch(d_srcs, d_dsts, d_sizes, temp, temp_bytes)` queues the kernel
+/// on `s` and returns its error.
 template <class TempBytes, class Launch>
 void batched_copy_plumbing(const void* const* srcs, void* const* dsts, const std::size_t* sizes, std::size_t count,
                            cudaStream_t s, TempBytes&& temp_bytes, Launch&& launch) {
@@ -439,39 +472,37 @@ void batched_copy_plumbing(const void* const* srcs, void* const* dsts, const std
   const std::size_t temp = temp_bytes();
   const std::size_t scratch_bytes = tables + temp;
 
-  auto& staging = staging_pool();
+  device_memory& staging = staging_memory();
   auto* host = static_cast<std::byte*>(staging.allocate(3 * array_bytes));
   std::memcpy(host, srcs, array_bytes);
   std::memcpy(host + array_bytes, dsts, array_bytes);
   std::memcpy(host + 2 * array_bytes, sizes, array_bytes);
 
-  device_memory& pool = default_device_pool(ordinal);
-  std::byte* dev = nullptr;
+  std::optional<scratch_block> scratch;
   try {
-    dev = static_cast<std::byte*>(pool.allocate_async(scratch_bytes, 256, s));
+    scratch.emplace(device::cuda(ordinal), scratch_bytes, s);
   } catch (...) {
     staging.deallocate(host, 3 * array_bytes);
     throw;
   }
+  auto* dev = static_cast<std::byte*>(scratch->get());
   const cudaError_t up = cudaMemcpyAsync(dev, host, 3 * array_bytes, cudaMemcpyHostToDevice, s);
   if (up != cudaSuccess) {
     staging.deallocate(host, 3 * array_bytes);
-    pool.deallocate_async(dev, scratch_bytes, 256, s);
+    scratch->release(s);
     DEVICEKIT_CUDA_CHECK(up);
   }
-  cudaEvent_t uploaded = nullptr;
   try {
-    uploaded = record_event(s);
+    staging.deallocate_async(host, 3 * array_bytes, 256, s);  // after the upload, in stream order
   } catch (...) {
     (void)cudaStreamSynchronize(s);  // the upload still reads the staging
     staging.deallocate(host, 3 * array_bytes);
-    pool.deallocate_async(dev, scratch_bytes, 256, s);
+    scratch->release(s);
     throw;
   }
-  staging.deallocate_after(host, 3 * array_bytes, uploaded);
   const cudaError_t run = launch(reinterpret_cast<const void* const*>(dev), reinterpret_cast<void* const*>(dev + array_bytes),
                                  reinterpret_cast<const std::size_t*>(dev + 2 * array_bytes), dev + tables, temp);
-  pool.deallocate_async(dev, scratch_bytes, 256, s);  // after the kernel, in stream order
+  scratch->release(s);  // after the kernel, in stream order
   DEVICEKIT_CUDA_CHECK(run);
 }
 
@@ -545,7 +576,7 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
       for_each_part(ranges, up_cursor, lo, hi, [&](std::size_t k, std::size_t at, std::size_t from_buf, std::size_t n) {
         DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(runs[k].dst + at, buf + from_buf, n, cudaMemcpyHostToDevice, s));
       });
-      ring.used(buf, record_event(s));
+      ring.used(buf, record_event(s), s);
     }
   } catch (...) {
     {
