@@ -39,28 +39,34 @@ struct entry {
   std::string name;
   std::string device;  ///< "cpu" or "cuda"
   std::string metric;
-  double value = 0;    ///< devicekit's figure, in `unit`
+  double value = 0;  ///< devicekit's figure, in `unit`
   std::string unit;
   std::string baseline;
   double baseline_value = 0;
-  double ratio = 0;    ///< baseline time / devicekit time (for non-time metrics: as documented)
+  double ratio = 0;  ///< baseline time / devicekit time (for non-time metrics: as documented)
   std::string note;
 };
 
 class report {
  public:
   void add(entry e) {
-    std::printf("%-48s %-5s %12.4f %-6s vs %-28s %12.4f  ratio %8.3f  %s\n", e.name.c_str(), e.device.c_str(),
-                e.value, e.unit.c_str(), e.baseline.c_str(), e.baseline_value, e.ratio, e.note.c_str());
+    std::printf("%-48s %-5s %12.4f %-6s vs %-28s %12.4f  ratio %8.3f  %s\n", e.name.c_str(), e.device.c_str(), e.value,
+                e.unit.c_str(), e.baseline.c_str(), e.baseline_value, e.ratio, e.note.c_str());
     entries_.push_back(std::move(e));
   }
   void write(const std::string& path) const {
     if (path.empty()) return;
     nlohmann::json out = nlohmann::json::array();
     for (const auto& e : entries_) {
-      out.push_back({{"name", e.name}, {"device", e.device}, {"metric", e.metric}, {"value", e.value},
-                     {"unit", e.unit}, {"baseline", e.baseline}, {"baseline_value", e.baseline_value},
-                     {"ratio", e.ratio}, {"note", e.note}});
+      out.push_back({{"name", e.name},
+                     {"device", e.device},
+                     {"metric", e.metric},
+                     {"value", e.value},
+                     {"unit", e.unit},
+                     {"baseline", e.baseline},
+                     {"baseline_value", e.baseline_value},
+                     {"ratio", e.ratio},
+                     {"note", e.note}});
     }
     std::ofstream(path) << out.dump(2) << "\n";
   }
@@ -71,9 +77,7 @@ class report {
 
 using clock = std::chrono::steady_clock;
 
-inline double seconds_since(clock::time_point t0) {
-  return std::chrono::duration<double>(clock::now() - t0).count();
-}
+inline double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
 /// Median of `samples` timings (seconds) of `fn`.
 template <class Fn>

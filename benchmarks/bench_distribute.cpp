@@ -109,7 +109,8 @@ void nccl_bandwidth(bool quick) {
   for (int g = 0; g < gpus; ++g) {
     dk::scoped_device on(g);
     DEVICEKIT_CUDA_CHECK(cudaMalloc(&buf[static_cast<std::size_t>(g)], count * sizeof(float)));
-    DEVICEKIT_CUDA_CHECK(cudaMalloc(&big[static_cast<std::size_t>(g)], count * sizeof(float) * static_cast<std::size_t>(gpus)));
+    DEVICEKIT_CUDA_CHECK(
+        cudaMalloc(&big[static_cast<std::size_t>(g)], count * sizeof(float) * static_cast<std::size_t>(gpus)));
     DEVICEKIT_CUDA_CHECK(cudaMemset(buf[static_cast<std::size_t>(g)], 0, count * sizeof(float)));
   }
   std::vector<std::vector<dk::leaf_span>> leaves, bigs;
@@ -199,8 +200,16 @@ int main(int argc, char** argv) {
     const int reps = opt.quick ? 5 : 20;  // calls per sample: one call is well under a millisecond
     std::vector<double> t_dk, t_loop;
     for (int i = 0; i < samples * 3; ++i) {
-      t_loop.push_back(timed(world, 1, [&] { for (int r = 0; r < reps; ++r) per_leaf_loop(); }) / reps);
-      t_dk.push_back(timed(world, 1, [&] { for (int r = 0; r < reps; ++r) dk::all_reduce(comm, tree); }) / reps);
+      t_loop.push_back(timed(world, 1,
+                             [&] {
+                               for (int r = 0; r < reps; ++r) per_leaf_loop();
+                             }) /
+                       reps);
+      t_dk.push_back(timed(world, 1,
+                           [&] {
+                             for (int r = 0; r < reps; ++r) dk::all_reduce(comm, tree);
+                           }) /
+                     reps);
     }
     const double dk_s = bench::median(t_dk), loop_s = bench::median(t_loop);
     // What the wire alone costs for the same bytes in one call: the ceiling of any bucketing.
@@ -220,8 +229,7 @@ int main(int argc, char** argv) {
       report.add({"distribute.allreduce_small_leaves.vs_per_leaf", "cpu", "time", dk_s * 1e3, "ms",
                   "one MPI_Allreduce per leaf", loop_s * 1e3, loop_s / dk_s,
                   "1000 x 1 KiB float leaves, 2 MPI processes; goal >= 5; one raw MPI_Allreduce of all 1000 KiB: " +
-                      fmt_ms(one_call) + " (ceiling " + fmt_fixed(loop_s / one_call) + "x)" +
-                      by_bucket});
+                      fmt_ms(one_call) + " (ceiling " + fmt_fixed(loop_s / one_call) + "x)" + by_bucket});
     }
   }
 

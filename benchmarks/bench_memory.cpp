@@ -136,8 +136,8 @@ void cpu_entries(bench::report& report, bool quick) {
     const double ops = static_cast<double>(t.operations);
     const double ns = r.ours / ops * 1e9;
     const double base_ns = r.base / ops * 1e9;
-    const std::string name =
-        n == sizes.front() ? "pool.random_allocations.vs_upstream" : "pool.random_allocations.vs_upstream.n" + std::to_string(n);
+    const std::string name = n == sizes.front() ? "pool.random_allocations.vs_upstream"
+                                                : "pool.random_allocations.vs_upstream.n" + std::to_string(n);
     report.add({name, "cpu", "ns (thread CPU time) per allocate or free, warm pool (median)", ns, "ns",
                 "host_resource (aligned operator new) alone", base_ns, r.base / r.ours,
                 "N=" + std::to_string(n) + ", sizes 1 B..1 MiB, " + std::to_string(t.operations) +
@@ -152,8 +152,9 @@ void cpu_entries(bench::report& report, bool quick) {
       const double ratio = static_cast<double>(s.peak_reserved_bytes) / static_cast<double>(s.peak_allocated_bytes);
       report.add({"pool.fragmentation", "cpu", "peak reserved / peak live bytes, fresh pool", ratio, "x",
                   "ideal (reserved = live)", 1.0, 1.0 / ratio,
-                  "N=" + std::to_string(n) + ": peak live " + fmt(static_cast<double>(s.peak_allocated_bytes) / (1 << 20)) +
-                      " MiB, peak reserved " + fmt(static_cast<double>(s.peak_reserved_bytes) / (1 << 20)) + " MiB in " +
+                  "N=" + std::to_string(n) + ": peak live " +
+                      fmt(static_cast<double>(s.peak_allocated_bytes) / (1 << 20)) + " MiB, peak reserved " +
+                      fmt(static_cast<double>(s.peak_reserved_bytes) / (1 << 20)) + " MiB in " +
                       std::to_string(s.upstream_allocations) + " chunks; goal <= 1.15"});
     }
   }
@@ -161,7 +162,8 @@ void cpu_entries(bench::report& report, bool quick) {
 
 #if DEVICEKIT_HAS_CUDA
 void gpu_entries(bench::report& report, bool quick) {
-  const std::vector<std::size_t> sizes = quick ? std::vector<std::size_t>{10'000} : std::vector<std::size_t>{10'000, 1'000, 100'000};
+  const std::vector<std::size_t> sizes =
+      quick ? std::vector<std::size_t>{10'000} : std::vector<std::size_t>{10'000, 1'000, 100'000};
   dk::check_cuda(cudaSetDevice(0), "cudaSetDevice(0)");
   cudaStream_t s = nullptr;
   dk::check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -169,7 +171,8 @@ void gpu_entries(bench::report& report, bool quick) {
   cudaMemPool_t driver_pool = nullptr;
   dk::check_cuda(cudaDeviceGetDefaultMemPool(&driver_pool, 0), "cudaDeviceGetDefaultMemPool");
   std::uint64_t keep = UINT64_MAX;
-  dk::check_cuda(cudaMemPoolSetAttribute(driver_pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  dk::check_cuda(cudaMemPoolSetAttribute(driver_pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                 "cudaMemPoolSetAttribute");
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess) dk::check_cuda(e, what);
   };
@@ -182,8 +185,8 @@ void gpu_entries(bench::report& report, bool quick) {
       const std::string suffix = n == sizes.front() ? "" : ".n" + std::to_string(n);
       auto ours_sync = [&] {
         return replay(
-            wall_seconds, t, [&](std::size_t b) { return pool.allocate(b); }, [&](void* p, std::size_t b) { pool.deallocate(p, b); },
-            [] {});
+            wall_seconds, t, [&](std::size_t b) { return pool.allocate(b); },
+            [&](void* p, std::size_t b) { pool.deallocate(p, b); }, [] {});
       };
       auto ours_stream = [&] {
         return replay(
@@ -191,7 +194,8 @@ void gpu_entries(bench::report& report, bool quick) {
             [&](void* p, std::size_t b) { pool.deallocate_async(p, b, 256, s); },
             [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
       };
-      auto add = [&](const std::string& base_name, const std::string& what, const pair_timing& r, const std::string& goal) {
+      auto add = [&](const std::string& base_name, const std::string& what, const pair_timing& r,
+                     const std::string& goal) {
         report.add({"pool.random_allocations.vs_" + base_name + suffix, "cuda",
                     "ns per allocate or free, warm pool (median)", r.ours / ops * 1e9, "ns", what, r.base / ops * 1e9,
                     r.base / r.ours,

@@ -51,24 +51,26 @@ std::pair<double, double> small_leaves_times(const bench::options& opt, dk::devi
   std::vector<double> ours;
   std::vector<double> base;
   for (int i = 0; i < samples; ++i) {
-    ours.push_back(bench::median_seconds(1, [&] {
-                     for (int r = 0; r < reps; ++r) {
-                       auto placed = dk::place(leaves, dk::device::cpu(), host_stream, pool);
-                       if (placed[1023].data() == nullptr) std::abort();
-                     }
-                   }) /
+    ours.push_back(bench::median_seconds(1,
+                                         [&] {
+                                           for (int r = 0; r < reps; ++r) {
+                                             auto placed = dk::place(leaves, dk::device::cpu(), host_stream, pool);
+                                             if (placed[1023].data() == nullptr) std::abort();
+                                           }
+                                         }) /
                    reps);
-    base.push_back(bench::median_seconds(1, [&] {
-                     for (int r = 0; r < reps; ++r) {
-                       std::vector<std::unique_ptr<std::byte[]>> copies;
-                       copies.reserve(leaves.size());
-                       for (const auto& l : leaves) {
-                         copies.emplace_back(new std::byte[l.size() * sizeof(float)]);
-                         std::memcpy(copies.back().get(), l.data(), l.size() * sizeof(float));
-                       }
-                       if (copies[1023] == nullptr) std::abort();
-                     }
-                   }) /
+    base.push_back(bench::median_seconds(1,
+                                         [&] {
+                                           for (int r = 0; r < reps; ++r) {
+                                             std::vector<std::unique_ptr<std::byte[]>> copies;
+                                             copies.reserve(leaves.size());
+                                             for (const auto& l : leaves) {
+                                               copies.emplace_back(new std::byte[l.size() * sizeof(float)]);
+                                               std::memcpy(copies.back().get(), l.data(), l.size() * sizeof(float));
+                                             }
+                                             if (copies[1023] == nullptr) std::abort();
+                                           }
+                                         }) /
                    reps);
   }
   return {bench::median(ours), bench::median(base)};
@@ -93,7 +95,8 @@ std::pair<double, double> warm_small_leaves_times(const char* self, bool quick) 
   waitpid(pid, &status, 0);
   double t = -1;
   double b = -1;
-  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || std::sscanf(buf, "%lf %lf", &t, &b) != 2) return {-1, -1};
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || std::sscanf(buf, "%lf %lf", &t, &b) != 2)
+    return {-1, -1};
   return {t, b};
 }
 
@@ -117,8 +120,8 @@ void cpu_entries(const bench::options& opt, bench::report& report, const char* s
                 "goal >= 1.5; the baseline page-faults its freed memory back every round (glibc trim)"});
     const auto [tw, bw] = warm_small_leaves_times(self, opt.quick);
     if (tw > 0 && bw > 0) {
-      report.add({"place.small_leaves.vs_per_leaf_copy.warm_malloc", "cpu", "time to place 1024 x 4 KiB", tw * 1e6, "us",
-                  "per-leaf new[] + memcpy (+ delete[]), malloc kept warm (fresh process)", bw * 1e6, bw / tw,
+      report.add({"place.small_leaves.vs_per_leaf_copy.warm_malloc", "cpu", "time to place 1024 x 4 KiB", tw * 1e6,
+                  "us", "per-leaf new[] + memcpy (+ delete[]), malloc kept warm (fresh process)", bw * 1e6, bw / tw,
                   "informational; ratio depends on where malloc puts the copies relative to their sources"});
     }
   }
@@ -189,7 +192,8 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
   DEVICEKIT_CUDA_CHECK(cudaFree(dev_a));
   DEVICEKIT_CUDA_CHECK(cudaFree(dev_b));
   auto of_h2d = [&](std::size_t bytes, double seconds) {
-    return std::to_string(static_cast<double>(bytes) / seconds / 1e9 / h2d_gbs).substr(0, 5) + " of the pinned H2D ceiling";
+    return std::to_string(static_cast<double>(bytes) / seconds / 1e9 / h2d_gbs).substr(0, 5) +
+           " of the pinned H2D ceiling";
   };
 
   {
@@ -224,13 +228,15 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
       auto placed = dk::place(pageable, gpu, s, res);
       s.synchronize();
     };
-    auto plain_copy = [&] { DEVICEKIT_CUDA_CHECK(cudaMemcpy(dev, plain.data(), plain.size(), cudaMemcpyHostToDevice)); };
+    auto plain_copy = [&] {
+      DEVICEKIT_CUDA_CHECK(cudaMemcpy(dev, plain.data(), plain.size(), cudaMemcpyHostToDevice));
+    };
     const auto [tp, bp, br] = bench::interleaved_medians(samples, ours_pageable, plain_copy, raw);
     report.add({"place.pageable.vs_raw_pinned_copy", "cuda", "time to place 4 x 64 MiB pageable, warm pool", tp * 1e3,
                 "ms", "one pinned cudaMemcpyAsync of 256 MiB", br * 1e3, br / tp,
                 "goal >= 0.85; " + of_h2d(4 * leaf_bytes, tp)});
-    report.add({"place.pageable.vs_plain_pageable_copy", "cuda", "time to place 4 x 64 MiB pageable, warm pool", tp * 1e3,
-                "ms", "cudaMemcpy of 256 MiB from pageable memory", bp * 1e3, bp / tp, "goal >= 1.5"});
+    report.add({"place.pageable.vs_plain_pageable_copy", "cuda", "time to place 4 x 64 MiB pageable, warm pool",
+                tp * 1e3, "ms", "cudaMemcpy of 256 MiB from pageable memory", bp * 1e3, bp / tp, "goal >= 1.5"});
 
     // What a user gets with no resource given (the default placement resource).
     auto& def = dk::default_placement_resource(gpu);
@@ -263,17 +269,19 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
       std::vector<void*> ptrs(leaves.size());
       for (std::size_t i = 0; i < leaves.size(); ++i) {
         DEVICEKIT_CUDA_CHECK(cudaMalloc(&ptrs[i], 4096));
-        DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(ptrs[i], leaves[i].data(), 4096, cudaMemcpyHostToDevice, s.native_handle()));
+        DEVICEKIT_CUDA_CHECK(
+            cudaMemcpyAsync(ptrs[i], leaves[i].data(), 4096, cudaMemcpyHostToDevice, s.native_handle()));
       }
       s.synchronize();
       for (void* p : ptrs) DEVICEKIT_CUDA_CHECK(cudaFree(p));
     };
     const auto [t, b, c] = bench::interleaved_medians(samples, ours, per_leaf, per_leaf_malloc);
-    report.add({"place.small_leaves.vs_per_leaf_copy", "cuda", "time to place 1024 x 4 KiB (pageable), warm pool", t * 1e6,
-                "us", "per-leaf cudaMemcpyAsync into a preallocated block", b * 1e6, b / t,
+    report.add({"place.small_leaves.vs_per_leaf_copy", "cuda", "time to place 1024 x 4 KiB (pageable), warm pool",
+                t * 1e6, "us", "per-leaf cudaMemcpyAsync into a preallocated block", b * 1e6, b / t,
                 "goal >= 20; " + of_h2d(leaves.size() * 4096, t)});
-    report.add({"place.small_leaves.vs_per_leaf_malloc_copy", "cuda", "time to place 1024 x 4 KiB (pageable), warm pool",
-                t * 1e6, "us", "per-leaf cudaMalloc + cudaMemcpyAsync (+ cudaFree)", c * 1e6, c / t, "informational"});
+    report.add({"place.small_leaves.vs_per_leaf_malloc_copy", "cuda",
+                "time to place 1024 x 4 KiB (pageable), warm pool", t * 1e6, "us",
+                "per-leaf cudaMalloc + cudaMemcpyAsync (+ cudaFree)", c * 1e6, c / t, "informational"});
     DEVICEKIT_CUDA_CHECK(cudaFree(block));
   }
 }

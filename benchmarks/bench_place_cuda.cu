@@ -26,8 +26,7 @@ namespace {
 
 __global__ void spin_kernel(long long cycles, int* sink) {
   const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
   if (threadIdx.x == 0 && blockIdx.x == 0) *sink = 1;
 }
 
@@ -54,7 +53,8 @@ void overlap_with(const bench::options& opt, bench::report& report, dk::device g
   std::vector<std::vector<float>> data(4, std::vector<float>(floats, 1.f));
   std::vector<const std::vector<float>*> source;
   for (int i = 0; i < batches; ++i) source.push_back(&data[static_cast<std::size_t>(i) % data.size()]);
-  auto deref = source | std::views::transform([](const std::vector<float>* p) -> const std::vector<float>& { return *p; });
+  auto deref =
+      source | std::views::transform([](const std::vector<float>* p) -> const std::vector<float>& { return *p; });
 
   auto copy_only = [&] {
     for (auto& b : dk::prefetch(deref, gpu, 2, res, consumer.native_handle())) (void)b;
@@ -118,9 +118,9 @@ void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
     }
     // The CUB kernel alone: the pointer tables and CUB's scratch staged once, outside the timing.
     std::size_t temp_bytes = 0;
-    DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, static_cast<const void* const*>(nullptr),
-                                                    static_cast<void* const*>(nullptr),
-                                                    static_cast<const std::size_t*>(nullptr), sh.count, s.native_handle()));
+    DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(
+        nullptr, temp_bytes, static_cast<const void* const*>(nullptr), static_cast<void* const*>(nullptr),
+        static_cast<const std::size_t*>(nullptr), sh.count, s.native_handle()));
     void* d_srcs = nullptr;
     void* d_dsts = nullptr;
     void* d_sizes = nullptr;
@@ -134,9 +134,9 @@ void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
     DEVICEKIT_CUDA_CHECK(cudaMemcpy(d_sizes, sizes.data(), sh.count * sizeof(std::size_t), cudaMemcpyHostToDevice));
 
     auto cub_only = [&] {
-      DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(d_temp, temp_bytes, static_cast<const void* const*>(d_srcs),
-                                                      static_cast<void* const*>(d_dsts),
-                                                      static_cast<const std::size_t*>(d_sizes), sh.count, s.native_handle()));
+      DEVICEKIT_CUDA_CHECK(cub::DeviceMemcpy::Batched(
+          d_temp, temp_bytes, static_cast<const void* const*>(d_srcs), static_cast<void* const*>(d_dsts),
+          static_cast<const std::size_t*>(d_sizes), sh.count, s.native_handle()));
       s.synchronize();
     };
     auto ours = [&] {  // what placement calls: tables staged per call, scratch stream-ordered
@@ -150,10 +150,10 @@ void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
       s.synchronize();
     };
     const auto [t, l, k] = bench::interleaved_medians(samples, ours, loop, cub_only);
-    const bool chosen = sh.count >= dk::detail::batched_copy_min_count &&
-                        sh.bytes <= dk::detail::batched_copy_max_average_bytes;
-    report.add({"place.batched_d2d.vs_per_leaf_memcpy." + std::to_string(sh.count) + "x" + std::to_string(sh.bytes >> 10) +
-                    "KiB",
+    const bool chosen =
+        sh.count >= dk::detail::batched_copy_min_count && sh.bytes <= dk::detail::batched_copy_max_average_bytes;
+    report.add({"place.batched_d2d.vs_per_leaf_memcpy." + std::to_string(sh.count) + "x" +
+                    std::to_string(sh.bytes >> 10) + "KiB",
                 "cuda", "time to copy the leaves into one block (dk::batched_copy)", t * 1e6, "us",
                 "one cudaMemcpyAsync per leaf", l * 1e6, l / t,
                 std::string(chosen ? "placement uses the batched copy here" : "placement uses per-leaf copies here") +

@@ -45,8 +45,8 @@ int main() try {
   dk::print_device_info(dm);
 
   // With an empty inventory the same manager type falls back to the CPU and says why.
-  manager fallback{dk::settings{},
-                   dk::first_available<inventory_detector, dk::cpu_detector>{inventory_detector{0}, dk::cpu_detector{}}};
+  manager fallback{dk::settings{}, dk::first_available<inventory_detector, dk::cpu_detector>{inventory_detector{0},
+                                                                                             dk::cpu_detector{}}};
   std::cout << "\nEmpty inventory: " << fallback.default_device() << " because " << fallback.fallback_reason() << "\n";
 
   // A detector list with no CPU fallback refuses to build a manager without devices.

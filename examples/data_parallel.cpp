@@ -187,7 +187,8 @@ int train(Comm& comm) {
   if (rank == 0) {
     std::printf("data_parallel: %d process(es), %zu replica(s) in each; gradients via %s\n", size,
                 std::max<std::size_t>(1, gpus_here.size()), reducer.engine().c_str());
-    if (gpus_here.size() > 1) std::printf("device assignment: %s\n", dm.plan({rows_per_batch, 2, 0}).assignment().str().c_str());
+    if (gpus_here.size() > 1)
+      std::printf("device assignment: %s\n", dm.plan({rows_per_batch, 2, 0}).assignment().str().c_str());
   }
 
   // Replicate the weights: rank 0 initialises, everyone receives the same.
@@ -211,7 +212,8 @@ int train(Comm& comm) {
     // Compute: one gradient tree per local replica, over its rows of this process's part.
     std::vector<gradients> local;
     if (gpus_here.size() > 1) {
-      for (const auto& share : dm.plan({mine, 2, 0}).shares) local.push_back(compute(m, part, share.begin, share.count));
+      for (const auto& share : dm.plan({mine, 2, 0}).shares)
+        local.push_back(compute(m, part, share.begin, share.count));
     } else {
       local.push_back(compute(m, part, 0, mine));
     }
@@ -233,7 +235,8 @@ int train(Comm& comm) {
   const auto& w_all = all.template get<"w">();
   const auto& b_all = all.template get<"b">();
   for (int r = 0; r < size; ++r) {
-    for (std::size_t f = 0; f < features; ++f) same = same && w_all[static_cast<std::size_t>(r) * features + f] == m.w[f];
+    for (std::size_t f = 0; f < features; ++f)
+      same = same && w_all[static_cast<std::size_t>(r) * features + f] == m.w[f];
     same = same && b_all[static_cast<std::size_t>(r)] == m.b;
   }
   const bool learned = last_loss < 0.1f * first_loss;

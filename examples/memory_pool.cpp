@@ -74,8 +74,8 @@ int main(int argc, char** argv) try {
 
   const dk::pool_stats s = memory.stats();
   std::cout << "Pool on " << dev << ": " << s.allocated_bytes << " bytes allocated (peak " << s.peak_allocated_bytes
-            << "), " << mib(s.reserved_bytes) << " reserved in " << s.chunk_count << " chunk(s), "
-            << s.allocation_count << " allocations served, fragmentation " << s.fragmentation << "\n";
+            << "), " << mib(s.reserved_bytes) << " reserved in " << s.chunk_count << " chunk(s), " << s.allocation_count
+            << " allocations served, fragmentation " << s.fragmentation << "\n";
   memory.trim();
   std::cout << "After trim(): " << mib(memory.stats().reserved_bytes) << " reserved\n";
 

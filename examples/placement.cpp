@@ -73,7 +73,8 @@ int main() try {
             << "\n\n";
 
   // 3. Prefetch a stream of batches (generated lazily), two ahead of the loop.
-  auto stream_of_batches = std::views::iota(1, 7) | std::views::transform([](int step) { return make_batch(32, step); });
+  auto stream_of_batches =
+      std::views::iota(1, 7) | std::views::transform([](int step) { return make_batch(32, step); });
   double checksum = 0;
   int steps = 0;
   for (auto& placed : dm.prefetch(stream_of_batches, 2)) {

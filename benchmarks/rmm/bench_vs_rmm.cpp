@@ -72,7 +72,8 @@ double replay(const trace& t, bench_rmm::allocator_iface& a, const std::vector<c
     }
   }
   for (const live_block& b : live) a.deallocate(b.p, b.bytes, streams[b.stream]);
-  for (int i = 0; i < t.streams; ++i) check(cudaStreamSynchronize(streams[static_cast<std::size_t>(i)]), "cudaStreamSynchronize");
+  for (int i = 0; i < t.streams; ++i)
+    check(cudaStreamSynchronize(streams[static_cast<std::size_t>(i)]), "cudaStreamSynchronize");
   return wall_seconds() - t0;
 }
 
@@ -193,10 +194,12 @@ int main(int argc, char** argv) {
     check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
 
     const std::vector<baseline> baselines = {
-        {"rmm_pool", std::string("rmm::mr::pool_memory_resource (RMM ") + bench_rmm::rmm_version() + "), initial 50% of free",
-         1.5, false},
-        {"rmm_arena", std::string("rmm::mr::arena_memory_resource (RMM ") + bench_rmm::rmm_version() + "), arena 50% of free",
-         1.5, false},
+        {"rmm_pool",
+         std::string("rmm::mr::pool_memory_resource (RMM ") + bench_rmm::rmm_version() + "), initial 50% of free", 1.5,
+         false},
+        {"rmm_arena",
+         std::string("rmm::mr::arena_memory_resource (RMM ") + bench_rmm::rmm_version() + "), arena 50% of free", 1.5,
+         false},
         {"cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, default pool, release threshold raised", 3.0, false},
         {"cub_caching", "cub::CachingDeviceAllocator(8, 3, 7, unlimited)", 3.0, false},
         {"cudaMalloc", "cudaMalloc / cudaFree", 100.0, true},
@@ -235,7 +238,8 @@ int main(int argc, char** argv) {
     }
     const auto s = ours.pool().stats();
     std::printf("devicekit pool after the run: peak allocated %.1f MiB, peak reserved %.1f MiB, %zu upstream chunks\n",
-                static_cast<double>(s.peak_allocated_bytes) / (1 << 20), static_cast<double>(s.peak_reserved_bytes) / (1 << 20),
+                static_cast<double>(s.peak_allocated_bytes) / (1 << 20),
+                static_cast<double>(s.peak_reserved_bytes) / (1 << 20),
                 static_cast<std::size_t>(s.upstream_allocations));
   }
   // The streams outlive every allocator that ordered work on them.

@@ -42,8 +42,6 @@ std::unique_ptr<allocator_iface> make_rmm_arena(std::size_t arena_bytes) {
       rmm::mr::arena_memory_resource(rmm::mr::cuda_memory_resource{}, arena_bytes));
 }
 
-const char* rmm_version() {
-  return RMM_VERSION;
-}
+const char* rmm_version() { return RMM_VERSION; }
 
 }  // namespace bench_rmm

@@ -97,7 +97,9 @@ struct global_manager_access;
 }
 
 template <class S>
-concept configures_pool = requires(const S& s, pool_config& c, const memory_budget& b) { s.configure_pool(c, b); };
+concept configures_pool = requires(const S& s, pool_config& c, const memory_budget& b) {
+  s.configure_pool(c, b);
+};
 }  // namespace detail
 
 /// A strategy policy that turns allocation tracking on for the manager's pools (source location
@@ -114,11 +116,14 @@ template <class Detector = first_available<cuda_detector, cpu_detector>, class S
           class Scheme = schemes::single_device>
 class device_manager {
   static_assert(device_detector<Detector>,
-                "device_manager: Detector must provide 'capabilities detect(const settings&) const' or 'capabilities detect() const'");
-  static_assert(memory_strategy<Strategy>,
-                "device_manager: Strategy must provide 'name()' and 'double fraction()' (see devicekit/memory/strategy.hpp)");
+                "device_manager: Detector must provide 'capabilities detect(const settings&) const' or 'capabilities "
+                "detect() const'");
+  static_assert(
+      memory_strategy<Strategy>,
+      "device_manager: Strategy must provide 'name()' and 'double fraction()' (see devicekit/memory/strategy.hpp)");
   static_assert(distribution_scheme<Scheme>,
-                "device_manager: Scheme must provide 'name()' and 'distribution_plan plan(const tree_summary&, std::span<const device>) const' (see devicekit/distribute/scheme.hpp)");
+                "device_manager: Scheme must provide 'name()' and 'distribution_plan plan(const tree_summary&, "
+                "std::span<const device>) const' (see devicekit/distribute/scheme.hpp)");
 
  public:
   using detector_type = Detector;
@@ -144,8 +149,8 @@ class device_manager {
 
   /// A manager with a strategy chosen at run time (managers whose Strategy is dynamic_strategy,
   /// such as the global one): settings and strategy from `cfg` (e.g. generative_model_preset).
-  explicit device_manager(const manager_config& cfg, Detector detector = Detector{}, Scheme scheme = Scheme{})
-    requires std::same_as<Strategy, dynamic_strategy>
+  explicit device_manager(const manager_config& cfg, Detector detector = Detector{},
+                          Scheme scheme = Scheme{}) requires std::same_as<Strategy, dynamic_strategy>
       : device_manager(cfg.config, std::move(detector), dynamic_strategy(cfg.strategy), std::move(scheme)) {}
 
   [[nodiscard]] const devicekit::capabilities& capabilities() const noexcept { return state_.caps; }
@@ -186,7 +191,8 @@ class device_manager {
   /// This process's devices as a device_list (global ids, process index, local hardware ids,
   /// device kinds) under process context `p` (default: the launcher's environment; one process
   /// without one). Gather the lists of all processes with device_list::gather for the global one.
-  [[nodiscard]] devicekit::device_list local_device_list(const process_context& p = process_context::from_environment()) const {
+  [[nodiscard]] devicekit::device_list local_device_list(
+      const process_context& p = process_context::from_environment()) const {
     std::vector<std::string> kinds;
     for (const auto& d : state_.caps.devices) kinds.push_back(d.name);
     return devicekit::device_list::local(devices(), p, kinds);
@@ -235,7 +241,8 @@ class device_manager {
   /// `tree` split along `axis` over this manager's devices (see place/shard.hpp).
   template <class T>
   [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) {
-    return devicekit::shard(tree, devices(), axis, policy, [this](device d) -> device_memory& { return placement_memory(d); });
+    return devicekit::shard(tree, devices(), axis, policy,
+                            [this](device d) -> device_memory& { return placement_memory(d); });
   }
   /// `tree` spread over this manager's devices as its scheme plans it (dm.plan): one placed
   /// tree per share, in plan order, as `per_device` (single_device: one; replicate: one per
@@ -263,12 +270,12 @@ class device_manager {
       for (std::size_t i = 0; i < p.shares.size(); ++i) {
         const auto& share = p.shares[i];
         if (share.whole || share.begin != next || share.padding != 0) {
-          throw config_error("distribute: scheme '" + std::string(scheme_.name()) + "' declares splits_batch, but share " +
-                             std::to_string(i) + " (" + share.dev.str() + ") " +
-                             (share.whole ? std::string("is a whole copy")
-                              : share.padding != 0
-                                  ? "asks for " + std::to_string(share.padding) + " padding row(s)"
-                                  : "starts at row " + std::to_string(share.begin) + " instead of " + std::to_string(next)) +
+          throw config_error("distribute: scheme '" + std::string(scheme_.name()) +
+                             "' declares splits_batch, but share " + std::to_string(i) + " (" + share.dev.str() + ") " +
+                             (share.whole          ? std::string("is a whole copy")
+                              : share.padding != 0 ? "asks for " + std::to_string(share.padding) + " padding row(s)"
+                                                   : "starts at row " + std::to_string(share.begin) + " instead of " +
+                                                         std::to_string(next)) +
                              "; row shares must cover the batch in order without padding (use basic_shard_batch"
                              "<uneven_batch::pad> for padding)");
         }
@@ -325,7 +332,8 @@ class device_manager {
     r.routing.platforms_source = state_.config.platforms_source();
     r.routing.preference = std::string(to_string(state_.config.get_prefer()));
     if (state_.config.has_device()) {
-      r.routing.default_device_choice = "requested: " + state_.config.get_device().str() + " (DEVICEKIT_DEVICE or settings)";
+      r.routing.default_device_choice =
+          "requested: " + state_.config.get_device().str() + " (DEVICEKIT_DEVICE or settings)";
     }
     auto add = [&](device d) {
       device_memory_info info{d, budget(d), std::nullopt};
@@ -666,8 +674,9 @@ class device_manager {
       throw config_error("no detector found a usable device: " +
                          (caps.fallback_reason.empty() ? std::string("no reason given") : caps.fallback_reason) +
                          (config.has_platforms()
-                            ? "; widen the platform list (" + detail::platform_list_text(config) + ") or add a detector for a listed platform"
-                            : std::string("; add cpu_detector to the detector list for a CPU fallback")));
+                              ? "; widen the platform list (" + detail::platform_list_text(config) +
+                                    ") or add a detector for a listed platform"
+                              : std::string("; add cpu_detector to the detector list for a CPU fallback")));
     }
     if (caps.devices.empty()) {
       for (int i = 0; i < caps.device_count; ++i) {

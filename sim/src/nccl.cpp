@@ -41,7 +41,7 @@ struct rendezvous {
 
 struct clique {
   int nranks = 0;
-  std::map<std::uint64_t, rendezvous> collectives;  ///< by sequence number
+  std::map<std::uint64_t, rendezvous> collectives;                                 ///< by sequence number
   std::map<std::pair<int, int>, std::deque<std::vector<unsigned char>>> channels;  ///< (from, to) -> messages
   bool aborted = false;
   int members = 0;  ///< communicators not yet destroyed
@@ -91,19 +91,25 @@ bool take_fault(state& g, int device, int& error) {
 void stall(state& g, std::unique_lock<std::mutex>& lock, clique& c, int rank, int device, int error) {
   if (error != 0) {
     c.async_error[static_cast<std::size_t>(rank)] = static_cast<ncclResult_t>(error);
-    c.async_text[static_cast<std::size_t>(rank)] =
-        "simulated asynchronous error on rank " + std::to_string(rank) + " (device " + std::to_string(device) +
-        "), injected by nccl_async_error_after or DEVICEKIT_SIM_NCCL_FAULT";
+    c.async_text[static_cast<std::size_t>(rank)] = "simulated asynchronous error on rank " + std::to_string(rank) +
+                                                   " (device " + std::to_string(device) +
+                                                   "), injected by nccl_async_error_after or DEVICEKIT_SIM_NCCL_FAULT";
   }
   while (!c.aborted && !g.stopping) nccl_cv.wait_for(lock, std::chrono::milliseconds(20));
 }
 
 std::size_t type_size(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
     default: return 0;
   }
 }
@@ -161,7 +167,8 @@ std::uint16_t float_to_bf16(float f) {
 template <class T>
 T combine(T a, T b, ncclRedOp_t op) {
   switch (op) {
-    case ncclSum: case ncclAvg: return static_cast<T>(a + b);
+    case ncclSum:
+    case ncclAvg: return static_cast<T>(a + b);
     case ncclProd: return static_cast<T>(a * b);
     case ncclMax: return std::max(a, b);
     case ncclMin: return std::min(a, b);
@@ -339,7 +346,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   std::vector<int> devs;
   for (int i = 0; i < ndev; ++i) {
     const int d = devlist != nullptr ? devlist[i] : i;
-    if (d < 0 || static_cast<std::size_t>(d) >= g.devices.size()) return invalid(nullptr, "ncclCommInitAll: invalid device");
+    if (d < 0 || static_cast<std::size_t>(d) >= g.devices.size())
+      return invalid(nullptr, "ncclCommInitAll: invalid device");
     if (std::find(devs.begin(), devs.end(), d) != devs.end()) {
       return invalid(nullptr, "ncclCommInitAll: duplicate device (NCCL needs one GPU per rank)");
     }
@@ -443,14 +451,16 @@ ncclResult_t ncclGroupEnd() {
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps) return invalid(comm, "ncclAllReduce: bad type or op");
-  return collective("ncclAllReduce", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
-    std::vector<const void*> in;
-    for (const auto& c : calls) in.push_back(c.send);
-    std::vector<unsigned char> result(count * type_size(datatype));
-    reduce_into(result.data(), in, count, datatype, op);
-    for (const auto& c : calls) std::memcpy(c.recv, result.data(), result.size());
-  });
+  if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps)
+    return invalid(comm, "ncclAllReduce: bad type or op");
+  return collective("ncclAllReduce", comm, stream, {sendbuff, recvbuff},
+                    [=](const std::vector<collective_call>& calls) {
+                      std::vector<const void*> in;
+                      for (const auto& c : calls) in.push_back(c.send);
+                      std::vector<unsigned char> result(count * type_size(datatype));
+                      reduce_into(result.data(), in, count, datatype, op);
+                      for (const auto& c : calls) std::memcpy(c.recv, result.data(), result.size());
+                    });
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -458,40 +468,47 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   if (comm == nullptr || root < 0 || root >= comm->group->nranks || type_size(datatype) == 0) {
     return invalid(comm, "ncclBroadcast: bad root or type");
   }
-  return collective("ncclBroadcast", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
-    const std::size_t bytes = count * type_size(datatype);
-    std::vector<unsigned char> data(static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send),
-                                    static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send) + bytes);
-    for (const auto& c : calls) std::memcpy(c.recv, data.data(), bytes);
-  });
+  return collective("ncclBroadcast", comm, stream, {sendbuff, recvbuff},
+                    [=](const std::vector<collective_call>& calls) {
+                      const std::size_t bytes = count * type_size(datatype);
+                      std::vector<unsigned char> data(
+                          static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send),
+                          static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send) + bytes);
+                      for (const auto& c : calls) std::memcpy(c.recv, data.data(), bytes);
+                    });
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   if (type_size(datatype) == 0) return invalid(comm, "ncclAllGather: bad type");
-  return collective("ncclAllGather", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
-    const std::size_t bytes = sendcount * type_size(datatype);
-    std::vector<unsigned char> all;
-    for (const auto& c : calls) {
-      all.insert(all.end(), static_cast<const unsigned char*>(c.send), static_cast<const unsigned char*>(c.send) + bytes);
-    }
-    for (const auto& c : calls) std::memcpy(c.recv, all.data(), all.size());
-  });
+  return collective("ncclAllGather", comm, stream, {sendbuff, recvbuff},
+                    [=](const std::vector<collective_call>& calls) {
+                      const std::size_t bytes = sendcount * type_size(datatype);
+                      std::vector<unsigned char> all;
+                      for (const auto& c : calls) {
+                        all.insert(all.end(), static_cast<const unsigned char*>(c.send),
+                                   static_cast<const unsigned char*>(c.send) + bytes);
+                      }
+                      for (const auto& c : calls) std::memcpy(c.recv, all.data(), all.size());
+                    });
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps) return invalid(comm, "ncclReduceScatter: bad type or op");
-  return collective("ncclReduceScatter", comm, stream, {sendbuff, recvbuff}, [=](const std::vector<collective_call>& calls) {
-    const std::size_t n = calls.size();
-    std::vector<const void*> in;
-    for (const auto& c : calls) in.push_back(c.send);
-    std::vector<unsigned char> result(n * recvcount * type_size(datatype));
-    reduce_into(result.data(), in, n * recvcount, datatype, op);
-    for (std::size_t r = 0; r < n; ++r) {
-      std::memcpy(calls[r].recv, result.data() + r * recvcount * type_size(datatype), recvcount * type_size(datatype));
-    }
-  });
+  if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps)
+    return invalid(comm, "ncclReduceScatter: bad type or op");
+  return collective("ncclReduceScatter", comm, stream, {sendbuff, recvbuff},
+                    [=](const std::vector<collective_call>& calls) {
+                      const std::size_t n = calls.size();
+                      std::vector<const void*> in;
+                      for (const auto& c : calls) in.push_back(c.send);
+                      std::vector<unsigned char> result(n * recvcount * type_size(datatype));
+                      reduce_into(result.data(), in, n * recvcount, datatype, op);
+                      for (std::size_t r = 0; r < n; ++r) {
+                        std::memcpy(calls[r].recv, result.data() + r * recvcount * type_size(datatype),
+                                    recvcount * type_size(datatype));
+                      }
+                    });
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -517,7 +534,8 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
       stall(global(), lock, *c, from, device, fault_error);
       return;
     }
-    std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff), static_cast<const unsigned char*>(sendbuff) + bytes);
+    std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff),
+                                   static_cast<const unsigned char*>(sendbuff) + bytes);
     std::lock_guard lock(global().m);
     c->channels[{from, peer}].push_back(std::move(msg));
     nccl_cv.notify_all();

@@ -57,8 +57,8 @@ void set_uuid(device_spec& d, int index) {
   for (int i = 0; i < 16; ++i) d.uuid_bytes[i] = static_cast<unsigned char>(0x5d + 17 * index + 29 * i);
   char text[64];
   const unsigned char* u = d.uuid_bytes;
-  std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
   d.uuid = text;
 }
 
@@ -68,7 +68,8 @@ void parse_uuid(device_spec& d, const std::string& text) {
     if (std::isxdigit(static_cast<unsigned char>(c))) hex += c;
   }
   if (hex.size() != 32) throw std::invalid_argument("uuid needs 32 hex digits");
-  for (int i = 0; i < 16; ++i) d.uuid_bytes[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  for (int i = 0; i < 16; ++i)
+    d.uuid_bytes[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   d.uuid = text;
 }
 
@@ -147,8 +148,7 @@ void configure(state& g) {
           try {
             a = std::stoi(pair.substr(0, gt));
             b = std::stoi(pair.substr(gt + 1));
-          } catch (...) {
-          }
+          } catch (...) {}
           if (gt == std::string::npos || a < 0 || b < 0 || a >= n || b >= n) {
             bad_config("DEVICEKIT_SIM_PEER: '" + pair + "' is not i>j with devices below " + std::to_string(n));
           }
@@ -163,7 +163,8 @@ void configure(state& g) {
   g.legacy.assign(static_cast<std::size_t>(n), nullptr);
   g.default_pool.assign(static_cast<std::size_t>(n), nullptr);
   if (const char* v = env("DEVICEKIT_SIM_SEED")) g.seed = std::strtoull(v, nullptr, 10);
-  if (const char* v = env("DEVICEKIT_SIM_MAX_DELAY_US")) g.max_delay_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  if (const char* v = env("DEVICEKIT_SIM_MAX_DELAY_US"))
+    g.max_delay_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
   if (const char* v = env("DEVICEKIT_SIM_FAIL")) {
     std::stringstream items(v);
     std::string item;
@@ -387,8 +388,8 @@ cudaError_t device_alloc(state& g, void** out, std::size_t size, int device, boo
   void* p = std::aligned_alloc(256, rounded);
   if (p == nullptr) return cudaErrorMemoryAllocation;
   std::memset(p, poison_new, rounded);
-  g.allocations[reinterpret_cast<std::uintptr_t>(p)] = {reinterpret_cast<std::uintptr_t>(p), n, mem_kind::device, device,
-                                                        from_pool, false};
+  g.allocations[reinterpret_cast<std::uintptr_t>(p)] = {
+      reinterpret_cast<std::uintptr_t>(p), n, mem_kind::device, device, from_pool, false};
   g.bytes_in_use[static_cast<std::size_t>(device)] += n;
   *out = p;
   (void)api;
@@ -579,10 +580,10 @@ std::size_t spinning_host_waits() {
 // --- the runtime API ------------------------------------------------------------------------------
 using namespace devicekit::cuda_sim::detail;
 
-#define SIM_ENTER(api)                               \
-  entry e_(api);                                     \
-  state& g = e_.g;                                   \
-  (void)g;                                           \
+#define SIM_ENTER(api) \
+  entry e_(api);       \
+  state& g = e_.g;     \
+  (void)g;             \
   if (e_.early != cudaSuccess) return fail(e_.early)
 
 extern "C" {
@@ -691,7 +692,8 @@ cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)
   if (pciBusId == nullptr || len <= 0) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, device)) return fail(cudaErrorInvalidDevice);
   // "[domain]:[bus]:[device].[function]" with a 4-digit domain, as the H100 run returned it.
-  std::snprintf(pciBusId, static_cast<std::size_t>(len), "0000:%02X:00.0", g.devices[static_cast<std::size_t>(device)].pci_bus);
+  std::snprintf(pciBusId, static_cast<std::size_t>(len), "0000:%02X:00.0",
+                g.devices[static_cast<std::size_t>(device)].pci_bus);
   return cudaSuccess;
 }
 
@@ -699,7 +701,8 @@ cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, in
   SIM_ENTER("cudaDeviceCanAccessPeer");
   if (canAccessPeer == nullptr) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, device) || !valid_device(g, peerDevice)) return fail(cudaErrorInvalidDevice);
-  *canAccessPeer = device != peerDevice && g.peer_possible[static_cast<std::size_t>(device)][static_cast<std::size_t>(peerDevice)];
+  *canAccessPeer =
+      device != peerDevice && g.peer_possible[static_cast<std::size_t>(device)][static_cast<std::size_t>(peerDevice)];
   return cudaSuccess;
 }
 
@@ -748,7 +751,9 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned 
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
+cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* pStream) {
+  return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
+}
 
 cudaError_t CUDARTAPI cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int /*priority*/) {
   return cudaStreamCreateWithFlags(pStream, flags);
@@ -919,8 +924,10 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   if (valid_device(g, tl_device)) bind_current(g);
   if (devPtr == nullptr) return cudaSuccess;
   allocation* a = find_allocation(g, devPtr);
-  if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device || a->free_pending) {
-    violation(g, "cudaFree", in_quarantine(g, devPtr) ? "a pointer freed twice" : "a pointer cudaMalloc did not return");
+  if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device ||
+      a->free_pending) {
+    violation(g, "cudaFree",
+              in_quarantine(g, devPtr) ? "a pointer freed twice" : "a pointer cudaMalloc did not return");
     return fail(cudaErrorInvalidValue);
   }
   // cudaFree synchronises: work still using the memory finishes first.
@@ -938,8 +945,8 @@ cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   const std::size_t n = std::max<std::size_t>(size, 1);
   void* p = std::aligned_alloc(4096, (n + 4095) & ~std::size_t{4095});
   if (p == nullptr) return fail(cudaErrorMemoryAllocation);
-  g.allocations[reinterpret_cast<std::uintptr_t>(p)] = {reinterpret_cast<std::uintptr_t>(p), n, mem_kind::pinned_host, -1,
-                                                        false, false};
+  g.allocations[reinterpret_cast<std::uintptr_t>(p)] = {
+      reinterpret_cast<std::uintptr_t>(p), n, mem_kind::pinned_host, -1, false, false};
   *ptr = p;
   return cudaSuccess;
 }
@@ -971,8 +978,8 @@ cudaError_t CUDARTAPI cudaHostRegister(void* ptr, size_t size, unsigned int /*fl
   SIM_ENTER("cudaHostRegister");
   if (ptr == nullptr || size == 0) return fail(cudaErrorInvalidValue);
   if (find_allocation(g, ptr) != nullptr) return fail(cudaErrorHostMemoryAlreadyRegistered);
-  g.allocations[reinterpret_cast<std::uintptr_t>(ptr)] = {reinterpret_cast<std::uintptr_t>(ptr), size,
-                                                          mem_kind::registered_host, -1, false, false};
+  g.allocations[reinterpret_cast<std::uintptr_t>(ptr)] = {
+      reinterpret_cast<std::uintptr_t>(ptr), size, mem_kind::registered_host, -1, false, false};
   return cudaSuccess;
 }
 
@@ -1144,7 +1151,8 @@ cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t /*minBytes
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc* descList, size_t count) {
+cudaError_t CUDARTAPI cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc* descList,
+                                           size_t count) {
   SIM_ENTER("cudaMemPoolSetAccess");
   pool_obj* p = resolve_pool(g, memPool, "cudaMemPoolSetAccess");
   if (p == nullptr || (descList == nullptr && count != 0)) return fail(cudaErrorInvalidValue);
@@ -1202,10 +1210,11 @@ cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t stream) {
   if (s == nullptr) return fail(err);
   if (devPtr == nullptr) return cudaSuccess;
   allocation* a = find_allocation(g, devPtr);
-  if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device || a->free_pending) {
-    violation(g, "cudaFreeAsync", in_quarantine(g, devPtr) || (a != nullptr && a->free_pending)
-                                      ? "a pointer freed twice"
-                                      : "a pointer no allocation call returned");
+  if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device ||
+      a->free_pending) {
+    violation(g, "cudaFreeAsync",
+              in_quarantine(g, devPtr) || (a != nullptr && a->free_pending) ? "a pointer freed twice"
+                                                                            : "a pointer no allocation call returned");
     return fail(cudaErrorInvalidValue);
   }
   a->free_pending = true;
@@ -1226,7 +1235,8 @@ cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t stream) {
 namespace {
 int sim_cuDeviceGet(int* device, int ordinal) {
   entry e("cuDeviceGet");
-  if (e.early != cudaSuccess || device == nullptr || !valid_device(e.g, ordinal)) return 101;  // CUDA_ERROR_INVALID_DEVICE
+  if (e.early != cudaSuccess || device == nullptr || !valid_device(e.g, ordinal))
+    return 101;  // CUDA_ERROR_INVALID_DEVICE
   *device = ordinal;
   return 0;
 }
@@ -1270,31 +1280,32 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char* symbol, void*
   if (name == "cuDeviceTotalMem") fn = reinterpret_cast<void*>(&sim_cuDeviceTotalMem);
   if (name == "cuCtxGetCurrent") fn = reinterpret_cast<void*>(&sim_cuCtxGetCurrent);
   *funcPtr = fn;
-  if (driverStatus != nullptr) *driverStatus = fn != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  if (driverStatus != nullptr)
+    *driverStatus = fn != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
 
 // --- errors ---------------------------------------------------------------------------------------
 
-#define SIM_ERROR_NAMES(X)                                                                                       \
-  X(cudaSuccess, "no error")                                                                                     \
-  X(cudaErrorInvalidValue, "invalid argument")                                                                   \
-  X(cudaErrorMemoryAllocation, "out of memory")                                                                  \
-  X(cudaErrorInitializationError, "initialization error")                                                        \
-  X(cudaErrorCudartUnloading, "driver shutting down")                                                            \
-  X(cudaErrorInvalidDevice, "invalid device ordinal")                                                            \
-  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                                   \
-  X(cudaErrorNotReady, "device not ready")                                                                       \
-  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                     \
-  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")                 \
-  X(cudaErrorPeerAccessUnsupported, "peer access is not supported between these two devices")                    \
-  X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                                         \
-  X(cudaErrorPeerAccessNotEnabled, "peer access has not been enabled")                                           \
-  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped")         \
-  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region")               \
-  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                                         \
-  X(cudaErrorLaunchFailure, "unspecified launch failure")                                                        \
-  X(cudaErrorNotSupported, "operation not supported")                                                            \
+#define SIM_ERROR_NAMES(X)                                                                               \
+  X(cudaSuccess, "no error")                                                                             \
+  X(cudaErrorInvalidValue, "invalid argument")                                                           \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                          \
+  X(cudaErrorInitializationError, "initialization error")                                                \
+  X(cudaErrorCudartUnloading, "driver shutting down")                                                    \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                                    \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                           \
+  X(cudaErrorNotReady, "device not ready")                                                               \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                             \
+  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")         \
+  X(cudaErrorPeerAccessUnsupported, "peer access is not supported between these two devices")            \
+  X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                                 \
+  X(cudaErrorPeerAccessNotEnabled, "peer access has not been enabled")                                   \
+  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped") \
+  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region")       \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                                 \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                                \
+  X(cudaErrorNotSupported, "operation not supported")                                                    \
   X(cudaErrorUnknown, "unknown error")
 
 const char* CUDARTAPI cudaGetErrorName(cudaError_t error) {

@@ -66,7 +66,7 @@ enum class mem_kind { device, pinned_host, registered_host };
 /// cudaHostRegister). Shared by the allocation and by each copy queued on it, so that a copy
 /// that outlives the allocation's record (a violation) still finds it.
 struct host_uses {
-  std::size_t pending = 0;        ///< copies queued or running, not yet complete
+  std::size_t pending = 0;         ///< copies queued or running, not yet complete
   void* free_when_done = nullptr;  ///< cudaFreeHost came first: std::free this after the last one
 };
 
@@ -76,7 +76,7 @@ struct allocation {
   mem_kind kind = mem_kind::device;
   int device = -1;
   bool from_pool = false;
-  bool free_pending = false;  ///< cudaFreeAsync queued, not yet run
+  bool free_pending = false;                  ///< cudaFreeAsync queued, not yet run
   std::shared_ptr<host_uses> uses = nullptr;  ///< pinned host memory: its queued copies (made at the first)
 };
 
@@ -106,13 +106,13 @@ struct state {
   std::vector<std::set<int>> peer_enabled;  ///< [device] = peers it can access
   std::vector<int> contexts;
   std::vector<std::size_t> bytes_in_use;
-  std::vector<stream_obj*> legacy;      ///< per device, made on first use
+  std::vector<stream_obj*> legacy;                                    ///< per device, made on first use
   std::map<std::pair<std::thread::id, int>, stream_obj*> per_thread;  ///< cudaStreamPerThread
-  std::vector<pool_obj*> default_pool;  ///< per device
-  std::set<stream_obj*> streams;        ///< every stream ever made (destroyed ones stay: handles never alias)
+  std::vector<pool_obj*> default_pool;                                ///< per device
+  std::set<stream_obj*> streams;  ///< every stream ever made (destroyed ones stay: handles never alias)
   std::set<event_obj*> events;
   std::set<pool_obj*> pools;
-  std::map<std::uintptr_t, allocation> allocations;  ///< by base address
+  std::map<std::uintptr_t, allocation> allocations;      ///< by base address
   std::deque<std::pair<void*, std::size_t>> quarantine;  ///< freed device memory, kept poisoned
   std::size_t quarantine_bytes = 0;
   std::uint64_t seed = 1;
@@ -121,7 +121,7 @@ struct state {
   std::map<std::string, int> calls;
   std::vector<std::string> violations;
   std::size_t expected_violations = 0;
-  std::size_t spinning_host_waits = 0;  ///< see spinning_host_waits() in control.hpp
+  std::size_t spinning_host_waits = 0;    ///< see spinning_host_waits() in control.hpp
   std::map<int, nccl_fault> nccl_faults;  ///< by device; one at a time, used once
 };
 

@@ -43,12 +43,12 @@ inline std::size_t env_number(const char* name, std::size_t fallback) {
 }
 
 struct model_options {
-  std::size_t ops = 0;                     ///< steps
-  std::size_t target_live = 0;             ///< allocate more often while fewer bytes are live
-  std::size_t max_bytes = 4u << 20;        ///< the largest request
-  int max_alignment_log2 = 16;             ///< alignments up to 2^this
-  std::size_t check_every = 4096;          ///< steps between full checks
-  std::uint64_t seed = 20240611;           ///< DEVICEKIT_MODEL_CHECK_SEED overrides it
+  std::size_t ops = 0;               ///< steps
+  std::size_t target_live = 0;       ///< allocate more often while fewer bytes are live
+  std::size_t max_bytes = 4u << 20;  ///< the largest request
+  int max_alignment_log2 = 16;       ///< alignments up to 2^this
+  std::size_t check_every = 4096;    ///< steps between full checks
+  std::uint64_t seed = 20240611;     ///< DEVICEKIT_MODEL_CHECK_SEED overrides it
 };
 
 template <class Backend>
@@ -59,8 +59,8 @@ class pool_model_check {
 
   /// Runs every step, frees what is left, and checks the pool is empty.
   void run() {
-    INFO("seed " << env_number("DEVICEKIT_MODEL_CHECK_SEED", opt_.seed) << " (set DEVICEKIT_MODEL_CHECK_SEED to replay), "
-                 << opt_.ops << " steps");
+    INFO("seed " << env_number("DEVICEKIT_MODEL_CHECK_SEED", opt_.seed)
+                 << " (set DEVICEKIT_MODEL_CHECK_SEED to replay), " << opt_.ops << " steps");
     for (std::size_t i = 0; i < opt_.ops; ++i) step(i);
     finish();
     CHECK(allocations_ > opt_.ops / 4);
@@ -162,9 +162,7 @@ class pool_model_check {
         REQUIRE_THROWS_AS(pool.deallocate(reinterpret_cast<void*>(it->first), it->second.bytes + 1), dk::invalid_free);
         break;
       }
-      default:
-        REQUIRE_THROWS_AS((void)pool.allocate(64, 3 * 256), dk::invalid_request);
-        break;
+      default: REQUIRE_THROWS_AS((void)pool.allocate(64, 3 * 256), dk::invalid_request); break;
     }
     REQUIRE(pool.stats() == before);
   }

@@ -47,7 +47,7 @@ class counting_upstream {
       throw std::bad_alloc();
     }
     if (bytes > s_->limit - std::min(s_->limit, s_->outstanding_bytes)) throw std::bad_alloc();
-    void* p = ::operator new(bytes, std::align_val_t{alignment});
+    void* p = ::operator new (bytes, std::align_val_t{alignment});
     s_->outstanding_bytes += bytes;
     ++s_->allocations;
     s_->chunk_sizes.push_back(bytes);
@@ -61,7 +61,7 @@ class counting_upstream {
     s_->live.erase(it);
     s_->outstanding_bytes -= bytes;
     ++s_->frees;
-    ::operator delete(p, std::align_val_t{alignment});
+    ::operator delete (p, std::align_val_t{alignment});
   }
   [[nodiscard]] dk::device get_device() const noexcept { return dk::device::cpu(); }
   friend bool operator==(const counting_upstream& a, const counting_upstream& b) noexcept { return a.s_ == b.s_; }
@@ -120,12 +120,15 @@ class event_upstream : public counting_upstream {
   void complete_events(dk::native_stream_handle only = reinterpret_cast<dk::native_stream_handle>(~std::uintptr_t{0})) {
     std::lock_guard lock(s_->mutex);
     for (auto& [id, done] : s_->events) {
-      if (only == reinterpret_cast<dk::native_stream_handle>(~std::uintptr_t{0}) || s_->event_stream[id] == only) done = true;
+      if (only == reinterpret_cast<dk::native_stream_handle>(~std::uintptr_t{0}) || s_->event_stream[id] == only)
+        done = true;
     }
   }
 };
 
-inline dk::native_stream_handle fake_stream(std::uintptr_t n) { return reinterpret_cast<dk::native_stream_handle>(n * 4096); }
+inline dk::native_stream_handle fake_stream(std::uintptr_t n) {
+  return reinterpret_cast<dk::native_stream_handle>(n * 4096);
+}
 
 static_assert(dk::upstream_resource<counting_upstream>);
 static_assert(!dk::stream_event_source<counting_upstream>);

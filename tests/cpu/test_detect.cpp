@@ -94,9 +94,9 @@ TEST_CASE("first_available keeps the first detector that finds a device", "[dete
   two_gpus.device_type = dk::device_kind::cuda;
   two_gpus.device_count = 2;
   two_gpus.gpu_count = 2;
-  const auto found = dk::first_available<dk::fixed_detector, dk::cpu_detector>{dk::fixed_detector{two_gpus},
-                                                                               dk::cpu_detector{}}
-                         .detect(dk::settings{});
+  const auto found = dk::first_available<dk::fixed_detector, dk::cpu_detector>{
+      dk::fixed_detector{two_gpus},
+      dk::cpu_detector{}}.detect(dk::settings{});
   CHECK(found.device_type == dk::device_kind::cuda);
   CHECK(found.device_count == 2);
   CHECK(found.fallback_reason.empty());
@@ -333,7 +333,8 @@ TEST_CASE("recommend_batch_size uses the detected hardware when given none", "[d
   CHECK(dk::batch_hardware(cpu) == dk::hardware_type::cpu);
 
   // The memory estimate lands in the recommendation and validate_batch_size then enforces it.
-  const auto rec = dk::recommend_batch_size(devicekit::testing::simulated_gpus(1), 64ull << 30, 256ull << 20, 4ull << 30);
+  const auto rec =
+      dk::recommend_batch_size(devicekit::testing::simulated_gpus(1), 64ull << 30, 256ull << 20, 4ull << 30);
   REQUIRE(rec.max_memory_batch_size.has_value());
   CHECK(*rec.max_memory_batch_size == 240);  // (64 GiB - 4 GiB) / 256 MiB
   CHECK(dk::recommend_batch_size(cpu, std::numeric_limits<std::uint64_t>::max(), 1).max_memory_batch_size ==

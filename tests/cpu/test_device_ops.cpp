@@ -33,8 +33,10 @@ std::optional<dk::device_mismatch> mismatch_of(const std::function<void()>& f) {
 }
 
 struct plain_resource {
-  void* allocate(std::size_t bytes, std::size_t alignment) { return ::operator new(bytes, std::align_val_t{alignment}); }
-  void deallocate(void* p, std::size_t, std::size_t alignment) { ::operator delete(p, std::align_val_t{alignment}); }
+  void* allocate(std::size_t bytes, std::size_t alignment) {
+    return ::operator new (bytes, std::align_val_t{alignment});
+  }
+  void deallocate(void* p, std::size_t, std::size_t alignment) { ::operator delete (p, std::align_val_t{alignment}); }
 };
 
 }  // namespace
@@ -53,15 +55,16 @@ TEST_CASE("peer access is between two cuda devices: a cpu device is a config_err
   const auto cpu = dk::device::cpu();
   const auto gpu = dk::device::cuda(0);
   CHECK_THROWS_AS((void)dk::can_access_peer(cpu, gpu), dk::config_error);
-  CHECK_THROWS_WITH((void)dk::can_access_peer(cpu, gpu),
-                    Contains("can_access_peer(cpu:0, cuda:0)") && Contains("peer access is between two cuda devices") &&
-                        Contains("cpu:0 is the host"));
+  CHECK_THROWS_WITH((void)dk::can_access_peer(cpu, gpu), Contains("can_access_peer(cpu:0, cuda:0)") &&
+                                                             Contains("peer access is between two cuda devices") &&
+                                                             Contains("cpu:0 is the host"));
   CHECK_THROWS_AS(dk::enable_peer_access(gpu, cpu), dk::config_error);
   CHECK_THROWS_WITH(dk::enable_peer_access(gpu, cpu), Contains("enable_peer_access(cuda:0, cpu:0)"));
   CHECK_THROWS_AS(dk::enable_peer_access(cpu, cpu), dk::config_error);
 }
 
-TEST_CASE("a cuda ordinal the process does not see is a config_error for every device-wide call", "[core][device_ops]") {
+TEST_CASE("a cuda ordinal the process does not see is a config_error for every device-wide call",
+          "[core][device_ops]") {
   const auto missing = dk::device::cuda(4096);
   const auto negative = dk::device(dk::device_kind::cuda, -1);
   // (Catch2 matchers combined with && hold references: each is built in the check itself.)

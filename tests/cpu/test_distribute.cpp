@@ -180,7 +180,8 @@ TEST_CASE("validate_plan catches a custom scheme's bad share", "[distribute][sch
   CHECK_THROWS_WITH(dk::validate_plan(p, t, four_gpus, "mine"), Catch::Contains("scheme 'mine', share 0 (cuda:7)"));
   CHECK_THROWS_WITH(dk::validate_plan(p, t, four_gpus, "mine"), Catch::Contains("not one of the manager's devices"));
   dk::distribution_plan rows{{{dk::device::cuda(0), false, 3, 2, 0}}};
-  CHECK_THROWS_WITH(dk::validate_plan(rows, t, four_gpus, "mine"), Catch::Contains("rows [3, 5) fall outside the batch of 4"));
+  CHECK_THROWS_WITH(dk::validate_plan(rows, t, four_gpus, "mine"),
+                    Catch::Contains("rows [3, 5) fall outside the batch of 4"));
   CHECK_NOTHROW(dk::validate_plan(first_half::plan(t, four_gpus), t, four_gpus, "first_half"));
 }
 
@@ -197,7 +198,8 @@ TEST_CASE("local rank from the launcher's environment, in order of precedence", 
     CHECK(r->source == "LOCAL_RANK");
   }
   {
-    const dk::testing::scoped_env e1("LOCAL_RANK", "2"), e2("SLURM_LOCALID", "1"), e3("OMPI_COMM_WORLD_LOCAL_RANK", "3");
+    const dk::testing::scoped_env e1("LOCAL_RANK", "2"), e2("SLURM_LOCALID", "1"),
+        e3("OMPI_COMM_WORLD_LOCAL_RANK", "3");
     auto r = dk::local_rank_from_environment();
     REQUIRE(r);
     CHECK(r->rank == 3);
@@ -220,7 +222,7 @@ TEST_CASE("assign_device: visible[local_rank % n], overridden by settings", "[di
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{0, "test"}) == dk::device::cuda(0));
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{1, "test"}) == dk::device::cuda(1));
   CHECK(dk::assign_device(two, {}, dk::local_rank_info{5, "test"}) == dk::device::cuda(1));  // 4 ranks per 2 GPUs
-  CHECK(dk::assign_device(two) == dk::device::cuda(0));  // no launcher: the first
+  CHECK(dk::assign_device(two) == dk::device::cuda(0));                                      // no launcher: the first
   {
     const dk::testing::scoped_env e("OMPI_COMM_WORLD_LOCAL_RANK", "3");
     CHECK(dk::assign_device(two) == dk::device::cuda(1));
@@ -236,8 +238,8 @@ TEST_CASE("assign_device: visible[local_rank % n], overridden by settings", "[di
 }
 
 TEST_CASE("device_assignment: replica x computation table, printed and serialised", "[distribute][assignment]") {
-  const auto a = dk::device_assignment::create({{dk::device::cuda(0), dk::device::cuda(1)},
-                                                {dk::device::cuda(2), dk::device::cuda(3)}});
+  const auto a = dk::device_assignment::create(
+      {{dk::device::cuda(0), dk::device::cuda(1)}, {dk::device::cuda(2), dk::device::cuda(3)}});
   CHECK(a.replica_count() == 2);
   CHECK(a.computation_count() == 2);
   CHECK(a.at(1, 0) == dk::device::cuda(2));
@@ -453,7 +455,8 @@ TEST_CASE("the communicator façade: rank, size, memory, and one leaf list per l
   CHECK(ga == a);
   CHECK(gb == b);
   const std::vector<std::vector<dk::leaf_span>> two = {{dk::leaf_span::of(a)}, {dk::leaf_span::of(b)}};
-  CHECK_THROWS_WITH(comm.all_reduce(two), Catch::Contains("self_communicator::all_reduce: 2 leaf lists for 1 local ranks"));
+  CHECK_THROWS_WITH(comm.all_reduce(two),
+                    Catch::Contains("self_communicator::all_reduce: 2 leaf lists for 1 local ranks"));
   comm.barrier();
 }
 
@@ -469,7 +472,8 @@ TEST_CASE("self communicator: argument errors name the problem", "[distribute][c
   float x[2] = {1, 2};
   std::tuple<dk::device_array<float>> on_gpu{dk::device_array<float>::view(x, 2, dk::device::cuda(0))};
   CHECK_THROWS_WITH(dk::all_reduce(comm, on_gpu), Catch::Contains("leaf '[0]' is in cuda:0 memory"));
-  CHECK_THROWS_WITH(comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(in)}, 1), Catch::Contains("root 1 is not a rank"));
+  CHECK_THROWS_WITH(comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(in)}, 1),
+                    Catch::Contains("root 1 is not a rank"));
 }
 
 TEST_CASE("tree structure hashes: same structure, same hash; other names or lengths, another", "[distribute][leaf]") {
@@ -500,8 +504,9 @@ TEST_CASE("the manager plans with its scheme and reports the device assignment",
   CHECK(p.shares[2].begin == 5);
   std::ostringstream os;
   dk::print_device_info(dm, os);
-  CHECK_THAT(os.str(), Catch::Contains("Distribution: shard_batch") &&
-                           Catch::Contains("Device Assignment: 3 replicas x 1 computation: [[cuda:1], [cuda:0], [cuda:2]]"));
+  CHECK_THAT(os.str(),
+             Catch::Contains("Distribution: shard_batch") &&
+                 Catch::Contains("Device Assignment: 3 replicas x 1 computation: [[cuda:1], [cuda:0], [cuda:2]]"));
 
   const auto j = dk::to_json(dm.report());
   CHECK(j["device_assignment"]["replicas"] == 3);
@@ -572,7 +577,7 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
   }
   SECTION("replicate: a copy per device") {
     dk::device_manager<dk::fixed_detector, dk::balanced, dk::schemes::replicate> dm{dk::settings{},
-                                                                                   dk::fixed_detector{two_cpus()}};
+                                                                                    dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     REQUIRE(d.size() == 2);
     CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(0), dk::device::cpu(1)});
@@ -580,7 +585,7 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
   }
   SECTION("shard_batch (ragged): 5 rows as 3 + 2") {
     dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch> dm{dk::settings{},
-                                                                            dk::fixed_detector{two_cpus()}};
+                                                                             dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     REQUIRE(d.size() == 2);
     CHECK(d.valid == std::vector<std::size_t>{3, 2});
@@ -595,8 +600,7 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
     CHECK(dm.distribute(make_batch(4)).valid == std::vector<std::size_t>{2, 2});
   }
   SECTION("shard_batch with padding") {
-    dk::device_manager<dk::fixed_detector, dk::balanced,
-                       dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::pad>>
+    dk::device_manager<dk::fixed_detector, dk::balanced, dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::pad>>
         dm{dk::settings{}, dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     CHECK(d.pad == 1);
@@ -604,7 +608,7 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
   }
   SECTION("a custom scheme") {
     dk::device_manager<dk::fixed_detector, dk::balanced, whole_on_second> dm{dk::settings{},
-                                                                            dk::fixed_detector{two_cpus()}};
+                                                                             dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(1)});
   }
@@ -647,7 +651,7 @@ struct swapped_rows {
 TEST_CASE("dm.distribute places a custom scheme's own row split", "[distribute][manager][split]") {
   const batch b = make_batch(9);
   dk::device_manager<dk::fixed_detector, dk::balanced, one_five_three> dm{dk::settings{},
-                                                                         dk::fixed_detector{two_cpus()}};
+                                                                          dk::fixed_detector{two_cpus()}};
   const auto d = dm.distribute(b);
   REQUIRE(d.size() == 3);
   CHECK(d.valid == std::vector<std::size_t>{1, 5, 3});
@@ -657,12 +661,12 @@ TEST_CASE("dm.distribute places a custom scheme's own row split", "[distribute][
   CHECK(host_values(d[2].template get<"x">()) == std::vector<float>{6.5f, 7.5f, 8.5f});
 
   dk::device_manager<dk::fixed_detector, dk::balanced, drops_rows> short_dm{dk::settings{},
-                                                                           dk::fixed_detector{two_cpus()}};
+                                                                            dk::fixed_detector{two_cpus()}};
   CHECK_THROWS_AS((void)short_dm.distribute(b), dk::config_error);
   CHECK_THROWS_WITH((void)short_dm.distribute(b),
                     Catch::Contains("'drops_rows'") && Catch::Contains("sum to 4 rows, but the batch has 9"));
   dk::device_manager<dk::fixed_detector, dk::balanced, swapped_rows> swapped_dm{dk::settings{},
-                                                                               dk::fixed_detector{two_cpus()}};
+                                                                                dk::fixed_detector{two_cpus()}};
   CHECK_THROWS_WITH((void)swapped_dm.distribute(b),
                     Catch::Contains("share 0 (cpu:0) starts at row 4 instead of 0") && Catch::Contains("in order"));
 }

@@ -60,9 +60,9 @@ TEST_CASE("a simulated multi-GPU machine: devices, default device, properties", 
 
   simulated_manager second{dk::settings{}.set_device(dk::device::cuda(2)), dk::fixed_detector{simulated_gpus(4)}};
   CHECK(second.default_device() == dk::device::cuda(2));
-  CHECK_THROWS_WITH((simulated_manager{dk::settings{}.set_device(dk::device::cuda(7)),
-                                       dk::fixed_detector{simulated_gpus(2)}}),
-                    Catch::Contains("requested default device cuda:7 is not available; available: cuda:0, cuda:1"));
+  CHECK_THROWS_WITH(
+      (simulated_manager{dk::settings{}.set_device(dk::device::cuda(7)), dk::fixed_detector{simulated_gpus(2)}}),
+      Catch::Contains("requested default device cuda:7 is not available; available: cuda:0, cuda:1"));
 }
 
 TEST_CASE("a custom detector that only gives counts still yields a device list", "[manager]") {
@@ -109,14 +109,16 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   auto& dm = dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
   CHECK(dm.memory_fraction() == 0.90);
   const std::uint64_t total = dm.budget(dk::device::cpu()).total_bytes;
-  CHECK(dm.budget(dk::device::cpu()).budget_bytes == dk::budget_for(dk::aggressive{}, dk::device_kind::cpu, total).budget_bytes);
+  CHECK(dm.budget(dk::device::cpu()).budget_bytes ==
+        dk::budget_for(dk::aggressive{}, dk::device_kind::cpu, total).budget_bytes);
   CHECK(dm.report().strategy.name == "aggressive");
 
   // The same object, re-initialised: the budget follows the new strategy.
   auto& again = dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::conservative{})});
   CHECK(&again == &dm);
   CHECK(dm.memory_fraction() == 0.60);
-  CHECK(dm.budget(dk::device::cpu()).budget_bytes == dk::budget_for(dk::conservative{}, dk::device_kind::cpu, total).budget_bytes);
+  CHECK(dm.budget(dk::device::cpu()).budget_bytes ==
+        dk::budget_for(dk::conservative{}, dk::device_kind::cpu, total).budget_bytes);
   CHECK(dm.memory(dk::device::cpu()).stats().max_size == dm.budget(dk::device::cpu()).budget_bytes);
 
   // Without force_reinit nothing changes.
@@ -142,10 +144,10 @@ TEST_CASE("the text report shows what print_device_info has always shown", "[rep
   std::ostringstream os;
   dk::print_device_info(dm, os, true);
   const std::string text = os.str();
-  for (const char* line : {"Backend: cuda", "Device Type: cuda", "Device Count: 2", "GPU Count: 2",
-                           "Memory Strategy: aggressive", "Memory Fraction: 0.90", "Default Device: cuda:0",
-                           "Compute Capability: 9.0", "Distribution: shard_batch", "cuda:1  NVIDIA H100 80GB HBM3",
-                           "UUID: GPU-", "Peer Access: cuda:1", "$0.50/h"}) {
+  for (const char* line :
+       {"Backend: cuda", "Device Type: cuda", "Device Count: 2", "GPU Count: 2", "Memory Strategy: aggressive",
+        "Memory Fraction: 0.90", "Default Device: cuda:0", "Compute Capability: 9.0", "Distribution: shard_batch",
+        "cuda:1  NVIDIA H100 80GB HBM3", "UUID: GPU-", "Peer Access: cuda:1", "$0.50/h"}) {
     INFO(line);
     CHECK(text.find(line) != std::string::npos);
   }
@@ -199,7 +201,7 @@ TEST_CASE("the process's memory registry hands out one pool per device and kind"
   dk::device_memory& host = dk::default_memory(dk::device::cpu());
   CHECK(&host == &dk::default_memory(dk::device::cpu()));
   CHECK(&host == &dk::default_memory(dk::device::cpu(), dk::memory_kind::host));
-  CHECK(&host == &dk::default_memory(dk::device::cpu(3)));              // every cpu ordinal is the host
+  CHECK(&host == &dk::default_memory(dk::device::cpu(3)));                          // every cpu ordinal is the host
   CHECK(&host == &dk::default_memory(dk::device::cuda(0), dk::memory_kind::host));  // host memory is the host's
   CHECK(host.get_device() == dk::device::cpu());
   CHECK(&host == &dk::default_placement_resource(dk::device::cpu()));
@@ -231,7 +233,8 @@ TEST_CASE("pinned_host memory without a usable GPU is refused with what to do in
 #endif
 }
 
-TEST_CASE("the global manager's pools are the process's; re-initialising replaces them", "[manager][global][registry]") {
+TEST_CASE("the global manager's pools are the process's; re-initialising replaces them",
+          "[manager][global][registry]") {
   const auto cpu_only = dk::settings{}.set_prefer(dk::device_preference::cpu);
   auto& dm = dk::default_manager(cpu_only, true);
   dk::device_memory& first = dm.memory(dk::device::cpu());
@@ -272,15 +275,17 @@ TEST_CASE("the default device follows the local rank as the communicators' assig
   if (!dk::local_rank_from_environment()) CHECK(one.default_device() == dk::device::cuda(0));  // one process: unchanged
   simulated_manager asked{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{simulated_gpus(2)}};
   CHECK(asked.default_device() == dk::device::cuda(1));
-  CHECK_THROWS_WITH((simulated_manager{dk::settings{}.set_device(dk::device::cuda(5)), dk::fixed_detector{simulated_gpus(2)}}),
-                    Catch::Contains("requested default device cuda:5 is not available"));
+  CHECK_THROWS_WITH(
+      (simulated_manager{dk::settings{}.set_device(dk::device::cuda(5)), dk::fixed_detector{simulated_gpus(2)}}),
+      Catch::Contains("requested default device cuda:5 is not available"));
 }
 
 TEST_CASE("the report shows the staging pool and each device's scratch", "[manager][report][registry]") {
   simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
   auto r = dm.report();
   REQUIRE(r.memory_of(dk::device::cuda(0)) != nullptr);
-  CHECK(r.memory_of(dk::device::cuda(0))->scratch_allocations == dk::scratch_memory_stats(dk::device::cuda(0)).allocations);
+  CHECK(r.memory_of(dk::device::cuda(0))->scratch_allocations ==
+        dk::scratch_memory_stats(dk::device::cuda(0)).allocations);
   // Figures as a process with staging and scratch in use would have them.
   r.staging = dk::pool_stats{};
   r.staging->allocated_bytes = std::size_t{3} << 20;

@@ -87,8 +87,8 @@ TEST_CASE("a budget is the fraction of total memory less the context headroom", 
   CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 2ull << 30) == (256ull << 20));
   CHECK(dk::default_headroom_bytes(dk::device_kind::cpu, 64ull << 30) == 0);
   CHECK(dk::budget_for(dk::aggressive{}, dk::device_kind::cuda, 80ull << 30).headroom_bytes == (512ull << 20));
-  CHECK(dk::budget_for(dk::with_headroom<dk::balanced, (1ull << 30)>{}, dk::device_kind::cuda, 80ull << 30).budget_bytes ==
-        (59ull << 30));
+  CHECK(dk::budget_for(dk::with_headroom<dk::balanced, (1ull << 30)>{}, dk::device_kind::cuda, 80ull << 30)
+            .budget_bytes == (59ull << 30));
   CHECK(dk::budget_for(dk::balanced{}, dk::device_kind::cpu, 64ull << 30).budget_bytes == (48ull << 30));
 }
 
@@ -128,8 +128,9 @@ TEST_CASE("model-size and generative presets return a strategy", "[memory][strat
   CHECK_FALSE(cpu.mixed_precision);
   CHECK(cpu.compute_dtype == "fp32");
   // A strategy chosen at run time drives a manager like a stock one.
-  dk::device_manager<dk::fixed_detector, dk::dynamic_strategy> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)},
-                                                                  dk::dynamic_strategy{dk::strategy_for_model_size(150'000'000)}};
+  dk::device_manager<dk::fixed_detector, dk::dynamic_strategy> dm{
+      dk::settings{}, dk::fixed_detector{host_with(64 * MiB)},
+      dk::dynamic_strategy{dk::strategy_for_model_size(150'000'000)}};
   CHECK(dm.memory_fraction() == 0.90);
 }
 
@@ -260,7 +261,8 @@ TEST_CASE("the pool grows by chunks sized by min_chunk_size and growth_factor", 
     CHECK_THROWS_AS(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg), dk::config_error);
     cfg = test_config();
     cfg.small_size_limit = 4 * MiB;
-    CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg), Catch::Contains("small_size_limit"));
+    CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg),
+                      Catch::Contains("small_size_limit"));
   }
 }
 
@@ -358,7 +360,7 @@ TEST_CASE("out of memory: cached blocks are released and the request retried bef
   cfg.small_size_limit = 0;
   dk::memory_pool<counting_upstream> pool(up, cfg);
   void* a = pool.allocate(6 * MiB);
-  pool.deallocate(a, 6 * MiB);  // 6 MiB cached in one chunk
+  pool.deallocate(a, 6 * MiB);       // 6 MiB cached in one chunk
   void* b = pool.allocate(7 * MiB);  // fits only after the cached chunk goes back
   auto s = pool.stats();
   CHECK(s.alloc_retries == 1);
@@ -387,7 +389,8 @@ TEST_CASE("out of memory when fragmented advises defragment", "[memory][pool][oo
   for (std::size_t i = 0; i < v.size(); i += 2) pool.deallocate(v[i], 1 * MiB);
 }
 
-TEST_CASE("an upstream that refuses: a smaller chunk is tried, then out_of_memory names the upstream", "[memory][pool][oom]") {
+TEST_CASE("an upstream that refuses: a smaller chunk is tried, then out_of_memory names the upstream",
+          "[memory][pool][oom]") {
   counting_upstream up;
   auto cfg = test_config(64 * MiB);
   cfg.small_size_limit = 0;
@@ -721,7 +724,8 @@ TEST_CASE("without tracking there is no leak report and no source location", "[m
   (void)p;
 }
 
-TEST_CASE("DEVICEKIT_MEMORY_DEBUG=1 turns tracking on; a bad value is a config_error", "[memory][tracking][bad-input]") {
+TEST_CASE("DEVICEKIT_MEMORY_DEBUG=1 turns tracking on; a bad value is a config_error",
+          "[memory][tracking][bad-input]") {
   {
     scoped_env env("DEVICEKIT_MEMORY_DEBUG", "1");
     dk::memory_pool<dk::host_resource> pool(dk::pool_config{});
@@ -826,7 +830,7 @@ TEST_CASE("memory_profiler stops and restarts like a stopwatch, adding to its fi
 
   prof.stop();
   CHECK_FALSE(prof.running());
-  prof.stop();  // already stopped: nothing happens
+  prof.stop();               // already stopped: nothing happens
   pool.deallocate(a, 4096);  // not seen while stopped
   void* unseen = pool.allocate(1 * MiB);
   pool.deallocate(unseen, 1 * MiB);
@@ -926,8 +930,9 @@ TEST_CASE("pool_allocator puts a std::vector on the host pool", "[memory][alloca
 TEST_CASE("the manager makes one pool per device on first use, sized by its strategy", "[memory][manager]") {
   STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<dk::device_manager<>>);
   STATIC_REQUIRE(std::is_nothrow_move_constructible_v<dk::device_manager<>>);
-  STATIC_REQUIRE(sizeof(dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>,
-                                           dk::tracked<dk::balanced>>) == sizeof(dk::detail::manager_state));
+  STATIC_REQUIRE(
+      sizeof(dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::tracked<dk::balanced>>) ==
+      sizeof(dk::detail::manager_state));
   dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(dm.memory_stats().empty());  // nothing made yet
   dk::device_memory& m = dm.memory(dk::device::cpu());
@@ -956,16 +961,16 @@ struct small_slabs_strategy {
 }  // namespace
 
 TEST_CASE("strategies shape the manager's pools: start/cap, configure_pool, tracked", "[memory][manager]") {
-  dk::device_manager<dk::fixed_detector, dk::fraction_range<1, 4, 1, 2>> ranged{dk::settings{},
-                                                                                dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector, dk::fraction_range<1, 4, 1, 2>> ranged{
+      dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
   const auto s = ranged.memory(dk::device::cpu()).stats();
   CHECK(s.reserved_bytes == 16 * MiB);  // the start, preallocated
   CHECK(s.max_size == 32 * MiB);        // the cap
   dk::device_manager<dk::fixed_detector, small_slabs_strategy> custom{dk::settings{},
                                                                       dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(custom.memory(dk::device::cpu()).config().small_size_limit == 0);
-  dk::device_manager<dk::fixed_detector, dk::tracked<dk::conservative>> tracked{dk::settings{},
-                                                                                 dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector, dk::tracked<dk::conservative>> tracked{
+      dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(tracked.memory(dk::device::cpu()).tracking());
   CHECK(tracked.memory_fraction() == 0.60);
 }
@@ -992,7 +997,8 @@ TEST_CASE("the report shows each device's budget basis and pool stats", "[memory
   }
   std::ostringstream text;
   dk::print_device_info(dm, text);
-  CHECK_THAT(text.str(), Catch::Contains("Memory: budget 48.0 MiB = 0.75 x 64.0 MiB - 0.0 MiB headroom; pool: 1.0 MiB allocated"));
+  CHECK_THAT(text.str(),
+             Catch::Contains("Memory: budget 48.0 MiB = 0.75 x 64.0 MiB - 0.0 MiB headroom; pool: 1.0 MiB allocated"));
   dm.memory(dk::device::cpu()).deallocate(p, 1 * MiB);
 
   // GPUs (simulated): the budget basis is there before any pool exists.
@@ -1002,7 +1008,8 @@ TEST_CASE("the report shows each device's budget basis and pool stats", "[memory
   CHECK(gm.at("total_bytes") == (80ull << 30));
   CHECK(gm.at("headroom_bytes") == (512ull << 20));
   CHECK(gm.at("fraction") == 0.90);
-  CHECK(std::llabs(gm.at("budget_bytes").get<long long>() - static_cast<long long>((72ull << 30) - (512ull << 20))) <= 1);
+  CHECK(std::llabs(gm.at("budget_bytes").get<long long>() - static_cast<long long>((72ull << 30) - (512ull << 20))) <=
+        1);
   CHECK(gm.at("pool").is_null());
   CHECK(g.at("host_memory").is_null());
 }
@@ -1021,10 +1028,10 @@ TEST_CASE("a collective reserve shrinks each GPU's budget and must fit the devic
   // The host's budget has no collectives to serve.
   CHECK(reserved.budget(dk::device::cpu()).budget_bytes == plain.budget(dk::device::cpu()).budget_bytes);
 
-  CHECK_THROWS_WITH((gpu_manager{dk::settings{}.set_collective_memory_size(81ull << 30),
-                                 dk::fixed_detector{dk::testing::simulated_gpus(1)}}),
-                    Catch::Contains("collective_memory_size") && Catch::Contains("exceeds") &&
-                        Catch::Contains("cuda:0"));
+  CHECK_THROWS_WITH(
+      (gpu_manager{dk::settings{}.set_collective_memory_size(81ull << 30),
+                   dk::fixed_detector{dk::testing::simulated_gpus(1)}}),
+      Catch::Contains("collective_memory_size") && Catch::Contains("exceeds") && Catch::Contains("cuda:0"));
   // A reserve larger than the budget (but not the device) leaves nothing to allocate: a budget of 0.
   CHECK(dk::reserve_for_collectives(before, 79ull << 30, "cuda:1").budget_bytes == 0u);
 }
@@ -1050,8 +1057,8 @@ TEST_CASE("a pool that releases on free gives every allocation back upstream", "
   void* a = pool.allocate(1000);
   void* b = pool.allocate(3 * MiB);
   auto s = pool.stats();
-  CHECK(s.upstream_allocations == 2u);             // one each: no size-class slab, no growth step
-  CHECK(s.reserved_bytes == 1024 + 3 * MiB);       // each rounded to 256 bytes only
+  CHECK(s.upstream_allocations == 2u);        // one each: no size-class slab, no growth step
+  CHECK(s.reserved_bytes == 1024 + 3 * MiB);  // each rounded to 256 bytes only
   CHECK(s.largest_allocation_bytes == 3 * MiB);
   pool.deallocate(a, 1000);
   CHECK(pool.stats().reserved_bytes == 3 * MiB);

@@ -26,7 +26,8 @@ static_assert(cuda::mr::async_resource_with<pinned_pool, cuda::mr::host_accessib
 // The upstreams are resources too.
 static_assert(cuda::mr::resource_with<dk::host_resource, cuda::mr::host_accessible>);
 static_assert(cuda::mr::async_resource_with<dk::cuda_device_resource, cuda::mr::device_accessible>);
-static_assert(cuda::mr::resource_with<dk::pinned_host_resource, cuda::mr::host_accessible, cuda::mr::device_accessible>);
+static_assert(
+    cuda::mr::resource_with<dk::pinned_host_resource, cuda::mr::host_accessible, cuda::mr::device_accessible>);
 // The type-erased pool has no compile-time accessibility: it is a resource, with no properties.
 static_assert(cuda::mr::async_resource<dk::device_memory>);
 
@@ -54,7 +55,9 @@ TEST_CASE("a host pool works through CCCL's resource_ref and async_resource_ref"
 #elif DEVICEKIT_HAS_CUDA
 
 TEST_CASE("CCCL's memory resource header is on the include path where CUDA is", "[memory][cccl]") {
-  FAIL("cuda/memory_resource was not found although CUDA is: the test build must add the toolkit's cccl include directory");
+  FAIL(
+      "cuda/memory_resource was not found although CUDA is: the test build must add the toolkit's cccl include "
+      "directory");
 }
 
 #endif

@@ -42,7 +42,8 @@ namespace {
 
 batch make_batch(std::size_t n, int seed = 1) {
   batch b{images_t(images_t::extents_type(n)), std::vector<std::int32_t>(n), 0.5 * seed};
-  for (std::size_t i = 0; i < b.images.size(); ++i) b.images.data()[i] = static_cast<float>(seed * 1000 + static_cast<int>(i));
+  for (std::size_t i = 0; i < b.images.size(); ++i)
+    b.images.data()[i] = static_cast<float>(seed * 1000 + static_cast<int>(i));
   for (std::size_t i = 0; i < n; ++i) b.labels[i] = static_cast<std::int32_t>(seed * 100 + static_cast<int>(i));
   return b;
 }
@@ -57,12 +58,12 @@ struct counting_resource {
     ++allocations;
     live_bytes += bytes;
     last_alignment = alignment;
-    return ::operator new(bytes, std::align_val_t{alignment});
+    return ::operator new (bytes, std::align_val_t{alignment});
   }
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) {
     ++deallocations;
     live_bytes -= bytes;
-    ::operator delete(p, std::align_val_t{alignment});
+    ::operator delete (p, std::align_val_t{alignment});
   }
 };
 
@@ -137,7 +138,8 @@ TEST_CASE("to_host brings a placed tree back to host containers and the original
   CHECK(back.images.data() != b.images.data());
   CHECK(std::equal(b.images.data(), b.images.data() + b.images.size(), back.images.data()));
 
-  const auto t = std::make_tuple(std::vector<std::uint8_t>{1, 2, 3}, std::vector<std::vector<float>>{{1.f}, {2.f, 3.f}});
+  const auto t =
+      std::make_tuple(std::vector<std::uint8_t>{1, 2, 3}, std::vector<std::vector<float>>{{1.f}, {2.f, 3.f}});
   const auto t_back = dk::to_host(dk::place(t, dk::device::cpu()));
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(t_back)>, std::remove_cvref_t<decltype(t)>>);
   CHECK(t_back == t);
@@ -185,14 +187,15 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK_THROWS_AS((void)dk::place(split, dk::device::cpu()), dk::device_mismatch);
   CHECK_THROWS_WITH((void)dk::place(split, dk::device::cpu()),
                     Catch::Matchers::Contains("'[0]' is on cuda:0") && Catch::Matchers::Contains("'[1]' is on cuda:1"));
-  CHECK_THROWS_WITH((void)dk::to_host(split), Catch::Matchers::Contains("cuda:0") && Catch::Matchers::Contains("cuda:1"));
+  CHECK_THROWS_WITH((void)dk::to_host(split),
+                    Catch::Matchers::Contains("cuda:0") && Catch::Matchers::Contains("cuda:1"));
   CHECK_THROWS_WITH((void)dk::device_of(split), Catch::Matchers::Contains("'[1]' is on cuda:1"));
 
   const auto a = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(0)));
   const auto b = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(2)), 3);
   CHECK(dk::device_of(a) == dk::device::cuda(0));
-  CHECK_THROWS_WITH((void)dk::same_device(a, b),
-                    Catch::Matchers::Contains("tree 1 is on cuda:0") && Catch::Matchers::Contains("tree 2 is on cuda:2"));
+  CHECK_THROWS_WITH((void)dk::same_device(a, b), Catch::Matchers::Contains("tree 1 is on cuda:0") &&
+                                                     Catch::Matchers::Contains("tree 2 is on cuda:2"));
   CHECK(dk::same_device(a, std::make_tuple(1, 2.0)) == dk::device::cuda(0));
 
   // A stream of one device used for another.
@@ -206,7 +209,8 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
 TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating nothing", "[place][copy_into]") {
   counting_resource res;
   const dk::stream cpu_stream;
-  auto placed = dk::place(std::make_tuple(make_batch(3, 1), std::vector<double>{1.0, 2.0}), dk::device::cpu(), cpu_stream, res);
+  auto placed =
+      dk::place(std::make_tuple(make_batch(3, 1), std::vector<double>{1.0, 2.0}), dk::device::cpu(), cpu_stream, res);
   REQUIRE(res.allocations == 1);
   const float* images_before = std::get<0>(placed).get<"images">().data();
 
@@ -220,7 +224,8 @@ TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating n
   CHECK(std::get<1>(placed).data()[1] == 8.0);
 
   // A placed tree as the source; the stream-less form.
-  auto other = dk::place(std::make_tuple(make_batch(3, 3), std::vector<double>{5.0, 6.0}), dk::device::cpu(), cpu_stream, res);
+  auto other =
+      dk::place(std::make_tuple(make_batch(3, 3), std::vector<double>{5.0, 6.0}), dk::device::cpu(), cpu_stream, res);
   dk::copy(other, placed);
   CHECK(res.allocations == 2);  // only `other`
   CHECK(std::get<0>(placed).get<"labels">().data()[0] == 300);
@@ -229,7 +234,8 @@ TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating n
 
 TEST_CASE("copy refuses trees that do not match the destination, naming what differs", "[place][copy_into][mismatch]") {
   const dk::stream cpu_stream;
-  auto placed = dk::place(std::make_tuple(make_batch(3), std::vector<std::vector<int>>{{1, 2}, {3}}), dk::device::cpu());
+  auto placed =
+      dk::place(std::make_tuple(make_batch(3), std::vector<std::vector<int>>{{1, 2}, {3}}), dk::device::cpu());
   const auto before = dk::to_host(placed);
 
   // Another structure: a vector node of another length.
@@ -323,7 +329,7 @@ TEST_CASE("copy runs merge leaves that lie in one allocation in the same order",
   const std::vector<dk::detail::copy_item> items{
       {src.data(), dk::device::cuda(0), &owner, dst.data(), 100},
       {src.data() + 256, dk::device::cuda(0), &owner, dst.data() + 256, 100},
-      {src.data() + 512, dk::device::cuda(0), &owner, dst.data() + 1024, 100},  // moved: new run
+      {src.data() + 512, dk::device::cuda(0), &owner, dst.data() + 1024, 100},   // moved: new run
       {src.data() + 2048, dk::device::cuda(0), nullptr, dst.data() + 2048, 10},  // unknown owner: alone
   };
   const auto runs = dk::detail::coalesce(items);
@@ -455,8 +461,7 @@ batch concatenate_shards(const Shards& shards) {
   return out;
 }
 
-TEST_CASE("ragged shards are balanced (numpy.array_split) and put back together give the batch",
-          "[shard][split]") {
+TEST_CASE("ragged shards are balanced (numpy.array_split) and put back together give the batch", "[shard][split]") {
   const std::vector<dk::device> four(4, dk::device::cpu());
   const batch b = make_batch(9);
   const auto s = dk::shard(b, four, 0, dk::uneven::ragged);
@@ -512,13 +517,13 @@ TEST_CASE("shard with rows per device given: any split summing to the batch", "[
 }
 
 TEST_CASE("leaves that disagree on the batch size are named with their sizes", "[shard]") {
-  const auto t = std::make_tuple(std::vector<float>(8), std::vector<int>(7), std::vector<short>(8), std::vector<char>(7));
+  const auto t =
+      std::make_tuple(std::vector<float>(8), std::vector<int>(7), std::vector<short>(8), std::vector<char>(7));
   const std::vector<dk::device> two(2, dk::device::cpu());
   CHECK_THROWS_AS((void)dk::shard(t, two), dk::config_error);
-  CHECK_THROWS_WITH((void)dk::shard(t, two),
-                    Catch::Matchers::Contains("disagree on the batch size along axis 0") &&
-                        Catch::Matchers::Contains("'[1]', '[3]' have 7") &&
-                        Catch::Matchers::Contains("'[0]', '[2]' have 8"));
+  CHECK_THROWS_WITH((void)dk::shard(t, two), Catch::Matchers::Contains("disagree on the batch size along axis 0") &&
+                                                 Catch::Matchers::Contains("'[1]', '[3]' have 7") &&
+                                                 Catch::Matchers::Contains("'[0]', '[2]' have 8"));
   batch b = make_batch(4);
   b.labels.resize(3);
   CHECK_THROWS_WITH((void)dk::shard(b, two, 0, dk::uneven::ragged),
@@ -787,8 +792,7 @@ TEST_CASE("default_device_scope restores on exceptions and is per thread", "[pla
   try {
     dk::default_device_scope s(dk::device::cpu(4));
     throw std::runtime_error("step failed");
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   CHECK_FALSE(dk::scoped_default_device().has_value());
 
   dk::default_device_scope mine(dk::device::cpu(1));
@@ -848,7 +852,8 @@ TEST_CASE("placing in host memory for a device keeps the device and reads back",
 TEST_CASE("a kind the build or the machine cannot give is refused with what to do instead", "[place][memory_kind]") {
   const std::vector<float> v(16, 1.f);
 #if !DEVICEKIT_HAS_CUDA
-  CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("memory_kind::host"));
+  CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host),
+                    Catch::Contains("memory_kind::host"));
   CHECK_THROWS_WITH(dk::place(v, dk::device::cuda(0), dk::memory_kind::pinned_host), Catch::Contains("needs CUDA"));
 #else
   int count = 0;
@@ -856,7 +861,8 @@ TEST_CASE("a kind the build or the machine cannot give is refused with what to d
   (void)cudaGetLastError();
   if (!usable_gpu) {
     CHECK_THROWS_AS(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host), dk::config_error);
-    CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("memory_kind::host"));
+    CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host),
+                      Catch::Contains("memory_kind::host"));
   }
 #endif
 }

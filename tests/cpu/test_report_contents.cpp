@@ -36,9 +36,10 @@ TEST_CASE("the report names the routing in force", "[report][routing]") {
   CHECK(plain.routing.mode() == "detector order first_available<fixed, cpu>");
   CHECK(plain.routing.default_device_choice == "the first device found");
 
-  const auto listed = two_h100s(dk::settings{}.set_platforms({dk::device_kind::cpu, dk::device_kind::cuda})
-                                    .set_device(dk::device::cpu()))
-                          .report();
+  const auto listed =
+      two_h100s(
+          dk::settings{}.set_platforms({dk::device_kind::cpu, dk::device_kind::cuda}).set_device(dk::device::cpu()))
+          .report();
   CHECK(listed.caps.device_type == dk::device_kind::cpu);
   CHECK(listed.routing.platforms == std::vector<std::string>{"cpu", "cuda"});
   CHECK(listed.routing.platforms_source == "settings");

@@ -121,9 +121,8 @@ TEST_CASE("leaf element names come from the one element_type vocabulary (core/el
   }
   // The communicators' names: char is an 8-bit integer; bool and long double (80-bit x87
   // extended precision on x86-64, not IEEE binary128) have no fixed wire type and are opaque.
-  CHECK(names == std::vector<std::string_view>{"float32", "float64", "int64",
-                                               std::is_signed_v<char> ? "int8" : "uint8", "int8", "uint8",
-                                               "opaque", "opaque"});
+  CHECK(names == std::vector<std::string_view>{"float32", "float64", "int64", std::is_signed_v<char> ? "int8" : "uint8",
+                                               "int8", "uint8", "opaque", "opaque"});
   CHECK(sizes.back() == sizeof(long double));  // the bytes a leaf stores are the C++ type's
   CHECK(dk::element_type_name<const std::uint16_t>() == dk::to_string(dk::element_type::uint16));
 }
@@ -165,7 +164,7 @@ TEST_CASE("tree_map keeps the structure: tuples, pairs, arrays, vectors, Hana st
   const auto sizes = dk::tree_map([](const auto& leaf) { return dk::describe_leaf(leaf).size; }, t);
   using sizes_t = std::remove_cvref_t<decltype(sizes)>;
   STATIC_REQUIRE(std::is_same_v<sizes_t, std::tuple<std::size_t, std::pair<std::size_t, std::size_t>,
-                                                     std::array<std::size_t, 2>, std::vector<std::size_t>>>);
+                                                    std::array<std::size_t, 2>, std::vector<std::size_t>>>);
   CHECK(std::get<0>(sizes) == 2);
   CHECK(std::get<1>(sizes).first == 1);
   CHECK(std::get<2>(sizes)[1] == 3);
@@ -218,11 +217,8 @@ TEST_CASE("tree_map over a Hana struct with new member types gives a mapped_stru
   // Mapping back to the original member types gives the original struct type.
   const auto back = dk::tree_map([](std::size_t k) { return std::vector<float>(k, 1.f); }, n.get<"info">());
   STATIC_REQUIRE(dk::is_mapped_struct_v<std::remove_cvref_t<decltype(back)>>);  // weights was vector<double>
-  const auto back2 = dk::tree_map(
-      [](auto k) {
-        return std::vector<double>(k, 1.0);
-      },
-      std::make_tuple(n.get<"info">().get<"weights">()));
+  const auto back2 = dk::tree_map([](auto k) { return std::vector<double>(k, 1.0); },
+                                  std::make_tuple(n.get<"info">().get<"weights">()));
   CHECK(std::get<0>(back2).size() == 1);
   const auto restored = dk::tree_map(
       [](const auto&, const auto& original) { return std::remove_cvref_t<decltype(original)>(original); }, n, b);
@@ -257,8 +253,8 @@ TEST_CASE("tree_map and for_each_leaf zip several trees of the same structure", 
   CHECK(std::get<2>(sum) == 55);
 
   std::vector<std::string> visited;
-  dk::for_each_leaf_with_path([&](const dk::tree_path& p, const auto&, const auto&) { visited.push_back(p.str()); },
-                              a, b);
+  dk::for_each_leaf_with_path([&](const dk::tree_path& p, const auto&, const auto&) { visited.push_back(p.str()); }, a,
+                              b);
   CHECK(visited == std::vector<std::string>{"[0]", "[1]", "[2]"});
 }
 
@@ -266,9 +262,9 @@ TEST_CASE("trees whose vector nodes differ in length are refused with the path a
   const std::vector<std::vector<int>> a{{1}, {2}, {3}};
   const std::vector<std::vector<int>> b{{1}, {2}};
   CHECK_THROWS_AS(dk::for_each_leaf([](const auto&, const auto&) {}, a, b), dk::tree_structure_error);
-  CHECK_THROWS_WITH(dk::for_each_leaf([](const auto&, const auto&) {}, a, b),
-                    Catch::Matchers::Contains("(root)") &&
-                        Catch::Matchers::Contains("3 children in the first tree, 2 in tree 2"));
+  CHECK_THROWS_WITH(
+      dk::for_each_leaf([](const auto&, const auto&) {}, a, b),
+      Catch::Matchers::Contains("(root)") && Catch::Matchers::Contains("3 children in the first tree, 2 in tree 2"));
   const std::tuple<int, std::vector<std::vector<int>>> c{1, {{1}}};
   const std::tuple<int, std::vector<std::vector<int>>> d{1, {}};
   CHECK_THROWS_WITH((void)dk::tree_map([](const auto& x, const auto&) { return x; }, c, d),
@@ -326,7 +322,7 @@ TEST_CASE("shaped leaves: shaped_array and mdspan views report extents, layouts 
                                                                           dk::md::dextents<std::size_t, 2>(2, 3));
   CHECK(adopted.data() == sp);
   CHECK_THROWS_AS((dk::shaped_array<float, dk::md::dextents<std::size_t, 2>>(std::vector<float>(5),
-                                                                              dk::md::dextents<std::size_t, 2>(2, 3))),
+                                                                             dk::md::dextents<std::size_t, 2>(2, 3))),
                   dk::config_error);
 }
 #endif

@@ -35,13 +35,13 @@ namespace {
 /// Spins on the GPU for about `cycles` clock cycles, then writes `value` into `out[0..n)`.
 __global__ void spin_then_fill(int* out, int n, long long cycles, int value) {
   const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+  while (clock64() - start < cycles) {}
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) out[i] = value;
 }
 
 __global__ void fill(unsigned char* p, std::size_t n, unsigned char v) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
     p[i] = v;
   }
 }

@@ -100,8 +100,7 @@ TEST_CASE("a one-rank NCCL communicator on the device present: every collective,
 TEST_CASE("NCCL: argument errors, int16 reductions refused, abort makes later calls throw", "[nccl][gpu]") {
   auto comm = dk::nccl_communicator::one_rank(dk::device::cuda(0));
   dev_vec<std::int16_t> s(0, 8, 1);
-  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{s.span()}),
-                    Catch::Contains("cannot reduce int16"));
+  CHECK_THROWS_WITH(comm.all_reduce(std::vector<dk::leaf_span>{s.span()}), Catch::Contains("cannot reduce int16"));
   CHECK_THROWS_AS(comm.broadcast(std::vector<dk::leaf_span>{s.span()}, 1), dk::config_error);
   comm.broadcast(std::vector<dk::leaf_span>{s.span()}, 0);  // still usable
   CHECK(s.host() == std::vector<std::int16_t>(8, 1));
@@ -117,8 +116,11 @@ TEST_CASE("NCCL on trees: device_array leaves on the communicator's device; host
   const auto l = ramp<std::int64_t>(3, 5, 5);
   dev_vec<float> df(0, f);
   dev_vec<std::int64_t> dl(0, l);
-  auto tree = std::make_tuple(dk::device_array<float>::view(static_cast<float*>(df.span().data), f.size(), dk::device::cuda(0)),
-                              std::make_pair(dk::device_array<std::int64_t>::view(static_cast<std::int64_t*>(dl.span().data), l.size(), dk::device::cuda(0)), 0));
+  auto tree =
+      std::make_tuple(dk::device_array<float>::view(static_cast<float*>(df.span().data), f.size(), dk::device::cuda(0)),
+                      std::make_pair(dk::device_array<std::int64_t>::view(static_cast<std::int64_t*>(dl.span().data),
+                                                                          l.size(), dk::device::cuda(0)),
+                                     0));
   // The scalar (an int in host memory) is not on cuda:0: refused before anything moves.
   CHECK_THROWS_WITH(dk::all_reduce(comm, tree), Catch::Contains("leaf '[1][1]' is in cpu:0 memory"));
   auto device_only = std::make_tuple(std::get<0>(tree), std::get<1>(tree).first);

@@ -125,7 +125,8 @@ TEST_CASE("place on a caller's stream is ordered on that stream", "[place][gpu]"
 }
 
 TEST_CASE("device-to-device: same device in one copy, other devices by peer or staging", "[place][gpu]") {
-  const auto tree = std::make_tuple(random_vector<float>(5000), random_vector<std::int8_t>(3), random_vector<double>(100));
+  const auto tree =
+      std::make_tuple(random_vector<float>(5000), random_vector<std::int8_t>(3), random_vector<double>(100));
   const auto on0 = dk::place(tree, dk::device::cuda(0));
   const auto copies_before = dk::detail::stats().device_to_device_copies.load();
   const auto again = dk::place(on0, dk::device::cuda(0));

@@ -72,41 +72,41 @@ inline int run_all(MPI_Comm world) {
 
 #define MPITEST_CAT2(a, b) a##b
 #define MPITEST_CAT(a, b) MPITEST_CAT2(a, b)
-#define MPI_TEST(name)                                                                         \
-  static void MPITEST_CAT(mpitest_body_, __LINE__)();                                          \
+#define MPI_TEST(name)                                                                                          \
+  static void MPITEST_CAT(mpitest_body_, __LINE__)();                                                           \
   static const ::mpitest::add MPITEST_CAT(mpitest_add_, __LINE__)(name, &MPITEST_CAT(mpitest_body_, __LINE__)); \
   static void MPITEST_CAT(mpitest_body_, __LINE__)()
 
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    ++::mpitest::get().checks;                                        \
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    ++::mpitest::get().checks;                                            \
     if (!(cond)) ::mpitest::fail(__FILE__, __LINE__, "CHECK(" #cond ")"); \
   } while (0)
 
-#define CHECK_EQ(a, b)                                                                         \
-  do {                                                                                         \
-    ++::mpitest::get().checks;                                                                 \
-    const auto& mpitest_a = (a);                                                               \
-    const auto& mpitest_b = (b);                                                               \
-    if (!(mpitest_a == mpitest_b)) {                                                           \
-      std::ostringstream mpitest_os;                                                           \
-      mpitest_os << "CHECK_EQ(" #a ", " #b "): " << mpitest_a << " != " << mpitest_b;           \
-      ::mpitest::fail(__FILE__, __LINE__, mpitest_os.str());                                   \
-    }                                                                                          \
+#define CHECK_EQ(a, b)                                                                \
+  do {                                                                                \
+    ++::mpitest::get().checks;                                                        \
+    const auto& mpitest_a = (a);                                                      \
+    const auto& mpitest_b = (b);                                                      \
+    if (!(mpitest_a == mpitest_b)) {                                                  \
+      std::ostringstream mpitest_os;                                                  \
+      mpitest_os << "CHECK_EQ(" #a ", " #b "): " << mpitest_a << " != " << mpitest_b; \
+      ::mpitest::fail(__FILE__, __LINE__, mpitest_os.str());                          \
+    }                                                                                 \
   } while (0)
 
 /// Checks that `expr` throws `type` and that its message contains `text`.
-#define CHECK_THROWS_WITH(expr, type, text)                                                         \
-  do {                                                                                              \
-    ++::mpitest::get().checks;                                                                      \
-    bool mpitest_thrown = false;                                                                    \
-    try {                                                                                           \
-      expr;                                                                                         \
-    } catch (const type& mpitest_e) {                                                               \
-      mpitest_thrown = true;                                                                        \
-      if (std::string(mpitest_e.what()).find(text) == std::string::npos) {                          \
+#define CHECK_THROWS_WITH(expr, type, text)                                                                      \
+  do {                                                                                                           \
+    ++::mpitest::get().checks;                                                                                   \
+    bool mpitest_thrown = false;                                                                                 \
+    try {                                                                                                        \
+      expr;                                                                                                      \
+    } catch (const type& mpitest_e) {                                                                            \
+      mpitest_thrown = true;                                                                                     \
+      if (std::string(mpitest_e.what()).find(text) == std::string::npos) {                                       \
         ::mpitest::fail(__FILE__, __LINE__, std::string("message lacks '") + (text) + "': " + mpitest_e.what()); \
-      }                                                                                             \
-    }                                                                                               \
-    if (!mpitest_thrown) ::mpitest::fail(__FILE__, __LINE__, "expected " #type " from " #expr);     \
+      }                                                                                                          \
+    }                                                                                                            \
+    if (!mpitest_thrown) ::mpitest::fail(__FILE__, __LINE__, "expected " #type " from " #expr);                  \
   } while (0)

@@ -92,12 +92,12 @@ MPI_TEST("all_reduce sum: exact on mixed leaf types, for every bucket size") {
       ok = ok && m.b[i] == over_ranks<double>([&](int r) { return 0.5 * r + static_cast<double>(i); });
     }
     for (std::size_t i = 0; i < m.c.size(); ++i) {
-      ok = ok && m.c[i] == over_ranks<float>([&](int r) { return static_cast<float>(r) * 2.0f - static_cast<float>(i); });
+      ok = ok &&
+           m.c[i] == over_ranks<float>([&](int r) { return static_cast<float>(r) * 2.0f - static_cast<float>(i); });
     }
     for (std::size_t i = 0; i < m.d.size(); ++i) {
-      ok = ok && m.d[i] == over_ranks<std::int64_t>([&](int r) {
-             return (std::int64_t{1} << 40) * r + static_cast<std::int64_t>(i);
-           });
+      ok = ok && m.d[i] == over_ranks<std::int64_t>(
+                               [&](int r) { return (std::int64_t{1} << 40) * r + static_cast<std::int64_t>(i); });
     }
     for (std::size_t i = 0; i < m.e.size(); ++i) {
       ok = ok && m.e[i] == over_ranks<std::uint8_t>([&](int r) { return r + 3 * static_cast<int>(i); });
@@ -119,7 +119,8 @@ MPI_TEST("all_reduce average, min, max, product") {
   std::vector<dk::leaf_span> a = {dk::leaf_span::of(avg), dk::leaf_span::of(iavg)};
   comm.all_reduce(a, dk::reduce_op::average);
   // mean of 2r + i over r = 0..n-1 is (n - 1) + i, exactly; integers truncate like ncclAvg.
-  for (std::size_t i = 0; i < avg.size(); ++i) CHECK_EQ(avg[i], static_cast<double>(size_ - 1) + static_cast<double>(i));
+  for (std::size_t i = 0; i < avg.size(); ++i)
+    CHECK_EQ(avg[i], static_cast<double>(size_ - 1) + static_cast<double>(i));
   for (std::size_t i = 0; i < iavg.size(); ++i) {
     CHECK_EQ(iavg[i], (size_ * (size_ - 1) / 2 + size_ * static_cast<int>(i)) / size_);
   }
@@ -146,7 +147,8 @@ MPI_TEST("broadcast from the first and the last rank, opaque leaves included") {
       comm.set_bucket_bytes(bucket);
       mixed m(rank_);
       std::vector<opaque_pair> op(3);
-      for (std::size_t i = 0; i < op.size(); ++i) op[i] = {static_cast<std::int16_t>(rank_ * 7 + static_cast<int>(i)), static_cast<char>('a' + rank_)};
+      for (std::size_t i = 0; i < op.size(); ++i)
+        op[i] = {static_cast<std::int16_t>(rank_ * 7 + static_cast<int>(i)), static_cast<char>('a' + rank_)};
       auto leaves = m.spans();
       leaves.push_back(dk::leaf_span::of(op));
       CHECK(leaves.back().type == dk::element_type::opaque);
@@ -202,7 +204,8 @@ MPI_TEST("reduce_scatter: each rank keeps its part of the sum (and of the averag
       using T = typename std::decay_t<decltype(v)>::value_type;
       for (std::size_t i = 0; i < v.size(); ++i) {
         T s{};
-        for (int r = 0; r < size_; ++r) s = static_cast<T>(s + full_of_rank(r)[static_cast<std::size_t>(rank_) * v.size() + i]);
+        for (int r = 0; r < size_; ++r)
+          s = static_cast<T>(s + full_of_rank(r)[static_cast<std::size_t>(rank_) * v.size() + i]);
         ok = ok && v[i] == s;
       }
     };
@@ -263,7 +266,8 @@ MPI_TEST("scatter with unequal sizes: rank r receives its own count, in rank ord
       bool ok = true;
       for (std::size_t i = 0; i < a.size(); ++i) ok = ok && a[i] == static_cast<std::int32_t>(1000 + off_a + i);
       for (std::size_t i = 0; i < b.size(); ++i) ok = ok && b[i] == 0.25 * static_cast<double>(off_b + i);
-      for (std::size_t i = 0; i < c.size(); ++i) ok = ok && c[i] == static_cast<std::uint8_t>(7 + 3 * rank_ + static_cast<int>(i));
+      for (std::size_t i = 0; i < c.size(); ++i)
+        ok = ok && c[i] == static_cast<std::uint8_t>(7 + 3 * rank_ + static_cast<int>(i));
       CHECK(ok);
     }
   }
@@ -348,7 +352,6 @@ MPI_TEST("empty leaf lists and zero-length leaves") {
   comm.broadcast(std::vector<dk::leaf_span>{dk::leaf_span::of(none)}, 0);
 }
 
-
 // --- trees ------------------------------------------------------------------------------------------
 
 struct layer {
@@ -431,7 +434,8 @@ MPI_TEST("trees: all_reduce average and max; broadcast from the last rank") {
   for (std::size_t k = 0; k < std::get<2>(m).size(); ++k) {
     const auto& v = std::get<2>(m)[k];
     bool ok = true;
-    for (std::size_t i = 0; i < v.size(); ++i) ok = ok && v[i] == 50.0 * (size_ - 1) + static_cast<double>(k * 1000 + i);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      ok = ok && v[i] == 50.0 * (size_ - 1) + static_cast<double>(k * 1000 + i);
     CHECK(ok);
   }
   auto pair = std::get<1>(make_model(rank_));
@@ -458,7 +462,8 @@ MPI_TEST("trees: all_gathered and reduce_scatter keep the structure, rank-major"
     const model m = make_model(rank_);
     const auto g = dk::all_gathered(comm, m);
     CHECK(dk::same_structure(g, m));
-    CHECK_EQ(std::get<0>(g).template get<"step">().size(), static_cast<std::size_t>(size_));  // a scalar gathers into a vector
+    CHECK_EQ(std::get<0>(g).template get<"step">().size(),
+             static_cast<std::size_t>(size_));  // a scalar gathers into a vector
     bool ok = true;
     for (int r = 0; r < size_; ++r) {
       const model want = make_model(r);
@@ -468,7 +473,8 @@ MPI_TEST("trees: all_gathered and reduce_scatter keep the structure, rank-major"
             if constexpr (std::is_arithmetic_v<W>) {
               ok = ok && got[static_cast<std::size_t>(r)] == w;
             } else {
-              for (std::size_t i = 0; i < std::size(w); ++i) ok = ok && got[static_cast<std::size_t>(r) * std::size(w) + i] == w[i];
+              for (std::size_t i = 0; i < std::size(w); ++i)
+                ok = ok && got[static_cast<std::size_t>(r) * std::size(w) + i] == w[i];
             }
           },
           g, want);
@@ -511,7 +517,8 @@ MPI_TEST("trees: scatter a batch unevenly (split_counts) from the root") {
   batch part{std::vector<float>(mine * 4, -1.f), std::vector<std::int64_t>(mine, -1)};
   dk::scatter(comm_world(), full, part, root);
   bool ok = true;
-  for (std::size_t i = 0; i < mine * 4; ++i) ok = ok && std::get<0>(part)[i] == 0.5f * static_cast<float>(begin * 4 + i);
+  for (std::size_t i = 0; i < mine * 4; ++i)
+    ok = ok && std::get<0>(part)[i] == 0.5f * static_cast<float>(begin * 4 + i);
   for (std::size_t i = 0; i < mine; ++i) ok = ok && std::get<1>(part)[i] == static_cast<std::int64_t>(begin + i) * 11;
   CHECK(ok);
   CHECK(dk::split_counts(10, 4) == (std::vector<std::size_t>{3, 3, 2, 2}));
@@ -533,7 +540,8 @@ MPI_TEST("trees: a different structure on one rank fails on every rank") {
   }
   // A leaf in device memory on rank 1: every rank refuses, rank 1 names the leaf.
   float x[4] = {1, 2, 3, 4};
-  auto leaf = rank_ == 1 ? dk::device_array<float>::view(x, 4, dk::device::cuda(0)) : dk::device_array<float>::view(x, 4);
+  auto leaf =
+      rank_ == 1 ? dk::device_array<float>::view(x, 4, dk::device::cuda(0)) : dk::device_array<float>::view(x, 4);
   std::tuple<std::vector<float>, dk::device_array<float>> t{w, leaf};
   if (rank_ == 1) {
     CHECK_THROWS_WITH(dk::all_reduce(comm, t), dk::config_error, "leaf '[1]' is in cuda:0 memory");
@@ -552,7 +560,8 @@ MPI_TEST("trees: shaped arrays (mdspan extents) are leaves like any other") {
   using ext = dk::md::dextents<std::size_t, 2>;
   std::tuple<dk::shaped_array<float, ext>, std::vector<double>> t{dk::shaped_array<float, ext>(ext(3, 4)), {1.0, 2.0}};
   for (std::size_t i = 0; i < 3; ++i) {
-    for (std::size_t j = 0; j < 4; ++j) std::get<0>(t)(i, j) = static_cast<float>(rank_ * 100) + static_cast<float>(i * 4 + j);
+    for (std::size_t j = 0; j < 4; ++j)
+      std::get<0>(t)(i, j) = static_cast<float>(rank_ * 100) + static_cast<float>(i * 4 + j);
   }
   dk::all_reduce(comm, t);
   const float base = static_cast<float>(100 * size_ * (size_ - 1) / 2);

@@ -124,7 +124,7 @@ TEST_CASE("polling busy streams leaves the program's pending error alone", "[sim
   REQUIRE(cudaSetDevice(sim::device_count()) == cudaErrorInvalidDevice);
   void* b = pool.allocate(std::size_t{1} << 20, s2);  // polls s1's event: not ready
   CHECK(b != a);
-  CHECK_FALSE(s1.idle());                             // queries s1: not ready
+  CHECK_FALSE(s1.idle());  // queries s1: not ready
   CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
   g.open = true;
   s1.synchronize();
@@ -170,8 +170,7 @@ TEST_CASE("a device pool orders null-stream frees on its own device", "[sim][mul
 // Issue 9, finding 6: destroying a prefetch view while the consumer stream still reads the batch
 // it holds gave that batch's memory back at once; a caching pool then handed it out again, and
 // new work overwrote it under the consumer's pending reads.
-TEST_CASE("a prefetch view destroyed early keeps the current batch until the consumer is past it",
-          "[sim][prefetch]") {
+TEST_CASE("a prefetch view destroyed early keeps the current batch until the consumer is past it", "[sim][prefetch]") {
   const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
   dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal()), small_pool()};
   const dk::stream consumer(gpu);
@@ -189,8 +188,8 @@ TEST_CASE("a prefetch view destroyed early keeps the current batch until the con
     auto it = view.begin();
     // The consumer's "kernel" is held; the copy out of the batch waits behind it.
     REQUIRE(cudaLaunchHostFunc(consumer.native_handle(), gate::hold, &g) == cudaSuccess);
-    REQUIRE(cudaMemcpyAsync(seen, (*it).data(), (*it).size_bytes(), cudaMemcpyDeviceToHost,
-                            consumer.native_handle()) == cudaSuccess);
+    REQUIRE(cudaMemcpyAsync(seen, (*it).data(), (*it).size_bytes(), cudaMemcpyDeviceToHost, consumer.native_handle()) ==
+            cudaSuccess);
     // The consumer is let go once the other stream's overwrite below has run (what happens when
     // the view frees the batch at once), or after 200 ms (when it waits for the consumer first).
     std::thread([&g, &overwritten] {
@@ -282,8 +281,7 @@ TEST_CASE("a communicator whose peer is gone is released within its timeout", "[
 // Issue 9, finding 7: when a device-to-host transfer failed half-way, its pinned staging went
 // back to the cache while the copies already queued still wrote into it; the next placement
 // staged its data there and sent the stale bytes to the device.
-TEST_CASE("a failed device-to-host transfer does not give its staging back under queued copies",
-          "[sim][place]") {
+TEST_CASE("a failed device-to-host transfer does not give its staging back under queued copies", "[sim][place]") {
   const dk::device gpu = dk::device::cuda(0);
   auto a = dk::place(ramp(1024, 1.f), gpu);  // two allocations: two copies into the staging
   auto b = dk::place(ramp(1024, 5000.f), gpu);
@@ -318,10 +316,11 @@ namespace {
 class timed_call {
  public:
   template <class F>
-  explicit timed_call(F f) : worker_([this, f]() mutable {
-      f();
-      done_ = true;
-    }) {}
+  explicit timed_call(F f)
+      : worker_([this, f]() mutable {
+          f();
+          done_ = true;
+        }) {}
   ~timed_call() { worker_.join(); }
   [[nodiscard]] bool finished_within(std::chrono::milliseconds limit) const {
     const auto t0 = std::chrono::steady_clock::now();
@@ -391,8 +390,8 @@ TEST_CASE("a tree dropped before its copy ran gives its memory back after the co
   const std::vector<float> second(1 << 16, 2.f);
   {
     auto early = dk::place(first, gpu, held, pool);  // its copy waits behind the gate
-  }  // dropped: waits for that copy (about 200 ms), then frees
-  auto next = dk::place(second, gpu, pool);  // the same memory, reused
+  }                                                  // dropped: waits for that copy (about 200 ms), then frees
+  auto next = dk::place(second, gpu, pool);          // the same memory, reused
   opener.join();
   held.synchronize();
   CHECK(dk::to_host(next) == second);
@@ -508,15 +507,18 @@ TEST_CASE("a batched copy runs on its stream's device with scratch from that dev
   std::size_t temp_seen = 0;
   dk::detail::batched_copy_plumbing(
       srcs.data(), dsts.data(), sizes.data(), count, s.native_handle(), [] { return std::size_t{4096}; },
-      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp, std::size_t temp_bytes) {
+      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp,
+          std::size_t temp_bytes) {
         (void)cudaGetDevice(&device_in_launch);
         temp_seen = temp_bytes;
         CHECK(temp != nullptr);
         // The stand-in kernel: read the tables back (as the kernel would read them) and copy.
         const auto table = count * sizeof(void*);
         cudaError_t r = cudaMemcpyAsync(table_back.data(), d_srcs, table, cudaMemcpyDeviceToHost, s.native_handle());
-        if (r == cudaSuccess) r = cudaMemcpyAsync(table_back.data() + count, d_dsts, table, cudaMemcpyDeviceToHost, s.native_handle());
-        if (r == cudaSuccess) r = cudaMemcpyAsync(table_back.data() + 2 * count, d_sizes, table, cudaMemcpyDeviceToHost, s.native_handle());
+        if (r == cudaSuccess)
+          r = cudaMemcpyAsync(table_back.data() + count, d_dsts, table, cudaMemcpyDeviceToHost, s.native_handle());
+        if (r == cudaSuccess)
+          r = cudaMemcpyAsync(table_back.data() + 2 * count, d_sizes, table, cudaMemcpyDeviceToHost, s.native_handle());
         for (std::size_t i = 0; i < count && r == cudaSuccess; ++i) {
           r = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s.native_handle());
         }
@@ -536,7 +538,7 @@ TEST_CASE("a batched copy runs on its stream's device with scratch from that dev
   }
   const auto after = pool.stats();
   CHECK(after.allocation_count == before.allocation_count + 1);  // tables and scratch: one block
-  CHECK(after.allocated_bytes == before.allocated_bytes);         // given back in stream order
+  CHECK(after.allocated_bytes == before.allocated_bytes);        // given back in stream order
 }
 
 // Issue 9, finding 9: pools made with cudaMemPoolCreate (placement's default resource, and every
@@ -560,8 +562,7 @@ TEST_CASE("devicekit pools grant peer access when a peer first needs it", "[sim]
   CHECK(pool_access(earlier.upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
   const dk::memory_pool<dk::cuda_device_resource> later{dk::cuda_device_resource(0), small_pool()};
   CHECK(pool_access(later.upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
-  auto* placement = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(
-      &dk::default_placement_resource(from));
+  auto* placement = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(&dk::default_placement_resource(from));
   REQUIRE(placement != nullptr);
   CHECK(pool_access(placement->upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
 }
@@ -695,8 +696,9 @@ TEST_CASE("can_access_peer and enable_peer_access follow the devices' peer topol
   REQUIRE(earlier.upstream().native_pool() != nullptr);
   if (can == 0) {
     CHECK_THROWS_AS(dk::enable_peer_access(a, b), dk::config_error);
-    CHECK_THROWS_WITH(dk::enable_peer_access(a, b), Catch::Contains("cuda:0 cannot access the memory of cuda:1 directly") &&
-                                                        Catch::Contains("can_access_peer"));
+    CHECK_THROWS_WITH(
+        dk::enable_peer_access(a, b),
+        Catch::Contains("cuda:0 cannot access the memory of cuda:1 directly") && Catch::Contains("can_access_peer"));
     CHECK(pool_access(earlier.upstream(), 0) == cudaMemAccessFlagsProtNone);
     const auto src = dk::place(ramp(4096, 1.f), b);
     const auto moved = dk::place(src, a);  // staged through the host
@@ -757,7 +759,8 @@ TEST_CASE("device_mismatch carries the devices as values on GPUs", "[sim][mismat
   REQUIRE(trees.has_value());
   CHECK(trees->expected() == dk::device::cuda(0));
   CHECK(trees->actual() == gpu);
-  CHECK_THAT(trees->what(), Catch::Contains("tree 1 is on cuda:0") && Catch::Contains("tree 2 is on cuda:" + std::to_string(last)));
+  CHECK_THAT(trees->what(),
+             Catch::Contains("tree 1 is on cuda:0") && Catch::Contains("tree 2 is on cuda:" + std::to_string(last)));
 }
 
 // copy(src, placed, stream): a training loop refills the buffers it placed once. The copy must
@@ -922,8 +925,9 @@ TEST_CASE("the topology of the simulated GPUs names the CUDA platform and versio
   int runtime = 0;
   REQUIRE(cudaDriverGetVersion(&driver) == cudaSuccess);
   REQUIRE(cudaRuntimeGetVersion(&runtime) == cudaSuccess);
-  CHECK(topo.platform_version == "cuda driver " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
-                                     " runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10));
+  CHECK(topo.platform_version == "cuda driver " + std::to_string(driver / 1000) + "." +
+                                     std::to_string(driver % 1000 / 10) + " runtime " + std::to_string(runtime / 1000) +
+                                     "." + std::to_string(runtime % 1000 / 10));
   REQUIRE(topo.devices.size() == static_cast<std::size_t>(sim::device_count()));
   CHECK(topo.devices[0].device_kind == dm.properties(dk::device::cuda(0)).name);
   CHECK(topo.devices.is_fully_addressable());
@@ -1000,8 +1004,8 @@ TEST_CASE("GPUs that NVML sees but the runtime cannot use are refused clearly", 
   CHECK_FALSE(dm.has_gpu());
   CHECK_THAT(dm.fallback_reason(), Catch::Contains("the CUDA runtime cannot use the 2 GPU(s) NVML found") &&
                                        Catch::Contains("cudaErrorInsufficientDriver"));
-  CHECK_THROWS_WITH(dm.place(ramp(16, 0.f)), Catch::Contains("cannot use cuda:0") &&
-                                                 Catch::Contains("update the NVIDIA driver"));
+  CHECK_THROWS_WITH(dm.place(ramp(16, 0.f)),
+                    Catch::Contains("cannot use cuda:0") && Catch::Contains("update the NVIDIA driver"));
   CHECK_THROWS_AS(dm.memory(dk::device::cuda(1)), dk::config_error);
   CHECK(sim::contexts_created(0) == 0);  // refused before any CUDA call
   const auto on_host = dm.place(ramp(16, 0.f), dk::device::cpu());
@@ -1028,7 +1032,7 @@ TEST_CASE("staging comes from the pinned pool, exactly sized, freed in stream or
   {
     const auto during = staging.stats();
     CHECK(during.peak_allocated_bytes - before.allocated_bytes == tree.size() * sizeof(float));  // exact
-    CHECK(during.allocated_bytes == before.allocated_bytes);  // freed once the copy was queued...
+    CHECK(during.allocated_bytes == before.allocated_bytes);           // freed once the copy was queued...
     CHECK(during.pending_stream_frees > before.pending_stream_frees);  // ...in the order of its stream
     CHECK(during.reserved_bytes >= tree.size() * sizeof(float));
     const auto s = dk::staging_memory_stats();
@@ -1043,7 +1047,8 @@ TEST_CASE("staging comes from the pinned pool, exactly sized, freed in stream or
   CHECK(dk::to_host(placed) == tree);
   // The host's figures include the staging pool; the report shows it.
   dk::device_manager<> dm;
-  CHECK(dm.memory_stats(dk::device::cpu(), dk::memory_kind::pinned_host).num_allocs >= staging.stats().allocation_count);
+  CHECK(dm.memory_stats(dk::device::cpu(), dk::memory_kind::pinned_host).num_allocs >=
+        staging.stats().allocation_count);
   REQUIRE(dm.report().staging.has_value());
   std::ostringstream os;
   dk::print_device_info(dm, os);

@@ -203,8 +203,8 @@ TEST_CASE("simulated NCCL: an asynchronous error after k operations, reported wh
   CHECK(c.async_error(last) == ncclSystemError);
   CHECK(std::string(ncclGetLastError(c.comms[li])).find("simulated asynchronous error on rank") != std::string::npos);
   CHECK(c.bufs[0]->host() == std::vector<float>(16, static_cast<float>(c.n)));  // the first one completed
-  CHECK(cudaStreamQuery(c.streams[0]) == cudaErrorNotReady);   // rank 0 waits for the faulty rank
-  CHECK(cudaStreamQuery(c.streams[li]) == cudaErrorNotReady);  // the faulty rank never completes
+  CHECK(cudaStreamQuery(c.streams[0]) == cudaErrorNotReady);                    // rank 0 waits for the faulty rank
+  CHECK(cudaStreamQuery(c.streams[li]) == cudaErrorNotReady);                   // the faulty rank never completes
   CHECK(behind.load() == 0);
   c.abort_all();
   CHECK(streams_drain(c.streams, 10s));

@@ -27,7 +27,8 @@
 #if DEVICEKIT_HAS_CUDA
 #  include <cuda_runtime_api.h>
 #  if defined(CUDART_VERSION) && CUDART_VERSION < 12080
-#    error "devicekit needs the CUDA toolkit 12.8 or later (cudaStreamGetDevice); this one is older. Use CUDA 12.8+, or build without CUDA (-DDEVICEKIT_HAS_CUDA=0)."
+#    error \
+        "devicekit needs the CUDA toolkit 12.8 or later (cudaStreamGetDevice); this one is older. Use CUDA 12.8+, or build without CUDA (-DDEVICEKIT_HAS_CUDA=0)."
 #  endif
 #endif
 

@@ -28,12 +28,8 @@ class device {
   constexpr device() noexcept = default;
   constexpr device(device_kind kind, int ordinal) noexcept : kind_(kind), ordinal_(ordinal) {}
 
-  [[nodiscard]] static constexpr device cpu(int ordinal = 0) noexcept {
-    return {device_kind::cpu, ordinal};
-  }
-  [[nodiscard]] static constexpr device cuda(int ordinal = 0) noexcept {
-    return {device_kind::cuda, ordinal};
-  }
+  [[nodiscard]] static constexpr device cpu(int ordinal = 0) noexcept { return {device_kind::cpu, ordinal}; }
+  [[nodiscard]] static constexpr device cuda(int ordinal = 0) noexcept { return {device_kind::cuda, ordinal}; }
 
   /// Parses `cpu`, `cpu:0`, `cuda`, `cuda:3` (also `gpu:3`, as JAX writes it). Anything else is a
   /// config_error that quotes the text and shows the accepted forms.
@@ -67,9 +63,7 @@ class device {
   [[nodiscard]] constexpr bool is_cpu() const noexcept { return kind_ == device_kind::cpu; }
   [[nodiscard]] constexpr bool is_cuda() const noexcept { return kind_ == device_kind::cuda; }
 
-  [[nodiscard]] std::string str() const {
-    return std::string(to_string(kind_)) + ":" + std::to_string(ordinal_);
-  }
+  [[nodiscard]] std::string str() const { return std::string(to_string(kind_)) + ":" + std::to_string(ordinal_); }
 
   // == is defaulted explicitly: nvcc does not synthesise it from a defaulted <=> on a friend.
   friend constexpr bool operator==(const device&, const device&) noexcept = default;

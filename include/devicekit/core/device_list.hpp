@@ -41,10 +41,11 @@ struct process_context {
   /// SLURM_PROCID/NTASKS, RANK/WORLD_SIZE, in that order), or one process. config_error for a
   /// value that is not a number or a rank outside [0, size).
   [[nodiscard]] static process_context from_environment() {
-    static constexpr std::pair<const char*, const char*> pairs[] = {
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"},
-        {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"},   {"SLURM_PROCID", "SLURM_NTASKS"},
-        {"RANK", "WORLD_SIZE"}};
+    static constexpr std::pair<const char*, const char*> pairs[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                                                    {"PMI_RANK", "PMI_SIZE"},
+                                                                    {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"},
+                                                                    {"SLURM_PROCID", "SLURM_NTASKS"},
+                                                                    {"RANK", "WORLD_SIZE"}};
     for (const auto& [rank_var, size_var] : pairs) {
       const char* r = std::getenv(rank_var);
       const char* n = std::getenv(size_var);

@@ -98,7 +98,9 @@ static_assert(
 /// The name: "float32", "int64", "opaque", ...
 [[nodiscard]] constexpr std::string_view to_string(element_type t) noexcept { return element_info(t).name; }
 
-[[nodiscard]] constexpr bool is_floating(element_type t) noexcept { return element_info(t).kind == element_kind::floating; }
+[[nodiscard]] constexpr bool is_floating(element_type t) noexcept {
+  return element_info(t).kind == element_kind::floating;
+}
 
 /// Maps a C++ element type to an element_type. Specialise it for your own arithmetic types
 /// (devicekit/distribute/nccl.hpp does so for __half and __nv_bfloat16).
@@ -113,19 +115,30 @@ template <class T>
 struct element_type_traits<T, std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>>> {
   static constexpr element_type value = [] {
     if constexpr (std::is_floating_point_v<T>) {
-      if constexpr (sizeof(T) == 4) return element_type::float32;
-      else if constexpr (sizeof(T) == 8) return element_type::float64;
-      else return element_type::opaque;  // long double: no wire type in MPI's or NCCL's common set
+      if constexpr (sizeof(T) == 4)
+        return element_type::float32;
+      else if constexpr (sizeof(T) == 8)
+        return element_type::float64;
+      else
+        return element_type::opaque;  // long double: no wire type in MPI's or NCCL's common set
     } else if constexpr (std::is_signed_v<T>) {
-      if constexpr (sizeof(T) == 1) return element_type::int8;
-      else if constexpr (sizeof(T) == 2) return element_type::int16;
-      else if constexpr (sizeof(T) == 4) return element_type::int32;
-      else return element_type::int64;
+      if constexpr (sizeof(T) == 1)
+        return element_type::int8;
+      else if constexpr (sizeof(T) == 2)
+        return element_type::int16;
+      else if constexpr (sizeof(T) == 4)
+        return element_type::int32;
+      else
+        return element_type::int64;
     } else {
-      if constexpr (sizeof(T) == 1) return element_type::uint8;
-      else if constexpr (sizeof(T) == 2) return element_type::uint16;
-      else if constexpr (sizeof(T) == 4) return element_type::uint32;
-      else return element_type::uint64;
+      if constexpr (sizeof(T) == 1)
+        return element_type::uint8;
+      else if constexpr (sizeof(T) == 2)
+        return element_type::uint16;
+      else if constexpr (sizeof(T) == 4)
+        return element_type::uint32;
+      else
+        return element_type::uint64;
     }
   }();
 };

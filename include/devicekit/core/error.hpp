@@ -29,11 +29,7 @@ class cuda_error : public error {
  public:
   cuda_error(int code, std::string_view call, std::string_view name, std::string_view description,
              std::source_location where = std::source_location::current())
-      : error(format(code, call, name, description, where)),
-        code_(code),
-        call_(call),
-        name_(name),
-        where_(where) {}
+      : error(format(code, call, name, description, where)), code_(code), call_(call), name_(name), where_(where) {}
 
   [[nodiscard]] int code() const noexcept { return code_; }
   [[nodiscard]] const std::string& call() const noexcept { return call_; }
@@ -41,8 +37,8 @@ class cuda_error : public error {
   [[nodiscard]] const std::source_location& where() const noexcept { return where_; }
 
  private:
-  static std::string format(int code, std::string_view call, std::string_view name,
-                            std::string_view description, const std::source_location& where) {
+  static std::string format(int code, std::string_view call, std::string_view name, std::string_view description,
+                            const std::source_location& where) {
     std::string msg;
     msg.append(call).append(" failed: ").append(name).append(" (").append(std::to_string(code));
     msg.append("): ").append(description).append(" at ").append(where.file_name());
@@ -64,8 +60,7 @@ inline void check_cuda(cudaError_t result, std::string_view call,
                        std::source_location where = std::source_location::current()) {
   if (result == cudaSuccess) return;
   (void)cudaGetLastError();
-  throw cuda_error(static_cast<int>(result), call, cudaGetErrorName(result),
-                   cudaGetErrorString(result), where);
+  throw cuda_error(static_cast<int>(result), call, cudaGetErrorName(result), cudaGetErrorString(result), where);
 }
 #endif
 

@@ -31,7 +31,8 @@ enum class memory_kind { device, pinned_host, host };
   if (s == "device") return memory_kind::device;
   if (s == "pinned_host") return memory_kind::pinned_host;
   if (s == "host" || s == "unpinned_host") return memory_kind::host;
-  throw config_error("memory kind '" + std::string(s) + "' is not valid; allowed values: device, pinned_host, host "
+  throw config_error("memory kind '" + std::string(s) +
+                     "' is not valid; allowed values: device, pinned_host, host "
                      "(or unpinned_host)");
 }
 

@@ -59,9 +59,8 @@ inline constexpr std::string_view valid_platform_names = "cuda (or gpu), cpu";
                                                                   std::string_view source = "platforms") {
   std::vector<device_kind> out;
   auto fail = [&](const std::string& why) {
-    throw config_error(std::string(source) + "='" + std::string(text) + "': " + why +
-                       "; valid platform names: " + std::string(valid_platform_names) +
-                       ", comma-separated in priority order (e.g. cuda,cpu)");
+    throw config_error(std::string(source) + "='" + std::string(text) + "': " + why + "; valid platform names: " +
+                       std::string(valid_platform_names) + ", comma-separated in priority order (e.g. cuda,cpu)");
   };
   std::size_t pos = 0;
   while (pos <= text.size()) {
@@ -132,26 +131,36 @@ class settings {
     return s;
   }
 
-  settings& set_prefer(device_preference p) { prefer_ = p; return *this; }
-  [[nodiscard]] bool has_prefer() const noexcept { return prefer_.has_value(); }
-  [[nodiscard]] device_preference get_prefer() const noexcept {
-    return prefer_.value_or(device_preference::automatic);
+  settings& set_prefer(device_preference p) {
+    prefer_ = p;
+    return *this;
   }
+  [[nodiscard]] bool has_prefer() const noexcept { return prefer_.has_value(); }
+  [[nodiscard]] device_preference get_prefer() const noexcept { return prefer_.value_or(device_preference::automatic); }
 
   /// The device `default_device()` should return; validated against the detected devices.
-  settings& set_device(device d) { device_ = d; return *this; }
+  settings& set_device(device d) {
+    device_ = d;
+    return *this;
+  }
   [[nodiscard]] bool has_device() const noexcept { return device_.has_value(); }
   [[nodiscard]] device get_device() const { return device_.value(); }
 
   // --- GPU memory (the allocator and the collective reserve) ------------------------------------
   /// Which allocator serves GPU memory (default: pool). jaxlib: XLA_PYTHON_CLIENT_ALLOCATOR.
-  settings& set_allocator(allocator_kind k) { allocator_ = k; return *this; }
+  settings& set_allocator(allocator_kind k) {
+    allocator_ = k;
+    return *this;
+  }
   [[nodiscard]] bool has_allocator() const noexcept { return allocator_.has_value(); }
   [[nodiscard]] allocator_kind get_allocator() const noexcept { return allocator_.value_or(allocator_kind::pool); }
   /// Bytes of each GPU left out of the memory budget for collectives (NCCL allocates its own
   /// buffers, outside devicekit's pools), as jaxlib's GpuAllocatorConfig::collective_memory_size.
   /// The manager rejects a reserve larger than a device (config_error). Default 0.
-  settings& set_collective_memory_size(std::uint64_t bytes) { collective_memory_size_ = bytes; return *this; }
+  settings& set_collective_memory_size(std::uint64_t bytes) {
+    collective_memory_size_ = bytes;
+    return *this;
+  }
   [[nodiscard]] std::uint64_t get_collective_memory_size() const noexcept { return collective_memory_size_; }
   /// Platform priority at run time: only detectors whose answer is of a listed platform count,
   /// and among those the earliest platform in the list wins, whatever the compile-time order
@@ -159,8 +168,9 @@ class settings {
   /// that excludes every platform found makes detection fail with a reason naming the list.
   /// Throws config_error for an empty list or a platform listed twice.
   settings& set_platforms(std::vector<device_kind> platforms) {
-    if (platforms.empty()) throw config_error("set_platforms: the platform list is empty; valid platform names: " +
-                                              std::string(valid_platform_names));
+    if (platforms.empty())
+      throw config_error("set_platforms: the platform list is empty; valid platform names: " +
+                         std::string(valid_platform_names));
     (void)parse_platform_list(format_platform_list(platforms), "set_platforms");  // rejects repeats
     platforms_ = std::move(platforms);
     platforms_source_ = "settings";
@@ -168,7 +178,9 @@ class settings {
   }
   [[nodiscard]] bool has_platforms() const noexcept { return platforms_.has_value(); }
   /// The run-time platform list; empty when none was given (the detector order decides).
-  [[nodiscard]] std::vector<device_kind> get_platforms() const { return platforms_.value_or(std::vector<device_kind>{}); }
+  [[nodiscard]] std::vector<device_kind> get_platforms() const {
+    return platforms_.value_or(std::vector<device_kind>{});
+  }
   /// Where the platform list came from: "DEVICEKIT_PLATFORMS", "settings", or "" when none.
   [[nodiscard]] const std::string& platforms_source() const noexcept { return platforms_source_; }
   /// Whether `kind` may be chosen: always without a list, else when it is listed.
@@ -179,7 +191,10 @@ class settings {
 
   /// The NVML library nvml_detector loads (a path or a soname for dlopen). Without one it
   /// takes DEVICEKIT_NVML_LIBRARY from the environment, else libnvidia-ml.so.1.
-  settings& set_nvml_library(std::string path) { nvml_library_ = std::move(path); return *this; }
+  settings& set_nvml_library(std::string path) {
+    nvml_library_ = std::move(path);
+    return *this;
+  }
   [[nodiscard]] bool has_nvml_library() const noexcept { return nvml_library_.has_value(); }
   [[nodiscard]] const std::string& get_nvml_library() const { return nvml_library_.value(); }
 

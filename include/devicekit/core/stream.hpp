@@ -147,8 +147,7 @@ class stream {
 
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
-  stream(stream&& other) noexcept
-      : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
+  stream(stream&& other) noexcept : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
   stream& operator=(stream&& other) noexcept {
     if (this != &other) {
       release();
@@ -230,8 +229,9 @@ class stream_ref {
   /// To libcu++'s `cuda::stream_ref`, for CCCL calls. A cpu reference has no CUDA stream.
   operator ::cuda::stream_ref() const {  // NOLINT(google-explicit-constructor)
     if (device_.is_cpu()) {
-      throw config_error("a cpu stream_ref has no CUDA stream to give to cuda::stream_ref: "
-                         "use a stream of a cuda device");
+      throw config_error(
+          "a cpu stream_ref has no CUDA stream to give to cuda::stream_ref: "
+          "use a stream of a cuda device");
     }
     return ::cuda::stream_ref(handle_);
   }

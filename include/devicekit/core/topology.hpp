@@ -42,8 +42,8 @@ struct device_topology {
       first = false;
       s += "{\"id\": " + std::to_string(d.id) + ", \"device\": " + quote(d.local.str()) +
            ", \"process_index\": " + std::to_string(d.process_index) + ", \"host_id\": " + std::to_string(d.host_id) +
-           ", \"local_hardware_id\": " + std::to_string(d.local_hardware_id) + ", \"device_kind\": " +
-           quote(d.device_kind) + "}";
+           ", \"local_hardware_id\": " + std::to_string(d.local_hardware_id) +
+           ", \"device_kind\": " + quote(d.device_kind) + "}";
     }
     return s + "]}";
   }
@@ -69,13 +69,21 @@ struct device_topology {
         p.array([&] {
           process_device d;
           p.object([&](const std::string& k) {
-            if (k == "id") d.id = p.integer();
-            else if (k == "device") d.local = device::parse(p.string());
-            else if (k == "process_index") d.process_index = p.integer();
-            else if (k == "host_id") d.host_id = p.integer();
-            else if (k == "local_hardware_id") d.local_hardware_id = p.integer();
-            else if (k == "device_kind") d.device_kind = p.string();
-            else p.fail("a device key (id, device, process_index, host_id, local_hardware_id, device_kind), not '" + k + "'");
+            if (k == "id")
+              d.id = p.integer();
+            else if (k == "device")
+              d.local = device::parse(p.string());
+            else if (k == "process_index")
+              d.process_index = p.integer();
+            else if (k == "host_id")
+              d.host_id = p.integer();
+            else if (k == "local_hardware_id")
+              d.local_hardware_id = p.integer();
+            else if (k == "device_kind")
+              d.device_kind = p.string();
+            else
+              p.fail("a device key (id, device, process_index, host_id, local_hardware_id, device_kind), not '" + k +
+                     "'");
           });
           devs.push_back(std::move(d));
         });
@@ -107,8 +115,8 @@ struct device_topology {
     std::size_t pos = 0;
 
     [[noreturn]] void fail(const std::string& expected) const {
-      throw config_error("cannot parse device topology at character " + std::to_string(pos) + ": expected " +
-                         expected + "; pass text written by device_topology::serialize()");
+      throw config_error("cannot parse device topology at character " + std::to_string(pos) + ": expected " + expected +
+                         "; pass text written by device_topology::serialize()");
     }
     void skip() {
       while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])) != 0) ++pos;
@@ -158,7 +166,8 @@ struct device_topology {
     void array(F&& element) {
       expect('[');
       if (take(']')) return;
-      do element(); while (take(','));
+      do element();
+      while (take(','));
       expect(']');
     }
     void end() {
@@ -194,8 +203,9 @@ namespace detail {
   bool cpu = false;
   for (const auto& d : devices) (d.local.is_cuda() ? cuda : cpu) = true;
   if (cuda && cpu) {
-    throw config_error("topology_for_devices: the list mixes cpu and cuda devices; a topology describes one "
-                       "platform: pass the GPUs and the host separately");
+    throw config_error(
+        "topology_for_devices: the list mixes cpu and cuda devices; a topology describes one "
+        "platform: pass the GPUs and the host separately");
   }
   if (cuda) {
     t.platform = "cuda";
@@ -205,8 +215,8 @@ namespace detail {
 }
 
 /// The topology of this process's `devices` (e.g. dm.devices()) under process context `p`.
-[[nodiscard]] inline device_topology topology_for_devices(const std::vector<device>& devices,
-                                                          const process_context& p = process_context::from_environment()) {
+[[nodiscard]] inline device_topology topology_for_devices(
+    const std::vector<device>& devices, const process_context& p = process_context::from_environment()) {
   return topology_for_devices(device_list::local(devices, p));
 }
 

@@ -29,11 +29,11 @@ namespace detail {
 }  // namespace detail
 
 template <class D>
-concept device_detector =
-    std::copy_constructible<D> &&
-    (requires(const D& d, const settings& s) {
+concept device_detector = std::copy_constructible<D> &&(
+    requires(const D& d, const settings& s) {
       { d.detect(s) } -> std::convertible_to<capabilities>;
-    } || requires(const D& d) {
+    } ||
+    requires(const D& d) {
       { d.detect() } -> std::convertible_to<capabilities>;
     });
 
@@ -58,8 +58,9 @@ template <device_detector D>
     // The run-time platform list (settings::set_platforms, DEVICEKIT_PLATFORMS) leaves this
     // answer out: it becomes "not available", with the reason, so that first_available moves
     // on and a manager's error names the list.
-    caps.fallback_reason = "found " + std::to_string(caps.device_count) + " " + std::string(to_string(caps.device_type)) +
-                           " device(s), but " + detail::platform_list_text(s) + " excludes platform '" +
+    caps.fallback_reason = "found " + std::to_string(caps.device_count) + " " +
+                           std::string(to_string(caps.device_type)) + " device(s), but " +
+                           detail::platform_list_text(s) + " excludes platform '" +
                            std::string(to_string(caps.device_type)) + "'";
     caps.device_count = 0;
     caps.gpu_count = 0;
@@ -239,8 +240,9 @@ struct cpu_detector {
 template <class... Detectors>
 struct first_available {
   static_assert(sizeof...(Detectors) > 0, "first_available<D...> needs at least one detector");
-  static_assert((device_detector<Detectors> && ...),
-                "first_available<D...>: every D must be a device_detector (capabilities detect(const settings&) const)");
+  static_assert(
+      (device_detector<Detectors> && ...),
+      "first_available<D...>: every D must be a device_detector (capabilities detect(const settings&) const)");
 
   static constexpr std::string_view name() noexcept { return "first_available"; }
 

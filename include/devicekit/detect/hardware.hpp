@@ -22,9 +22,8 @@ namespace devicekit {
 enum class hardware_type { tpu_v5e, tpu_v5p, tpu_v4, h200, h100, a100, v100, l40s, rtx, cpu, unknown };
 
 [[nodiscard]] constexpr std::string_view to_string(hardware_type h) noexcept {
-  constexpr std::array<std::string_view, 11> names{"tpu_v5e", "tpu_v5p", "tpu_v4", "h200", "h100",
-                                                   "a100",    "v100",    "l40s",   "rtx",  "cpu",
-                                                   "unknown"};
+  constexpr std::array<std::string_view, 11> names{"tpu_v5e", "tpu_v5p", "tpu_v4", "h200", "h100",   "a100",
+                                                   "v100",    "l40s",    "rtx",    "cpu",  "unknown"};
   return names[static_cast<std::size_t>(h)];
 }
 
@@ -56,9 +55,9 @@ enum class hardware_type { tpu_v5e, tpu_v5p, tpu_v4, h200, h100, a100, v100, l40
 
 /// Batch-size guidance for one kind of hardware.
 struct batch_size_recommendation {
-  int min_batch_size = 1;       ///< below this the device is badly underused
-  int optimal_batch_size = 32;  ///< peak throughput
-  int critical_batch_size = 16; ///< where the roofline is reached (JAX scaling guide)
+  int min_batch_size = 1;                    ///< below this the device is badly underused
+  int optimal_batch_size = 32;               ///< peak throughput
+  int critical_batch_size = 16;              ///< where the roofline is reached (JAX scaling guide)
   std::optional<int> max_memory_batch_size;  ///< estimate of the largest batch that fits
   std::string_view notes;
   /// False when the row is a stand-in for hardware the source table does not list.
@@ -75,11 +74,13 @@ struct batch_size_recommendation {
     case hardware_type::tpu_v5p: return {128, 512, 480, std::nullopt, "Higher throughput, needs larger batches"};
     case hardware_type::tpu_v4: return {64, 256, 192, std::nullopt, "Similar to v5e, slightly lower critical"};
     case hardware_type::h100: return {64, 320, 298, std::nullopt, "Critical batch size for roofline"};
-    case hardware_type::h200: return {64, 320, 298, std::nullopt, "H100 values (same Hopper SM); not in the source table", false};
+    case hardware_type::h200:
+      return {64, 320, 298, std::nullopt, "H100 values (same Hopper SM); not in the source table", false};
     case hardware_type::a100: return {32, 256, 240, std::nullopt, "For 80GB variant"};
     case hardware_type::v100: return {16, 128, 96, std::nullopt, "Memory-limited on 16GB variant"};
     case hardware_type::cpu: return {1, 32, 16, std::nullopt, "Memory-bandwidth bound"};
-    default: return {16, 128, 96, std::nullopt, "V100 values as a conservative stand-in; not in the source table", false};
+    default:
+      return {16, 128, 96, std::nullopt, "V100 values as a conservative stand-in; not in the source table", false};
   }
 }
 

@@ -12,7 +12,7 @@
 namespace devicekit {
 
 struct host_info {
-  std::string model_name;             ///< "unknown" where the OS does not say
+  std::string model_name;  ///< "unknown" where the OS does not say
   unsigned logical_cores = 1;
   std::uint64_t total_memory_bytes = 0;
 };

@@ -64,23 +64,24 @@ inline constexpr unsigned int uuid_buffer_size = 96;
 
 /// The functions devicekit calls, looked up in one loaded library.
 struct api {
-  return_t (*init)() = nullptr;                                          // nvmlInit_v2
-  return_t (*shutdown)() = nullptr;                                      // nvmlShutdown
-  const char* (*error_string)(return_t) = nullptr;                       // nvmlErrorString
-  return_t (*device_count)(unsigned int*) = nullptr;                     // nvmlDeviceGetCount_v2
-  return_t (*handle_by_index)(unsigned int, device_t*) = nullptr;        // nvmlDeviceGetHandleByIndex_v2
-  return_t (*name)(device_t, char*, unsigned int) = nullptr;             // nvmlDeviceGetName
-  return_t (*memory)(device_t, memory_t*) = nullptr;                     // nvmlDeviceGetMemoryInfo
-  return_t (*compute_capability)(device_t, int*, int*) = nullptr;        // nvmlDeviceGetCudaComputeCapability
-  return_t (*uuid)(device_t, char*, unsigned int) = nullptr;             // nvmlDeviceGetUUID
-  return_t (*pci)(device_t, pci_info_t*) = nullptr;                      // nvmlDeviceGetPciInfo_v3
-  return_t (*cuda_driver_version)(int*) = nullptr;                       // nvmlSystemGetCudaDriverVersion_v2 (optional)
+  return_t (*init)() = nullptr;                                    // nvmlInit_v2
+  return_t (*shutdown)() = nullptr;                                // nvmlShutdown
+  const char* (*error_string)(return_t) = nullptr;                 // nvmlErrorString
+  return_t (*device_count)(unsigned int*) = nullptr;               // nvmlDeviceGetCount_v2
+  return_t (*handle_by_index)(unsigned int, device_t*) = nullptr;  // nvmlDeviceGetHandleByIndex_v2
+  return_t (*name)(device_t, char*, unsigned int) = nullptr;       // nvmlDeviceGetName
+  return_t (*memory)(device_t, memory_t*) = nullptr;               // nvmlDeviceGetMemoryInfo
+  return_t (*compute_capability)(device_t, int*, int*) = nullptr;  // nvmlDeviceGetCudaComputeCapability
+  return_t (*uuid)(device_t, char*, unsigned int) = nullptr;       // nvmlDeviceGetUUID
+  return_t (*pci)(device_t, pci_info_t*) = nullptr;                // nvmlDeviceGetPciInfo_v3
+  return_t (*cuda_driver_version)(int*) = nullptr;                 // nvmlSystemGetCudaDriverVersion_v2 (optional)
 
   [[nodiscard]] std::string describe(return_t r) const {
     std::string s = error_string != nullptr ? std::string(error_string(r)) : std::string("NVML error");
     s += " (nvmlReturn_t " + std::to_string(r) + ")";
     if (r == error_driver_not_loaded) s += "; the NVIDIA kernel driver is not loaded";
-    if (r == error_lib_rm_version_mismatch) s += "; the NVML library and the kernel driver differ in version (reboot after a driver update)";
+    if (r == error_lib_rm_version_mismatch)
+      s += "; the NVML library and the kernel driver differ in version (reboot after a driver update)";
     if (r == error_no_permission) s += "; this user may not access the GPU device files (/dev/nvidia*)";
     return s;
   }
@@ -186,7 +187,8 @@ struct listing {
     out.devices.push_back(query(a, handle, static_cast<int>(i)));
   }
   if (out.failure.empty() && out.devices.empty()) {
-    out.failure = "NVML listed " + std::to_string(count) + " GPU(s) but could not open any (nvmlDeviceGetHandleByIndex_v2)";
+    out.failure =
+        "NVML listed " + std::to_string(count) + " GPU(s) but could not open any (nvmlDeviceGetHandleByIndex_v2)";
   }
   if (a.cuda_driver_version != nullptr && a.cuda_driver_version(&out.cuda_driver_version) != success) {
     out.cuda_driver_version = 0;
@@ -232,7 +234,8 @@ struct nvml_detector {
         caps.fallback_reason = "NVML found " + std::to_string(found.devices.size()) +
                                " GPU(s), but none has the UUID of a GPU the CUDA runtime sees (" +
                                std::to_string(detail::cached_cuda_probe().count) + " visible)";
-        if (auto v = detail::getenv_string("CUDA_VISIBLE_DEVICES")) caps.fallback_reason += "; CUDA_VISIBLE_DEVICES='" + *v + "'";
+        if (auto v = detail::getenv_string("CUDA_VISIBLE_DEVICES"))
+          caps.fallback_reason += "; CUDA_VISIBLE_DEVICES='" + *v + "'";
         return caps;
       }
       caps.gpu_count = static_cast<int>(caps.devices.size());

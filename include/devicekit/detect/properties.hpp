@@ -80,16 +80,15 @@ struct device_properties {
 /// Formats a 16-byte UUID the way nvidia-smi does.
 [[nodiscard]] inline std::string format_gpu_uuid(const unsigned char (&b)[16]) {
   char buf[64];
-  std::snprintf(buf, sizeof buf,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return buf;
 }
 
 [[nodiscard]] inline std::string format_pci_bus_id(int domain, int bus, int dev) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%08X:%02X:%02X.0", static_cast<unsigned>(domain),
-                static_cast<unsigned>(bus), static_cast<unsigned>(dev));
+  std::snprintf(buf, sizeof buf, "%08X:%02X:%02X.0", static_cast<unsigned>(domain), static_cast<unsigned>(bus),
+                static_cast<unsigned>(dev));
   return buf;
 }
 
@@ -119,9 +118,7 @@ struct driver_identity_api {
   get_uuid_fn get_uuid = nullptr;
   total_mem_fn total_mem = nullptr;
 
-  [[nodiscard]] bool complete() const noexcept {
-    return get_device && get_name && get_uuid && total_mem;
-  }
+  [[nodiscard]] bool complete() const noexcept { return get_device && get_name && get_uuid && total_mem; }
 
   template <class Fn>
   static Fn lookup(const char* symbol) {
@@ -156,8 +153,8 @@ inline void query_identity(int ordinal, device_properties& p) {
     char name[256] = {};
     unsigned char uuid[16] = {};
     std::size_t bytes = 0;
-    if (api.get_name(name, static_cast<int>(sizeof name), cu_device) == 0 &&
-        api.get_uuid(uuid, cu_device) == 0 && api.total_mem(&bytes, cu_device) == 0) {
+    if (api.get_name(name, static_cast<int>(sizeof name), cu_device) == 0 && api.get_uuid(uuid, cu_device) == 0 &&
+        api.total_mem(&bytes, cu_device) == 0) {
       p.name = name;
       p.uuid = format_gpu_uuid(uuid);
       p.total_memory_bytes = bytes;
@@ -181,8 +178,7 @@ inline void query_identity(int ordinal, device_properties& p) {
   device_properties p;
   p.id = device::cuda(ordinal);
   detail::query_identity(ordinal, p);
-  p.cc = {attribute(cudaDevAttrComputeCapabilityMajor, ordinal),
-          attribute(cudaDevAttrComputeCapabilityMinor, ordinal)};
+  p.cc = {attribute(cudaDevAttrComputeCapabilityMajor, ordinal), attribute(cudaDevAttrComputeCapabilityMinor, ordinal)};
   p.multiprocessor_count = attribute(cudaDevAttrMultiProcessorCount, ordinal);
   p.clock_rate_khz = attribute(cudaDevAttrClockRate, ordinal);
   p.memory_clock_rate_khz = attribute(cudaDevAttrMemoryClockRate, ordinal);

@@ -62,26 +62,16 @@ namespace devicekit {
 ///                void* r, std::size_t recv_bytes, int root);
 ///   void finish(std::string_view operation);                    // wait, poll errors
 template <class B>
-concept collective_backend =
-    detail::backend_requirements::has_participants<B> &&
-    detail::backend_requirements::has_size<B> &&
-    detail::backend_requirements::has_rank<B> &&
-    detail::backend_requirements::has_name<B> &&
-    detail::backend_requirements::has_can_reduce<B> &&
-    detail::backend_requirements::has_accepts<B> &&
-    detail::backend_requirements::has_memory_description<B> &&
-    detail::backend_requirements::has_set_operation<B> &&
-    detail::backend_requirements::has_group_begin<B> &&
-    detail::backend_requirements::has_group_end<B> &&
-    detail::backend_requirements::has_scratch<B> &&
-    detail::backend_requirements::has_copy<B> &&
-    detail::backend_requirements::has_exchange<B> &&
-    detail::backend_requirements::has_broadcast<B> &&
-    detail::backend_requirements::has_all_reduce<B> &&
-    detail::backend_requirements::has_all_gather<B> &&
-    detail::backend_requirements::has_reduce_scatter<B> &&
-    detail::backend_requirements::has_scatter<B> &&
-    detail::backend_requirements::has_finish<B>;
+concept collective_backend = detail::backend_requirements::has_participants<B> &&
+    detail::backend_requirements::has_size<B> && detail::backend_requirements::has_rank<B> &&
+    detail::backend_requirements::has_name<B> && detail::backend_requirements::has_can_reduce<B> &&
+    detail::backend_requirements::has_accepts<B> && detail::backend_requirements::has_memory_description<B> &&
+    detail::backend_requirements::has_set_operation<B> && detail::backend_requirements::has_group_begin<B> &&
+    detail::backend_requirements::has_group_end<B> && detail::backend_requirements::has_scratch<B> &&
+    detail::backend_requirements::has_copy<B> && detail::backend_requirements::has_exchange<B> &&
+    detail::backend_requirements::has_broadcast<B> && detail::backend_requirements::has_all_reduce<B> &&
+    detail::backend_requirements::has_all_gather<B> && detail::backend_requirements::has_reduce_scatter<B> &&
+    detail::backend_requirements::has_scatter<B> && detail::backend_requirements::has_finish<B>;
 
 // --- the communicator façade ----------------------------------------------------------------------
 
@@ -114,11 +104,9 @@ class basic_communicator {
   using self_type = std::conditional_t<std::is_void_v<Self>, basic_communicator, Self>;
 
   /// A communicator over a default backend (for self_communicator: the one-rank backend).
-  explicit basic_communicator(collective_options options = {})
-    requires std::default_initializable<Backend>
+  explicit basic_communicator(collective_options options = {}) requires std::default_initializable<Backend>
       : options_(options) {}
-  basic_communicator(Backend backend, collective_options options)
-      : backend_(std::move(backend)), options_(options) {}
+  basic_communicator(Backend backend, collective_options options) : backend_(std::move(backend)), options_(options) {}
 
   /// This process's rank (of local rank `local` when it drives several).
   [[nodiscard]] int rank(int local = 0) const { return backend_.rank(index(local)); }
@@ -202,8 +190,7 @@ class basic_communicator {
   }
 
   /// Waits until every rank has reached it (where the backend has a barrier: MPI, self).
-  void barrier()
-    requires requires(Backend& b) { b.barrier(); }
+  void barrier() requires requires(Backend& b) { b.barrier(); }
   {
     backend_.set_operation("barrier");
     backend_.barrier();
@@ -229,8 +216,7 @@ class basic_communicator {
     backend_.set_operation(op);
     if (given != backend_.participants()) {
       throw config_error(detail::communicator_name(Backend::name()) + "::" + std::string(op) + ": " +
-                         std::to_string(given) + " leaf lists for " + std::to_string(local_ranks()) +
-                         " local ranks");
+                         std::to_string(given) + " leaf lists for " + std::to_string(local_ranks()) + " local ranks");
     }
   }
   template <class T>

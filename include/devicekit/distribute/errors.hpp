@@ -14,8 +14,8 @@ namespace devicekit {
 /// library's error string.
 class communication_error : public error {
  public:
-  communication_error(std::string_view backend, std::string_view operation, std::string_view call, int rank,
-                      int size, int code, std::string_view detail)
+  communication_error(std::string_view backend, std::string_view operation, std::string_view call, int rank, int size,
+                      int code, std::string_view detail)
       : error(format(backend, operation, call, rank, size, code, detail)),
         backend_(backend),
         operation_(operation),

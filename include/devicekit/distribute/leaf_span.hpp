@@ -31,10 +31,8 @@ struct leaf_span {
     return {static_cast<void*>(s.data()), wire_count<T>(s.size()), element_type_of<T>};
   }
   template <class C>
-    requires requires(C& c) { std::span(c); }
-  [[nodiscard]] static leaf_span of(C& c) noexcept {
-    return of(std::span(c));
-  }
+  requires requires(C& c) { std::span(c); }
+  [[nodiscard]] static leaf_span of(C& c) noexcept { return of(std::span(c)); }
 };
 
 /// A flat, read-only leaf (the source of all_gather, reduce_scatter, scatter).
@@ -45,7 +43,8 @@ struct const_leaf_span {
 
   const_leaf_span() = default;
   const_leaf_span(const void* d, std::size_t n, element_type t) noexcept : data(d), count(n), type(t) {}
-  const_leaf_span(const leaf_span& s) noexcept : data(s.data), count(s.count), type(s.type) {}  // NOLINT: implicit on purpose
+  const_leaf_span(const leaf_span& s) noexcept
+      : data(s.data), count(s.count), type(s.type) {}  // NOLINT: implicit on purpose
 
   [[nodiscard]] std::size_t bytes() const noexcept { return count * size_of(type); }
 
@@ -54,10 +53,8 @@ struct const_leaf_span {
     return {static_cast<const void*>(s.data()), wire_count<T>(s.size()), element_type_of<T>};
   }
   template <class C>
-    requires requires(const C& c) { std::span(c); }
-  [[nodiscard]] static const_leaf_span of(const C& c) noexcept {
-    return of(std::span(c));
-  }
+  requires requires(const C& c) { std::span(c); }
+  [[nodiscard]] static const_leaf_span of(const C& c) noexcept { return of(std::span(c)); }
 };
 
 }  // namespace devicekit

@@ -114,7 +114,8 @@ class mpi_backend {
   mpi_backend() = default;
   explicit mpi_backend(MPI_Comm base) {
     if (!mpi_active()) {
-      throw config_error("mpi_communicator: MPI is not initialised; create a devicekit::mpi_environment in main() first");
+      throw config_error(
+          "mpi_communicator: MPI is not initialised; create a devicekit::mpi_environment in main() first");
     }
     check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
     // Errors come back as return codes (and become exceptions) instead of aborting the job.

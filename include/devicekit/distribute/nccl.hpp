@@ -236,8 +236,8 @@ class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_c
     std::snprintf(mine, width, "%s|%s", host, bus);
     std::vector<char> all(width * static_cast<std::size_t>(mpi.size()));
     mpi.backend().set_operation("nccl bootstrap");
-    mpi.backend().check(MPI_Allgather(mine, static_cast<int>(width), MPI_CHAR, all.data(), static_cast<int>(width), MPI_CHAR,
-                                      mpi.native_handle()),
+    mpi.backend().check(MPI_Allgather(mine, static_cast<int>(width), MPI_CHAR, all.data(), static_cast<int>(width),
+                                      MPI_CHAR, mpi.native_handle()),
                         "MPI_Allgather");
     std::map<std::string, int> first_rank;  // "host|bus" -> the lowest rank using it
     for (int b = 0; b < mpi.size(); ++b) {

@@ -64,11 +64,11 @@ struct distribution_plan {
 /// std::span<const device>) const`. The device list is never empty and its first entry is the
 /// default device.
 template <class S>
-concept distribution_scheme =
-    std::copy_constructible<S> && requires(const S& s, const tree_summary& t, std::span<const device> devs) {
-      { s.name() } -> std::convertible_to<std::string_view>;
-      { s.plan(t, devs) } -> std::same_as<distribution_plan>;
-    };
+concept distribution_scheme = std::copy_constructible<S> &&
+    requires(const S& s, const tree_summary& t, std::span<const device> devs) {
+  { s.name() } -> std::convertible_to<std::string_view>;
+  { s.plan(t, devs) } -> std::same_as<distribution_plan>;
+};
 
 namespace schemes {
 
@@ -108,8 +108,10 @@ struct basic_shard_batch {
     const std::size_t batch = tree.batch;
     if (Uneven == uneven_batch::error && batch % n != 0) {
       throw config_error("shard_batch: a batch of " + std::to_string(batch) + " rows does not divide into " +
-                         std::to_string(n) + " equal shards (uneven policy 'error'); use uneven_batch::pad or "
-                         "uneven_batch::ragged, or a batch size that is a multiple of " + std::to_string(n));
+                         std::to_string(n) +
+                         " equal shards (uneven policy 'error'); use uneven_batch::pad or "
+                         "uneven_batch::ragged, or a batch size that is a multiple of " +
+                         std::to_string(n));
     }
     distribution_plan p;
     if constexpr (Uneven == uneven_batch::pad) {
@@ -150,8 +152,8 @@ inline void validate_plan(const distribution_plan& plan, const tree_summary& tre
     const auto& s = plan.shares[i];
     bool known = false;
     for (const auto& d : devices) known = known || d == s.dev;
-    const std::string where = "scheme '" + std::string(scheme_name) + "', share " + std::to_string(i) + " (" +
-                              s.dev.str() + "): ";
+    const std::string where =
+        "scheme '" + std::string(scheme_name) + "', share " + std::to_string(i) + " (" + s.dev.str() + "): ";
     if (!known) {
       std::string have;
       for (const auto& d : devices) have += (have.empty() ? "" : ", ") + d.str();

@@ -51,8 +51,7 @@ class self_backend {
   void all_gather(std::size_t, const void* s, void* r, std::size_t count, element_type t) noexcept {
     copy(0, r, s, count * size_of(t));
   }
-  void reduce_scatter(std::size_t, const void* s, void* r, std::size_t recv_count, element_type t,
-                      reduce_op) noexcept {
+  void reduce_scatter(std::size_t, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op) noexcept {
     copy(0, r, s, recv_count * size_of(t));
   }
   void scatter(std::size_t, const void* s, const std::size_t*, const std::size_t* displs, void* r,

@@ -38,7 +38,7 @@ struct structure_summary {
   std::uint64_t hash = 0;
   std::uint64_t leaf_count = 0;
   std::uint64_t total_bytes = 0;
-  std::int64_t root = -1;  ///< the root the rank passed (broadcast, scatter), else -1
+  std::int64_t root = -1;     ///< the root the rank passed (broadcast, scatter), else -1
   std::uint64_t problem = 0;  ///< nonzero: the rank found its own arguments unusable (see tree_info)
 
   friend bool operator==(const structure_summary&, const structure_summary&) = default;

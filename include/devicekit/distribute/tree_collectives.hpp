@@ -55,8 +55,7 @@ std::true_type is_per_device_test(const per_device<T>*);
 std::false_type is_per_device_test(...);
 /// True for per_device<T> and what derives from it (sharded<T>).
 template <class T>
-inline constexpr bool is_per_device_v =
-    decltype(is_per_device_test(std::declval<std::remove_cvref_t<T>*>()))::value;
+inline constexpr bool is_per_device_v = decltype(is_per_device_test(std::declval<std::remove_cvref_t<T>*>()))::value;
 }  // namespace detail
 
 /// One tree per local rank of a communicator that drives several (NCCL init_all), in the order
@@ -95,9 +94,9 @@ constexpr bool leaf_is_writable() {
   using U = std::remove_reference_t<L>;
   if constexpr (std::is_const_v<U>) {
     return false;
-  } else if constexpr (requires(U& u) { std::data(u); }) {
+  } else if constexpr (requires(U & u) { std::data(u); }) {
     return !std::is_const_v<std::remove_pointer_t<decltype(std::data(std::declval<U&>()))>>;
-  } else if constexpr (requires(U& u) { u.data_handle(); }) {
+  } else if constexpr (requires(U & u) { u.data_handle(); }) {
     return !std::is_const_v<std::remove_pointer_t<decltype(std::declval<U&>().data_handle())>>;
   } else {
     return true;  // a scalar of a non-const tree
@@ -136,11 +135,11 @@ flat_tree<Span> flatten(const Comm& comm, Tree& t, int local) {
           static_assert(leaf_is_writable<L>(),
                         "devicekit collectives: this operation writes the tree's leaves, but a leaf is read-only "
                         "(a std::span<const T>, an mdspan of const T, or a const tree)");
-          out.spans.push_back({const_cast<E*>(traits::data(leaf)), wire_count<E>(traits::size(leaf)),
-                               element_type_of<E>});
+          out.spans.push_back(
+              {const_cast<E*>(traits::data(leaf)), wire_count<E>(traits::size(leaf)), element_type_of<E>});
         } else {
-          out.spans.push_back({static_cast<const void*>(traits::data(leaf)), wire_count<E>(traits::size(leaf)),
-                               element_type_of<E>});
+          out.spans.push_back(
+              {static_cast<const void*>(traits::data(leaf)), wire_count<E>(traits::size(leaf)), element_type_of<E>});
         }
       },
       t);
@@ -157,8 +156,8 @@ struct flat_list {
 template <class Span, bool Reducing = false, class Comm, class Tree>
 flat_list<Span, Comm, Tree> flatten_all(Comm& comm, std::span<Tree> trees, std::string_view operation) {
   if (trees.size() != comm.backend().participants()) {
-    throw config_error(std::string(operation) + ": " + std::to_string(trees.size()) + " tree(s) for a communicator with " +
-                       std::to_string(comm.backend().participants()) +
+    throw config_error(std::string(operation) + ": " + std::to_string(trees.size()) +
+                       " tree(s) for a communicator with " + std::to_string(comm.backend().participants()) +
                        " local rank(s); a communicator over several local GPUs takes one_per_device(trees)");
   }
   flat_list<Span, Comm, Tree> out;
@@ -237,15 +236,13 @@ void scatter_trees(Comm& comm, std::span<In> in, std::span<Out> out, int root) {
 
 /// Root's leaves to every rank, in place. Every rank passes a tree of the same structure.
 template <communicator Comm, class Tree>
-  requires(!detail::is_per_device_v<Tree>)
-void broadcast(Comm& comm, Tree& tree, int root = 0) {
+requires(!detail::is_per_device_v<Tree>) void broadcast(Comm& comm, Tree& tree, int root = 0) {
   detail::broadcast_trees(comm, std::span<Tree>(&tree, 1), root);
 }
 
 /// Every leaf becomes the element-wise reduction over the ranks, in place.
 template <communicator Comm, class Tree>
-  requires(!detail::is_per_device_v<Tree>)
-void all_reduce(Comm& comm, Tree& tree, reduce_op op = reduce_op::sum) {
+requires(!detail::is_per_device_v<Tree>) void all_reduce(Comm& comm, Tree& tree, reduce_op op = reduce_op::sum) {
   detail::all_reduce_trees(comm, std::span<Tree>(&tree, 1), op);
 }
 
@@ -264,8 +261,9 @@ template <communicator Comm, class In>
       [n](const auto& leaf) {
         using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
         using E = typename traits::element_type;
-        static_assert(!std::is_same_v<E, bool>, "all_gathered: bool leaves would become std::vector<bool>, which is not "
-                                                "contiguous; gather them into your own output tree");
+        static_assert(!std::is_same_v<E, bool>,
+                      "all_gathered: bool leaves would become std::vector<bool>, which is not "
+                      "contiguous; gather them into your own output tree");
         return std::vector<E>(traits::size(leaf) * n);
       },
       in);
@@ -302,7 +300,8 @@ void all_gather(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Ou
   detail::all_gather_trees(comm, in.trees, out.trees);
 }
 template <communicator Comm, class In, class Out>
-void reduce_scatter(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Out> out, reduce_op op = reduce_op::sum) {
+void reduce_scatter(Comm& comm, one_per_device_trees<In> in, one_per_device_trees<Out> out,
+                    reduce_op op = reduce_op::sum) {
   detail::reduce_scatter_trees(comm, in.trees, out.trees, op);
 }
 template <communicator Comm, class In, class Out>

@@ -16,8 +16,9 @@ namespace devicekit {
 
 template <class T>
 class device_buffer {
-  static_assert(std::is_trivially_copyable_v<T>,
-                "device_buffer<T>: T must be trivially copyable (device memory is copied bytewise; no constructors run)");
+  static_assert(
+      std::is_trivially_copyable_v<T>,
+      "device_buffer<T>: T must be trivially copyable (device memory is copied bytewise; no constructors run)");
 
  public:
   using value_type = T;
@@ -64,7 +65,9 @@ class device_buffer {
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   /// cpu:0 for an empty (default or moved-from) buffer.
-  [[nodiscard]] device get_device() const noexcept { return memory_ != nullptr ? memory_->get_device() : device::cpu(); }
+  [[nodiscard]] device get_device() const noexcept {
+    return memory_ != nullptr ? memory_->get_device() : device::cpu();
+  }
   [[nodiscard]] device_memory* memory() const noexcept { return memory_; }
   [[nodiscard]] bool stream_ordered() const noexcept { return ordered_; }
 

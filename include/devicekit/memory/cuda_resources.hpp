@@ -17,17 +17,17 @@
 
 #if DEVICEKIT_HAS_CUDA
 
-#include <devicekit/core/device.hpp>
-#include <devicekit/core/error.hpp>
-#include <devicekit/core/pool_access.hpp>
-#include <devicekit/core/runtime.hpp>
-#include <devicekit/core/stream.hpp>
-#include <devicekit/memory/errors.hpp>
+#  include <devicekit/core/device.hpp>
+#  include <devicekit/core/error.hpp>
+#  include <devicekit/core/pool_access.hpp>
+#  include <devicekit/core/runtime.hpp>
+#  include <devicekit/core/stream.hpp>
+#  include <devicekit/memory/errors.hpp>
 
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <string>
+#  include <cstddef>
+#  include <cstdint>
+#  include <memory>
+#  include <string>
 
 namespace devicekit {
 
@@ -87,8 +87,7 @@ class pinned_host_resource {
   static constexpr bool is_host_accessible = true;
   static constexpr bool is_device_accessible = true;
 
-  pinned_host_resource() {
-  }
+  pinned_host_resource() {}
 
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
     detail::check_alignment(alignment);
@@ -113,10 +112,10 @@ class pinned_host_resource {
   void wait_event(void* ev) { detail::cuda_events::wait(ev); }
   void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
 
-#if DEVICEKIT_HAS_CCCL_MR
+#  if DEVICEKIT_HAS_CCCL_MR
   friend constexpr void get_property(const pinned_host_resource&, ::cuda::mr::host_accessible) noexcept {}
   friend constexpr void get_property(const pinned_host_resource&, ::cuda::mr::device_accessible) noexcept {}
-#endif
+#  endif
 };
 
 /// Device memory on one GPU. Copies share the underlying driver pool (and compare equal).
@@ -226,7 +225,7 @@ class cuda_device_resource {
     if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeAsync(p, s);
   }
 
-#if DEVICEKIT_HAS_CCCL_MR
+#  if DEVICEKIT_HAS_CCCL_MR
   /// CCCL's async_resource form.
   [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) {
     return allocate_async(bytes, alignment, s.get());
@@ -234,7 +233,7 @@ class cuda_device_resource {
   void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) noexcept {
     deallocate_async(p, bytes, alignment, s.get());
   }
-#endif
+#  endif
 
   /// Hands memory the driver pool keeps back to the system (after the pool trimmed its chunks).
   void trim() noexcept {
@@ -273,9 +272,9 @@ class cuda_device_resource {
   void wait_event(void* ev) { detail::cuda_events::wait(ev); }
   void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
 
-#if DEVICEKIT_HAS_CCCL_MR
+#  if DEVICEKIT_HAS_CCCL_MR
   friend constexpr void get_property(const cuda_device_resource&, ::cuda::mr::device_accessible) noexcept {}
-#endif
+#  endif
 
  private:
   using pool_handle = cudaMemPool_t;
@@ -284,7 +283,7 @@ class cuda_device_resource {
     std::uint64_t threshold = 0;
     pool_handle pool = nullptr;
     native_stream_handle stream = nullptr;
-    bool registered = false;  ///< with detail::pool_peer_access
+    bool registered = false;   ///< with detail::pool_peer_access
     bool shared_pool = false;  ///< the device's current pool (mode::device_default_pool): never destroyed
     state() = default;
     state(const state&) = delete;
@@ -303,9 +302,8 @@ class cuda_device_resource {
   std::shared_ptr<state> state_;
 };
 
-
 }  // namespace devicekit
 
 #else
-#include <devicekit/memory/detail/cuda_resources_unavailable.hpp>
+#  include <devicekit/memory/detail/cuda_resources_unavailable.hpp>
 #endif

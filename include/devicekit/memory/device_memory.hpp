@@ -268,8 +268,8 @@ class device_memory {
     max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
     if (config_.initial_size > 0) {
       std::lock_guard lock(mutex_);
-      const std::size_t n = detail::round_up_pow2(std::min(config_.initial_size, max_size_ & ~(detail::pool_granule - 1)),
-                                                  detail::pool_granule);
+      const std::size_t n = detail::round_up_pow2(
+          std::min(config_.initial_size, max_size_ & ~(detail::pool_granule - 1)), detail::pool_granule);
       if (n > 0) {
         void* p = upstream.allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
         heap_.add_chunk(p, n, true);
@@ -288,14 +288,12 @@ class device_memory {
         } else {
           std::cerr << report;
         }
-      } catch (...) {
-      }
+      } catch (...) {}
     }
     if (cuda_calls_allowed()) {
       try {
         streams_.poll(0, true, heap_, slabs_);  // in-flight work may still use pending blocks
-      } catch (...) {
-      }
+      } catch (...) {}
     }
     streams_.destroy_events();
     heap_.release_all();
@@ -322,7 +320,8 @@ class device_memory {
     const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
                             alignment > std::numeric_limits<std::size_t>::max() / 4;
     if (impossible) {
-      throw_oom(bytes, "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
+      throw_oom(bytes,
+                "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
     }
     // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
     // host - a few bytes for a free-list entry - is assumed not to fail; if it does, std::bad_alloc
@@ -413,16 +412,18 @@ class device_memory {
     std::lock_guard lock(mutex_);
     detail::live_record* rec = live_.find(a);
     if (rec == nullptr) {
-      const std::string head = "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
-                               device_.str() + ": ";
+      const std::string head =
+          "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " + device_.str() + ": ";
       if (heap_.inside_chunk(a)) {
         throw invalid_free(invalid_free::kind::double_free,
-                           head + "not a live allocation although it lies in this pool's memory: a double free, "
-                                  "or a pointer into the middle of an allocation. The pool is unchanged.");
+                           head +
+                               "not a live allocation although it lies in this pool's memory: a double free, "
+                               "or a pointer into the middle of an allocation. The pool is unchanged.");
       }
       throw invalid_free(invalid_free::kind::foreign_pointer,
-                         head + "this pointer was not allocated by this pool (it lies outside all of its memory): "
-                                "free it with the allocator that made it. The pool is unchanged.");
+                         head +
+                             "this pointer was not allocated by this pool (it lies outside all of its memory): "
+                             "free it with the allocator that made it. The pool is unchanged.");
     }
     if (rec->requested != bytes) {
       throw invalid_free(invalid_free::kind::wrong_size,

@@ -22,10 +22,7 @@ namespace devicekit {
 class out_of_memory : public error {
  public:
   out_of_memory(device dev, std::size_t requested, const pool_stats& stats, std::string basis, std::string cause)
-      : error(format(dev, requested, stats, basis, cause)),
-        device_(dev),
-        requested_(requested),
-        stats_(stats) {}
+      : error(format(dev, requested, stats, basis, cause)), device_(dev), requested_(requested), stats_(stats) {}
 
   [[nodiscard]] device get_device() const noexcept { return device_; }
   [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_; }

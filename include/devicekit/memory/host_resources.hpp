@@ -20,10 +20,10 @@ class host_resource {
 
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t)) {
     detail::check_alignment(alignment);
-    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{alignment});
+    return ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{alignment});
   }
   void deallocate(void* p, std::size_t /*bytes*/, std::size_t alignment = alignof(std::max_align_t)) noexcept {
-    ::operator delete(p, std::align_val_t{alignment});
+    ::operator delete (p, std::align_val_t{alignment});
   }
   [[nodiscard]] device get_device() const noexcept { return device::cpu(); }
   friend bool operator==(const host_resource&, const host_resource&) noexcept { return true; }

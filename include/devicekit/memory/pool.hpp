@@ -49,16 +49,16 @@ namespace detail {
 
 template <class Upstream>
 class memory_pool final : public device_memory {
-  static_assert(upstream_resource<Upstream>,
-                "memory_pool<Upstream>: Upstream must provide 'void* allocate(size_t, size_t)', "
-                "'void deallocate(void*, size_t, size_t)' and 'device get_device() const' (see devicekit/memory/resources.hpp)");
+  static_assert(
+      upstream_resource<Upstream>,
+      "memory_pool<Upstream>: Upstream must provide 'void* allocate(size_t, size_t)', "
+      "'void deallocate(void*, size_t, size_t)' and 'device get_device() const' (see devicekit/memory/resources.hpp)");
 
  public:
   using upstream_type = Upstream;
 
   /// A pool on a default-constructed upstream.
-  explicit memory_pool(pool_config config = {})
-    requires std::default_initializable<Upstream>
+  explicit memory_pool(pool_config config = {}) requires std::default_initializable<Upstream>
       : memory_pool(Upstream{}, std::move(config)) {}
 
   explicit memory_pool(Upstream upstream, pool_config config = {})
@@ -74,11 +74,9 @@ class memory_pool final : public device_memory {
 
 #if DEVICEKIT_HAS_CCCL_MR
   friend constexpr void get_property(const memory_pool&, ::cuda::mr::device_accessible) noexcept
-    requires(Upstream::is_device_accessible)
-  {}
+      requires(Upstream::is_device_accessible) {}
   friend constexpr void get_property(const memory_pool&, ::cuda::mr::host_accessible) noexcept
-    requires(Upstream::is_host_accessible)
-  {}
+      requires(Upstream::is_host_accessible) {}
 #endif
 
  private:

@@ -69,7 +69,8 @@ namespace detail {
   const std::string s(v);
   if (s.empty() || s == "0" || s == "off" || s == "false" || s == "no") return false;
   if (s == "1" || s == "on" || s == "true" || s == "yes") return true;
-  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s + "' is not valid; allowed values: 1, on, true, yes (tracking on) "
+  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s +
+                     "' is not valid; allowed values: 1, on, true, yes (tracking on) "
                      "or 0, off, false, no, empty (tracking off)");
 }
 
@@ -78,7 +79,8 @@ namespace detail {
 [[nodiscard]] inline pool_config validated(pool_config config) {
   auto bad = [](const std::string& what) { throw config_error("pool_config: " + what); };
   if (!std::isfinite(config.growth_factor) || config.growth_factor < 1.0) {
-    bad("growth_factor " + std::to_string(config.growth_factor) + " must be >= 1 (1 grows by what is needed, 2 doubles)");
+    bad("growth_factor " + std::to_string(config.growth_factor) +
+        " must be >= 1 (1 grows by what is needed, 2 doubles)");
   }
   if (!(config.defrag_threshold >= 0.0 && config.defrag_threshold <= 1.0)) {
     bad("defrag_threshold " + std::to_string(config.defrag_threshold) + " must lie in [0, 1]");

@@ -79,21 +79,14 @@ struct profile_state final : pool_observer {
 
   void on_event(pool_event e, std::size_t bytes, std::size_t allocated, std::size_t reserved) override {
     switch (e) {
-      case pool_event::grew:
-        peak_reserved = std::max(peak_reserved, reserved);
-        return;
-      case pool_event::out_of_memory:
-        ++ooms;
-        return;
+      case pool_event::grew: peak_reserved = std::max(peak_reserved, reserved); return;
+      case pool_event::out_of_memory: ++ooms; return;
       case pool_event::allocate:
         ++allocations;
         bytes_allocated += bytes;
         break;
-      case pool_event::free:
-        ++frees;
-        break;
-      case pool_event::other:
-        break;
+      case pool_event::free: ++frees; break;
+      case pool_event::other: break;
     }
     peak_allocated = std::max(peak_allocated, allocated);
     peak_reserved = std::max(peak_reserved, reserved);
@@ -167,7 +160,9 @@ class memory_profiler {
   [[nodiscard]] const std::string& name() const noexcept { return state_.name; }
 
   /// The highest allocated bytes (of the whole pool) seen while the profiler ran.
-  [[nodiscard]] std::size_t peak_bytes() const { return read([&] { return peak_allocated_locked(); }); }
+  [[nodiscard]] std::size_t peak_bytes() const {
+    return read([&] { return peak_allocated_locked(); });
+  }
   /// How far the peak rose above what was allocated when the profiler (first) started.
   [[nodiscard]] std::size_t peak_increase_bytes() const {
     return read([&] {
@@ -178,12 +173,22 @@ class memory_profiler {
   [[nodiscard]] std::size_t peak_reserved_bytes() const {
     return read([&] { return std::max(carried_peak_reserved_, state_.peak_reserved); });
   }
-  [[nodiscard]] std::uint64_t allocation_count() const { return read([&] { return state_.allocations; }); }
-  [[nodiscard]] std::uint64_t free_count() const { return read([&] { return state_.frees; }); }
-  [[nodiscard]] std::size_t bytes_allocated() const { return read([&] { return state_.bytes_allocated; }); }
-  [[nodiscard]] std::uint64_t oom_count() const { return read([&] { return state_.ooms; }); }
+  [[nodiscard]] std::uint64_t allocation_count() const {
+    return read([&] { return state_.allocations; });
+  }
+  [[nodiscard]] std::uint64_t free_count() const {
+    return read([&] { return state_.frees; });
+  }
+  [[nodiscard]] std::size_t bytes_allocated() const {
+    return read([&] { return state_.bytes_allocated; });
+  }
+  [[nodiscard]] std::uint64_t oom_count() const {
+    return read([&] { return state_.ooms; });
+  }
   /// The samples so far (empty unless record_timeline).
-  [[nodiscard]] std::vector<sample> timeline() const { return read([&] { return state_.samples; }); }
+  [[nodiscard]] std::vector<sample> timeline() const {
+    return read([&] { return state_.samples; });
+  }
 
   /// Writes the timeline as Chrome trace event JSON (Perfetto opens it).
   void write_chrome_trace(std::ostream& os) const {

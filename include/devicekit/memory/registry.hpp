@@ -180,8 +180,9 @@ class process_memory {
       require_cuda_device("pinned staging memory");
       staging_ = std::make_unique<memory_pool<pinned_host_resource>>(pinned_host_resource{}, exact_pinned_config());
 #else
-      throw config_error("staging memory is pinned host memory and needs CUDA, but devicekit was built without it "
-                         "(DEVICEKIT_HAS_CUDA is 0)");
+      throw config_error(
+          "staging memory is pinned host memory and needs CUDA, but devicekit was built without it "
+          "(DEVICEKIT_HAS_CUDA is 0)");
 #endif
     }
     return *staging_;
@@ -269,8 +270,7 @@ class scratch_block {
     if (p_ == nullptr) return;
     try {
       pool_->deallocate(p_, bytes_);
-    } catch (...) {
-    }
+    } catch (...) {}
     process_memory::instance().note_scratch_freed(dev_, bytes_);
   }
   [[nodiscard]] void* get() const noexcept { return p_; }
@@ -309,6 +309,8 @@ class scratch_block {
 
 /// Scratch taken from the pool of `dev` by devicekit's own operations (CUB batched copies, NCCL
 /// collectives): in use now, peak, count.
-[[nodiscard]] inline scratch_stats scratch_memory_stats(device dev) { return detail::process_memory::instance().scratch(dev); }
+[[nodiscard]] inline scratch_stats scratch_memory_stats(device dev) {
+  return detail::process_memory::instance().scratch(dev);
+}
 
 }  // namespace devicekit

@@ -40,8 +40,7 @@
 #include <string>
 
 #if !defined(DEVICEKIT_HAS_CCCL_MR)
-#  if DEVICEKIT_HAS_CUDA && defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) && \
-      __has_include(<cuda/memory_resource>)
+#  if DEVICEKIT_HAS_CUDA && defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE) && __has_include(<cuda/memory_resource>)
 #    define DEVICEKIT_HAS_CCCL_MR 1
 #  else
 #    define DEVICEKIT_HAS_CCCL_MR 0

@@ -65,9 +65,7 @@ struct custom_fraction {
   static_assert(D > 0, "custom_fraction<N, D>: the denominator D must be positive");
   static_assert(N > 0 && N <= D, "custom_fraction<N, D>: the fraction N/D must lie in (0, 1]");
   static constexpr std::string_view name() noexcept { return "custom"; }
-  static constexpr double fraction() noexcept {
-    return static_cast<double>(N) / static_cast<double>(D);
-  }
+  static constexpr double fraction() noexcept { return static_cast<double>(N) / static_cast<double>(D); }
 };
 
 /// A fraction chosen at run time (from a config file, a flag). Throws config_error for a value
@@ -96,13 +94,10 @@ template <std::intmax_t SN, std::intmax_t SD, std::intmax_t CN, std::intmax_t CD
 struct fraction_range {
   static_assert(SD > 0 && CD > 0, "fraction_range<SN, SD, CN, CD>: the denominators must be positive");
   static_assert(CN > 0 && CN <= CD, "fraction_range<SN, SD, CN, CD>: the cap CN/CD must lie in (0, 1]");
-  static_assert(SN >= 0 && SN * CD <= CN * SD,
-                "fraction_range<SN, SD, CN, CD>: the start SN/SD must lie in [0, cap]");
+  static_assert(SN >= 0 && SN * CD <= CN * SD, "fraction_range<SN, SD, CN, CD>: the start SN/SD must lie in [0, cap]");
   static constexpr std::string_view name() noexcept { return "custom"; }
   static constexpr double fraction() noexcept { return static_cast<double>(CN) / static_cast<double>(CD); }
-  static constexpr double start_fraction() noexcept {
-    return static_cast<double>(SN) / static_cast<double>(SD);
-  }
+  static constexpr double start_fraction() noexcept { return static_cast<double>(SN) / static_cast<double>(SD); }
 };
 
 /// The start/cap form chosen at run time; `parse` reads XLA's notation "0.75-0.90" (or a single
@@ -226,8 +221,8 @@ template <memory_strategy S>
 struct strategy_info {
   std::string name;
   double fraction = 0.75;
-  double start_fraction = 0.0;                   ///< preallocated fraction (start/cap form)
-  std::optional<std::uint64_t> headroom_bytes;   ///< set when the strategy states its own
+  double start_fraction = 0.0;                  ///< preallocated fraction (start/cap form)
+  std::optional<std::uint64_t> headroom_bytes;  ///< set when the strategy states its own
 };
 
 template <memory_strategy S>

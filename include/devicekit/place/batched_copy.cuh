@@ -45,7 +45,8 @@ inline void batched_copy(std::span<const void* const> srcs, std::span<void* cons
                                                         static_cast<const std::size_t*>(nullptr), count, s));
         return temp_bytes;
       },
-      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp, std::size_t temp_bytes) {
+      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp,
+          std::size_t temp_bytes) {
         return cub::DeviceMemcpy::Batched(temp, temp_bytes, d_srcs, d_dsts, d_sizes, count, s);
       });
 }

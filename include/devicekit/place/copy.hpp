@@ -37,14 +37,16 @@ struct owned_item {
 };
 
 [[nodiscard]] inline std::vector<std::vector<copy_item>> adjacent_runs(std::vector<owned_item> items) {
-  std::sort(items.begin(), items.end(), [](const owned_item& a, const owned_item& b) { return a.item.dst < b.item.dst; });
+  std::sort(items.begin(), items.end(),
+            [](const owned_item& a, const owned_item& b) { return a.item.dst < b.item.dst; });
   std::vector<std::vector<copy_item>> runs;
   const owned_item* prev = nullptr;
   for (const auto& it : items) {
     if (it.item.bytes == 0) continue;
-    const bool joins = prev != nullptr && it.dst_owner != nullptr && it.dst_owner == prev->dst_owner &&
-                       it.item.dst >= prev->item.dst + prev->item.bytes &&
-                       it.item.dst - (prev->item.dst + prev->item.bytes) < static_cast<std::ptrdiff_t>(placement_alignment);
+    const bool joins =
+        prev != nullptr && it.dst_owner != nullptr && it.dst_owner == prev->dst_owner &&
+        it.item.dst >= prev->item.dst + prev->item.bytes &&
+        it.item.dst - (prev->item.dst + prev->item.bytes) < static_cast<std::ptrdiff_t>(placement_alignment);
     if (!joins) runs.emplace_back();
     runs.back().push_back(it.item);
     prev = &it;
@@ -59,8 +61,9 @@ void check_copy_leaf(const tree_path& path, const S& src, const D& dst, std::vec
   static_assert((st::kind == leaf_kind::scalar) == (dt::kind == leaf_kind::scalar),
                 "copy(src, dst): a scalar leaf of one tree faces an array leaf of the other");
   if constexpr (st::kind != leaf_kind::scalar) {
-    static_assert(std::is_same_v<std::remove_cv_t<typename st::element_type>, std::remove_cv_t<typename dt::element_type>>,
-                  "copy(src, dst): leaves at the same position must have the same element type");
+    static_assert(
+        std::is_same_v<std::remove_cv_t<typename st::element_type>, std::remove_cv_t<typename dt::element_type>>,
+        "copy(src, dst): leaves at the same position must have the same element type");
     const std::string where = path.display();
     const leaf_info s = describe_leaf(src);
     const leaf_info d = describe_leaf(dst);
@@ -94,14 +97,16 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
   scoped_range range("devicekit.copy");
   if (!same_structure(src, dst)) {
     throw tree_structure_error("copy: the source tree " + structure(src).str() + " and the destination " +
-                               structure(dst).str() + " differ in structure; copy needs a destination placed from a "
+                               structure(dst).str() +
+                               " differ in structure; copy needs a destination placed from a "
                                "tree like the source (place(src, device) makes one)");
   }
   (void)source_device(src, "copy");
   const std::optional<device> target = device_of(dst);  // device_mismatch when dst's leaves disagree
   std::vector<std::string> problems;
-  for_each_leaf_with_path([&](const tree_path& path, const auto& from, const auto& to) { check_copy_leaf(path, from, to, problems); },
-                          src, dst);
+  for_each_leaf_with_path(
+      [&](const tree_path& path, const auto& from, const auto& to) { check_copy_leaf(path, from, to, problems); }, src,
+      dst);
   if (!problems.empty()) {
     std::string msg = "copy: the trees' leaves do not match: ";
     for (std::size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
@@ -157,7 +162,8 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
   }
   copy_items(on_device, dev, s.native_handle());
 #else
-  throw config_error("copy: cannot copy to " + dev.str() + ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+  throw config_error("copy: cannot copy to " + dev.str() +
+                     ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
 #endif
 }
 

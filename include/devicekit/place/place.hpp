@@ -134,7 +134,7 @@ template <class L>
 #if DEVICEKIT_HAS_MDSPAN
   } else if constexpr (is_mdspan_view_v<L>) {
     return shaped_array<E, typename L::extents_type, typename L::layout_type>(owner, reinterpret_cast<E*>(p),
-                                                                             leaf.mapping(), dev);
+                                                                              leaf.mapping(), dev);
 #endif
   } else {
     static_assert(sizeof(L) == 0, "place: a shaped leaf type of your own needs a placed form: use shaped_array");
@@ -184,8 +184,8 @@ template <class T>
             found_path = path.display();
           } else if (*found != d) {
             throw device_mismatch(std::string(operation) + ": the tree's leaves are on different devices: '" +
-                                  found_path + "' is on " + found->str() + ", '" + path.display() + "' is on " +
-                                  d.str() + "; place them on one device first",
+                                      found_path + "' is on " + found->str() + ", '" + path.display() + "' is on " +
+                                      d.str() + "; place them on one device first",
                                   *found, d);
           }
         }
@@ -226,7 +226,7 @@ inline void check_stream(stream_ref s, device dev, const char* operation) {
   const device sd = s.get_device();
   if (sd == dev || (sd.is_cpu() && dev.is_cpu())) return;
   throw device_mismatch(std::string(operation) + ": the stream is on " + sd.str() + " but the target device is " +
-                        dev.str() + "; pass a stream of " + dev.str() + " (or none)",
+                            dev.str() + "; pass a stream of " + dev.str() + " (or none)",
                         dev, sd);
 }
 
@@ -290,8 +290,9 @@ template <class T, placement_resource R>
       tree);
 
   std::byte* base =
-      total != 0 ? static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)))
-                 : nullptr;
+      total != 0
+          ? static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)))
+          : nullptr;
 
   // Pass 2: what to copy where, then the copy. If it fails, the copy engine has waited for what
   // it had queued (place/detail/copy.hpp), so the block can go back at once.
@@ -303,8 +304,9 @@ template <class T, placement_resource R>
         using L = std::remove_cvref_t<decltype(leaf)>;
         if constexpr (!is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), memory_device_of(leaf), owner_of(leaf),
-                           base + offsets[k++], traits::size(leaf) * sizeof(typename traits::element_type)});
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), memory_device_of(leaf),
+                           owner_of(leaf), base + offsets[k++],
+                           traits::size(leaf) * sizeof(typename traits::element_type)});
         }
       },
       tree);
@@ -478,7 +480,7 @@ template <class T>
             found_path = path.display();
           } else if (*found != d) {
             throw device_mismatch("the tree's leaves are on different devices: '" + found_path + "' is on " +
-                                  found->str() + ", '" + path.display() + "' is on " + d.str(),
+                                      found->str() + ", '" + path.display() + "' is on " + d.str(),
                                   *found, d);
           }
         }
@@ -502,9 +504,9 @@ template <class T, class... Ts>
       found = d;
       found_at = at;
     } else if (*found != *d) {
-      throw device_mismatch("trees on different devices: tree " + std::to_string(found_at) + " is on " +
-                            found->str() + ", tree " + std::to_string(at) + " is on " + d->str() +
-                            "; move one with place(tree, device) first",
+      throw device_mismatch("trees on different devices: tree " + std::to_string(found_at) + " is on " + found->str() +
+                                ", tree " + std::to_string(at) + " is on " + d->str() +
+                                "; move one with place(tree, device) first",
                             *found, *d);
     }
   };

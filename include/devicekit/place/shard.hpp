@@ -48,7 +48,7 @@ namespace devicekit {
 /// A full copy of `tree` on each of `devices`: one transfer from the host to the first, then
 /// device-to-device copies (peer where possible) to the others. Finished on return.
 template <class T, class F>
-  requires detail::resource_selector<F>
+requires detail::resource_selector<F>
 [[nodiscard]] auto replicate(const T& tree, const std::vector<device>& devices, F&& resource_for) {
   static_assert(require_tree<T>(), "replicate(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   detail::scoped_range range("devicekit.replicate");
@@ -74,7 +74,7 @@ template <class T>
 /// scalars go to every shard. All array leaves must have that axis and agree on its size
 /// (config_error naming the disagreeing leaves and their sizes). Finished on return.
 template <class T, class F>
-  requires detail::resource_selector<F>
+requires detail::resource_selector<F>
 [[nodiscard]] auto shard(const T& tree, const std::vector<device>& devices, std::size_t axis, uneven policy,
                          F&& resource_for) {
   std::vector<std::optional<std::string>> dims(axis + 1);
@@ -93,7 +93,7 @@ template <class T>
 /// there is one count per device and they sum to the batch. The result's `valid` holds the
 /// counts and its policy is uneven::ragged (no padding). Finished on return.
 template <class T, class F>
-  requires detail::resource_selector<F>
+requires detail::resource_selector<F>
 [[nodiscard]] auto shard(const T& tree, const std::vector<device>& devices, std::size_t axis,
                          const std::vector<std::size_t>& row_counts, F&& resource_for) {
   if (row_counts.empty() && !devices.empty()) {
@@ -117,7 +117,7 @@ template <class T>
 /// first split dimension is the batch: leaves that have it must agree on its size. One shard per
 /// mesh device, in mesh order. Finished on return.
 template <class T, class F>
-  requires detail::resource_selector<F>
+requires detail::resource_selector<F>
 [[nodiscard]] auto shard(const T& tree, const mesh& m, const partition_spec& spec, uneven policy, F&& resource_for) {
   return detail::shard_tree(tree, m, spec, policy, std::nullopt, resource_for);
 }

@@ -41,7 +41,8 @@ struct row_range {
 /// The row counts of all parts: balanced_rows(rows, parts, i).count for each i (10 over 4:
 /// 3, 3, 2, 2).
 [[nodiscard]] inline std::vector<std::size_t> balanced_row_counts(std::size_t rows, std::size_t parts) {
-  if (parts == 0) throw config_error("balanced_row_counts: cannot split " + std::to_string(rows) + " rows into zero parts");
+  if (parts == 0)
+    throw config_error("balanced_row_counts: cannot split " + std::to_string(rows) + " rows into zero parts");
   std::vector<std::size_t> out(parts);
   for (std::size_t i = 0; i < parts; ++i) out[i] = balanced_rows(rows, parts, i).count;
   return out;

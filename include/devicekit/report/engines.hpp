@@ -24,11 +24,11 @@ namespace devicekit {
 
 /// One engine in the report.
 struct engine_info {
-  std::string name;           ///< "nccl", "mpi"
-  bool built = false;         ///< compiled in (DEVICEKIT_HAS_NCCL / DEVICEKIT_HAS_MPI)
-  std::string header_version; ///< the headers devicekit was compiled against; empty when not built
+  std::string name;             ///< "nccl", "mpi"
+  bool built = false;           ///< compiled in (DEVICEKIT_HAS_NCCL / DEVICEKIT_HAS_MPI)
+  std::string header_version;   ///< the headers devicekit was compiled against; empty when not built
   std::string library_version;  ///< the library this process runs with; empty when not linked
-  std::string status;         ///< one line: "2.27.3", "not built", "headers 2.27.3, library not linked"
+  std::string status;           ///< one line: "2.27.3", "not built", "headers 2.27.3, library not linked"
 };
 
 namespace detail {

@@ -42,9 +42,10 @@ namespace devicekit {
           {"budget_bytes", m.budget.budget_bytes},
           {"start_bytes", m.budget.start_bytes},
           {"pool", m.pool ? to_json(*m.pool) : nlohmann::json(nullptr)},
-          {"scratch", {{"in_use_bytes", m.scratch_in_use_bytes},
-                       {"peak_bytes", m.scratch_peak_bytes},
-                       {"allocations", m.scratch_allocations}}}};
+          {"scratch",
+           {{"in_use_bytes", m.scratch_in_use_bytes},
+            {"peak_bytes", m.scratch_peak_bytes},
+            {"allocations", m.scratch_allocations}}}};
 }
 
 [[nodiscard]] inline nlohmann::json to_json(const device_properties& d, const cost_table& costs) {
@@ -125,12 +126,9 @@ namespace devicekit {
   const hardware_type hw = r.default_hardware();
   const auto rec = batch_size_recommendation_for(hw);
   const auto cfg = batch_config_for(hw);
-  j["batch_size"] = {{"hardware", std::string(to_string(hw))},
-                     {"min", rec.min_batch_size},
-                     {"optimal", rec.optimal_batch_size},
-                     {"critical", rec.critical_batch_size},
-                     {"from_table", rec.from_table},
-                     {"multiplier", cfg.multiplier}};
+  j["batch_size"] = {{"hardware", std::string(to_string(hw))}, {"min", rec.min_batch_size},
+                     {"optimal", rec.optimal_batch_size},      {"critical", rec.critical_batch_size},
+                     {"from_table", rec.from_table},           {"multiplier", cfg.multiplier}};
   j["routing"] = {{"mode", r.routing.mode()},
                   {"detector", r.routing.detector},
                   {"platforms", r.routing.platforms},
@@ -140,19 +138,20 @@ namespace devicekit {
                   {"default_device_choice", r.routing.default_device_choice}};
   {
     const auto advice = recommend_for(c);
-    j["recommendations"] = {
-        {"batch_size", {{"hardware", std::string(to_string(advice.hardware))},
-                        {"optimal", advice.batch.optimal_batch_size},
-                        {"min", advice.batch.min_batch_size},
-                        {"critical", advice.batch.critical_batch_size},
-                        {"from_table", advice.batch.from_table},
-                        {"multiplier", advice.batch_multiplier}}},
-        {"memory_strategy", advice.memory_strategy},
-        {"memory_strategy_by_model_size", {{"conservative_below_parameters", 1'000'000},
-                                           {"balanced_below_parameters", 100'000'000},
-                                           {"otherwise", "aggressive"}}},
-        {"precision", advice.precision},
-        {"mixed_precision", advice.mixed_precision}};
+    j["recommendations"] = {{"batch_size",
+                             {{"hardware", std::string(to_string(advice.hardware))},
+                              {"optimal", advice.batch.optimal_batch_size},
+                              {"min", advice.batch.min_batch_size},
+                              {"critical", advice.batch.critical_batch_size},
+                              {"from_table", advice.batch.from_table},
+                              {"multiplier", advice.batch_multiplier}}},
+                            {"memory_strategy", advice.memory_strategy},
+                            {"memory_strategy_by_model_size",
+                             {{"conservative_below_parameters", 1'000'000},
+                              {"balanced_below_parameters", 100'000'000},
+                              {"otherwise", "aggressive"}}},
+                            {"precision", advice.precision},
+                            {"mixed_precision", advice.mixed_precision}};
   }
   {
     nlohmann::json engines = nlohmann::json::object();

@@ -25,7 +25,7 @@ namespace devicekit {
 /// How devices were chosen: the detector chain, the run-time platform list, the device
 /// preference and how the default device was picked (the "routing mode" in force).
 struct routing_info {
-  std::string detector = "custom";  ///< describe_detector<D>(): "first_available<cuda, cpu>"
+  std::string detector = "custom";     ///< describe_detector<D>(): "first_available<cuda, cpu>"
   std::vector<std::string> platforms;  ///< the run-time platform list; empty: detector order only
   std::string platforms_source;        ///< "DEVICEKIT_PLATFORMS", "settings" or "" (none)
   std::string preference = "auto";     ///< DEVICEKIT_PREFER / settings::set_prefer
@@ -48,8 +48,8 @@ struct recommendations {
   hardware_type hardware = hardware_type::unknown;  ///< what the batch size is for (batch_hardware)
   batch_size_recommendation batch;
   int batch_multiplier = 1;
-  std::string memory_strategy;       ///< generative_model_preset(caps).strategy.name
-  std::string precision = "fp32";    ///< "bf16", "fp16" or "fp32"
+  std::string memory_strategy;     ///< generative_model_preset(caps).strategy.name
+  std::string precision = "fp32";  ///< "bf16", "fp16" or "fp32"
   bool mixed_precision = false;
 };
 
@@ -130,9 +130,8 @@ namespace detail {
 }
 
 [[nodiscard]] inline std::string memory_line(const device_memory_info& m) {
-  std::string s = "budget " + format_bytes(m.budget.budget_bytes) + " = " + format_fixed(m.budget.fraction, 2) +
-                  " x " + format_bytes(m.budget.total_bytes) + " - " + format_bytes(m.budget.headroom_bytes) +
-                  " headroom";
+  std::string s = "budget " + format_bytes(m.budget.budget_bytes) + " = " + format_fixed(m.budget.fraction, 2) + " x " +
+                  format_bytes(m.budget.total_bytes) + " - " + format_bytes(m.budget.headroom_bytes) + " headroom";
   if (m.budget.start_bytes > 0) s += ", " + format_bytes(m.budget.start_bytes) + " preallocated";
   if (m.pool) {
     s += "; pool: " + format_bytes(m.pool->allocated_bytes) + " allocated (peak " +
@@ -197,7 +196,8 @@ inline void write_text(std::ostream& os, const device_report& r, bool verbose = 
   os << "  Memory Strategy: " << advice.memory_strategy
      << " for generative models; by model size: conservative < 1M parameters, balanced < 100M, aggressive above\n";
   os << "  Precision: " << advice.precision
-     << (advice.mixed_precision ? " mixed precision (native on this hardware)" : " (no native reduced precision)") << '\n';
+     << (advice.mixed_precision ? " mixed precision (native on this hardware)" : " (no native reduced precision)")
+     << '\n';
   os << "Engines:\n";
   for (const auto& e : r.engines) os << "  " << (e.name == "nccl" ? "NCCL" : "MPI") << ": " << e.status << '\n';
   os << "Devices:\n";

@@ -111,8 +111,10 @@ class shaped_array {
   /// A host array that takes over `storage`, which must hold the mapping's span.
   shaped_array(std::vector<T> storage, const mapping_type& m) : mapping_(m) {
     if (storage.size() < size()) {
-      throw config_error("shaped_array: storage of " + std::to_string(storage.size()) + " elements is smaller than "
-                         "the shape needs (" + std::to_string(size()) + " elements)");
+      throw config_error("shaped_array: storage of " + std::to_string(storage.size()) +
+                         " elements is smaller than "
+                         "the shape needs (" +
+                         std::to_string(size()) + " elements)");
     }
     auto holder = std::make_shared<std::vector<T>>(std::move(storage));
     data_ = holder->data();
@@ -125,7 +127,8 @@ class shaped_array {
       : owner_(std::move(owner)), data_(data), mapping_(m), device_(dev) {}
 
   /// A non-owning view of host memory (or of `dev`'s memory) someone else keeps alive.
-  [[nodiscard]] static shaped_array view(T* data, const mapping_type& m, devicekit::device dev = device::cpu()) noexcept {
+  [[nodiscard]] static shaped_array view(T* data, const mapping_type& m,
+                                         devicekit::device dev = device::cpu()) noexcept {
     return shaped_array(nullptr, data, m, dev);
   }
 
@@ -151,8 +154,8 @@ class shaped_array {
 
   /// Element access, for host arrays.
   template <class... I>
-    requires(sizeof...(I) == Extents::rank() && (std::is_convertible_v<I, index_type> && ...))
-  [[nodiscard]] T& operator()(I... idx) const noexcept {
+  requires(sizeof...(I) == Extents::rank() && (std::is_convertible_v<I, index_type> && ...)) [[nodiscard]] T&
+  operator()(I... idx) const noexcept {
     return data_[static_cast<std::size_t>(mapping_(static_cast<index_type>(idx)...))];
   }
 

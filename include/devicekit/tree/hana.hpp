@@ -64,8 +64,8 @@ using hana_member_name_t =
     std::remove_cvref_t<decltype(boost::hana::first(boost::hana::at_c<I>(std::declval<hana_accessors_t<S>>())))>;
 
 template <class S, std::size_t I>
-using hana_member_t = std::remove_cvref_t<decltype(boost::hana::second(boost::hana::at_c<I>(
-    std::declval<hana_accessors_t<S>>()))(std::declval<S&>()))>;
+using hana_member_t = std::remove_cvref_t<decltype(boost::hana::second(
+    boost::hana::at_c<I>(std::declval<hana_accessors_t<S>>()))(std::declval<S&>()))>;
 
 template <class S>
 inline constexpr std::size_t hana_arity = decltype(boost::hana::length(std::declval<hana_accessors_t<S>>()))::value;
@@ -78,9 +78,8 @@ constexpr bool keeps_member_types() {
   if constexpr (sizeof...(Us) != hana_arity<S>) {
     return false;
   } else {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return (std::is_same_v<hana_member_t<S, I>, Us> && ...);
-    }(std::make_index_sequence<sizeof...(Us)>{});
+    return [&]<std::size_t... I>(std::index_sequence<I...>) { return (std::is_same_v<hana_member_t<S, I>, Us> && ...); }
+    (std::make_index_sequence<sizeof...(Us)>{});
   }
 }
 
@@ -101,21 +100,33 @@ class mapped_struct {
 
   /// The member at position I.
   template <std::size_t I>
-  [[nodiscard]] auto& get() & noexcept { return std::get<I>(members_); }
+  [[nodiscard]] auto& get() & noexcept {
+    return std::get<I>(members_);
+  }
   template <std::size_t I>
-  [[nodiscard]] const auto& get() const& noexcept { return std::get<I>(members_); }
+  [[nodiscard]] const auto& get() const& noexcept {
+    return std::get<I>(members_);
+  }
   template <std::size_t I>
-  [[nodiscard]] auto&& get() && noexcept { return std::get<I>(std::move(members_)); }
+  [[nodiscard]] auto&& get() && noexcept {
+    return std::get<I>(std::move(members_));
+  }
 
   /// The member called Name (a compile error names a missing member).
   template <fixed_string Name>
-  [[nodiscard]] auto& get() & noexcept { return std::get<index_of<Name>()>(members_); }
+  [[nodiscard]] auto& get() & noexcept {
+    return std::get<index_of<Name>()>(members_);
+  }
   template <fixed_string Name>
-  [[nodiscard]] const auto& get() const& noexcept { return std::get<index_of<Name>()>(members_); }
+  [[nodiscard]] const auto& get() const& noexcept {
+    return std::get<index_of<Name>()>(members_);
+  }
 
   /// Member names in order.
   template <std::size_t I>
-  [[nodiscard]] static constexpr std::string_view name() noexcept { return detail::hana_member_name<S, I>; }
+  [[nodiscard]] static constexpr std::string_view name() noexcept {
+    return detail::hana_member_name<S, I>;
+  }
 
   template <fixed_string Name>
   [[nodiscard]] static constexpr std::size_t index_of() noexcept {
@@ -123,7 +134,8 @@ class mapped_struct {
       std::size_t found = sizeof...(Ts);
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((detail::hana_member_name<S, I> == Name.view() ? (found = I, 0) : 0), ...);
-      }(std::index_sequence_for<Ts...>{});
+      }
+      (std::index_sequence_for<Ts...>{});
       return found;
     }();
     static_assert(i < sizeof...(Ts), "mapped_struct::get<Name>: the struct has no member of that name");
@@ -150,10 +162,10 @@ auto rebuild_struct(std::tuple<Us...>&& children) {
   if constexpr (keeps_member_types<S, Us...>() && std::is_default_constructible_v<S>) {
     S out{};
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((boost::hana::second(boost::hana::at_c<I>(boost::hana::accessors<S>()))(out) =
-            std::get<I>(std::move(children))),
+      ((boost::hana::second(boost::hana::at_c<I>(boost::hana::accessors<S>()))(out) = std::get<I>(std::move(children))),
        ...);
-    }(std::index_sequence_for<Us...>{});
+    }
+    (std::index_sequence_for<Us...>{});
     return out;
   } else {
     return mapped_struct<S, Us...>(std::move(children));
@@ -163,8 +175,7 @@ auto rebuild_struct(std::tuple<Us...>&& children) {
 
 /// A Boost.Hana struct is a record node.
 template <class S>
-  requires(boost::hana::Struct<S>::value && !is_mapped_struct_v<S>)
-struct node_traits<S> {
+requires(boost::hana::Struct<S>::value && !is_mapped_struct_v<S>) struct node_traits<S> {
   static constexpr bool is_node = true;
   static constexpr bool fixed = true;
   static constexpr node_kind kind = node_kind::record;
@@ -177,7 +188,9 @@ struct node_traits<S> {
     return detail::forward_member<Self>(member);
   }
   template <std::size_t I>
-  static constexpr std::string_view key_name() noexcept { return detail::hana_member_name<S, I>; }
+  static constexpr std::string_view key_name() noexcept {
+    return detail::hana_member_name<S, I>;
+  }
   template <class... Us>
   static auto rebuild(std::tuple<Us...>&& children) {
     return detail::rebuild_struct<S>(std::move(children));
@@ -198,7 +211,9 @@ struct node_traits<mapped_struct<S, Ts...>> {
     return std::get<I>(std::forward<Self>(n).members());
   }
   template <std::size_t I>
-  static constexpr std::string_view key_name() noexcept { return detail::hana_member_name<S, I>; }
+  static constexpr std::string_view key_name() noexcept {
+    return detail::hana_member_name<S, I>;
+  }
   template <class... Us>
   static auto rebuild(std::tuple<Us...>&& children) {
     return detail::rebuild_struct<S>(std::move(children));
@@ -215,6 +230,7 @@ struct boost::hana::accessors_impl<devicekit::mapped_struct<S, Ts...>> {
       return boost::hana::make_tuple(boost::hana::make_pair(
           devicekit::detail::hana_member_name_t<S, I>{},
           [](auto&& s) -> decltype(auto) { return std::get<I>(static_cast<decltype(s)&&>(s).members()); })...);
-    }(std::index_sequence_for<Ts...>{});
+    }
+    (std::index_sequence_for<Ts...>{});
   }
 };

@@ -52,7 +52,9 @@ namespace detail {
 
 /// A type that describes itself as a devicekit leaf through members (see tree/array.hpp).
 template <class L>
-concept self_describing_leaf = requires { typename L::devicekit_leaf_tag; };
+concept self_describing_leaf = requires {
+  typename L::devicekit_leaf_tag;
+};
 
 template <class P>
 concept pointer_to_arithmetic =
@@ -69,7 +71,7 @@ concept contiguous_arithmetic_range = !self_describing_leaf<R> && requires(const
 }  // namespace detail
 
 template <class T>
-  requires std::is_arithmetic_v<T>
+requires std::is_arithmetic_v<T>
 struct leaf_traits<T> {
   static constexpr bool is_leaf = true;
   static constexpr leaf_kind kind = leaf_kind::scalar;
@@ -82,8 +84,7 @@ struct leaf_traits<T> {
 };
 
 template <class R>
-  requires(!std::is_arithmetic_v<R> && detail::contiguous_arithmetic_range<R>)
-struct leaf_traits<R> {
+requires(!std::is_arithmetic_v<R> && detail::contiguous_arithmetic_range<R>) struct leaf_traits<R> {
   static constexpr bool is_leaf = true;
   static constexpr leaf_kind kind = leaf_kind::contiguous;
   using element_type = std::remove_cv_t<std::remove_pointer_t<decltype(std::data(std::declval<const R&>()))>>;
@@ -96,7 +97,7 @@ struct leaf_traits<R> {
 
 /// devicekit's own leaves (device_array, shaped_array) answer through their members.
 template <class L>
-  requires detail::self_describing_leaf<L>
+requires detail::self_describing_leaf<L>
 struct leaf_traits<L> {
   static constexpr bool is_leaf = true;
   static constexpr leaf_kind kind = L::leaf_kind_value;

@@ -60,9 +60,13 @@ struct node_traits<std::tuple<Ts...>> {
     return std::get<I>(std::forward<Self>(n));
   }
   template <std::size_t I>
-  static constexpr std::string_view key_name() noexcept { return {}; }
+  static constexpr std::string_view key_name() noexcept {
+    return {};
+  }
   template <class... Us>
-  static std::tuple<Us...> rebuild(std::tuple<Us...>&& children) { return std::move(children); }
+  static std::tuple<Us...> rebuild(std::tuple<Us...>&& children) {
+    return std::move(children);
+  }
 };
 
 template <class A, class B>
@@ -78,7 +82,9 @@ struct node_traits<std::pair<A, B>> {
     return std::get<I>(std::forward<Self>(n));
   }
   template <std::size_t I>
-  static constexpr std::string_view key_name() noexcept { return {}; }
+  static constexpr std::string_view key_name() noexcept {
+    return {};
+  }
   template <class U0, class U1>
   static std::pair<U0, U1> rebuild(std::tuple<U0, U1>&& children) {
     return {std::get<0>(std::move(children)), std::get<1>(std::move(children))};
@@ -87,8 +93,7 @@ struct node_traits<std::pair<A, B>> {
 
 /// `std::array` of subtrees (an array of arithmetic values is a contiguous leaf instead).
 template <class T, std::size_t N>
-  requires(!std::is_arithmetic_v<T>)
-struct node_traits<std::array<T, N>> {
+requires(!std::is_arithmetic_v<T>) struct node_traits<std::array<T, N>> {
   static constexpr bool is_node = true;
   static constexpr bool fixed = false;
   static constexpr bool dynamic = false;
@@ -107,8 +112,7 @@ struct node_traits<std::array<T, N>> {
 /// `std::vector` of subtrees: a node whose number of children is known at run time (a vector
 /// of arithmetic values is a contiguous leaf instead).
 template <class T, class Alloc>
-  requires(!std::is_arithmetic_v<T>)
-struct node_traits<std::vector<T, Alloc>> {
+requires(!std::is_arithmetic_v<T>) struct node_traits<std::vector<T, Alloc>> {
   static constexpr bool is_node = true;
   static constexpr bool fixed = false;
   static constexpr bool dynamic = true;

@@ -102,14 +102,11 @@ constexpr bool check_collective_backend() {
   static_assert(has_size<B>, "collective_backend: the backend has no `int size() const`");
   static_assert(has_rank<B>, "collective_backend: the backend has no `int rank(std::size_t) const`");
   static_assert(has_name<B>, "collective_backend: the backend has no `static std::string_view name()`");
-  static_assert(has_can_reduce<B>,
-                "collective_backend: the backend has no `static bool can_reduce(element_type)`");
-  static_assert(has_accepts<B>,
-                "collective_backend: the backend has no `bool accepts(device, std::size_t) const`");
+  static_assert(has_can_reduce<B>, "collective_backend: the backend has no `static bool can_reduce(element_type)`");
+  static_assert(has_accepts<B>, "collective_backend: the backend has no `bool accepts(device, std::size_t) const`");
   static_assert(has_memory_description<B>,
                 "collective_backend: the backend has no `std::string memory_description(std::size_t) const`");
-  static_assert(has_set_operation<B>,
-                "collective_backend: the backend has no `void set_operation(std::string_view)`");
+  static_assert(has_set_operation<B>, "collective_backend: the backend has no `void set_operation(std::string_view)`");
   static_assert(has_group_begin<B>, "collective_backend: the backend has no `void group_begin()`");
   static_assert(has_group_end<B>, "collective_backend: the backend has no `void group_end()`");
   static_assert(has_scratch<B>,
@@ -141,6 +138,5 @@ constexpr bool check_collective_backend() {
 }
 
 }  // namespace detail::backend_requirements
-
 
 }  // namespace devicekit

@@ -124,7 +124,6 @@ void types_and_counts(std::span<const Span> leaves, std::vector<element_type>& t
   }
 }
 
-
 /// The summary of an (input, output) pair of leaf lists.
 inline structure_summary summarize_pair(std::span<const const_leaf_span> in, std::span<const leaf_span> out) {
   structure_summary s = summarize(in);
@@ -150,8 +149,8 @@ inline void check_scaled(std::string_view operation, std::span<const const_leaf_
     if (small[i].type != big[i].type || big[i].count != small[i].count * static_cast<std::size_t>(ranks)) {
       throw config_error(std::string(operation) + ": leaf " + std::to_string(i) + " of " + std::string(big_name) +
                          " must hold " + std::to_string(ranks) + " x " + std::string(small_name) + " leaf (" +
-                         std::to_string(small[i].count) + " " + std::string(to_string(small[i].type)) +
-                         "), it holds " + std::to_string(big[i].count) + " " + std::string(to_string(big[i].type)));
+                         std::to_string(small[i].count) + " " + std::string(to_string(small[i].type)) + "), it holds " +
+                         std::to_string(big[i].count) + " " + std::string(to_string(big[i].type)));
     }
   }
 }

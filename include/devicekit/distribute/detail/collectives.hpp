@@ -301,5 +301,4 @@ void scatter(B& b, per_participant<const_leaf_span> ins, per_participant<leaf_sp
   b.finish(op);
 }
 
-
 }  // namespace devicekit::detail

@@ -80,8 +80,7 @@ class nccl_transport {
 
   void set_operation(std::string_view op) {
     if (aborted_) {
-      throw config_error("nccl_communicator: this communicator was aborted (" + abort_reason_ +
-                         "); create a new one");
+      throw config_error("nccl_communicator: this communicator was aborted (" + abort_reason_ + "); create a new one");
     }
     op_ = op;
     issued_ = 0;
@@ -189,7 +188,8 @@ class nccl_transport {
                                    " ms: a rank did not take part (a dead peer, or ranks calling different "
                                    "collectives); the communicator was aborted";
         abort_all("timeout in " + std::string(operation));
-        throw communication_error("NCCL", operation, "wait", q.rank, size_, static_cast<int>(ncclInternalError), detail);
+        throw communication_error("NCCL", operation, "wait", q.rank, size_, static_cast<int>(ncclInternalError),
+                                  detail);
       }
       if (spins < 1000) {
         std::this_thread::yield();
@@ -262,7 +262,6 @@ class nccl_transport {
     return s;
   }
 
-
  protected:
   static ncclDataType_t dtype(element_type t) {
     ncclDataType_t d{};
@@ -304,7 +303,6 @@ inline void nccl_setup_check(ncclResult_t r, std::string_view call, int rank, in
   if (r == ncclSuccess) return;
   throw communication_error("NCCL", "init", call, rank, size, static_cast<int>(r), ncclGetErrorString(r));
 }
-
 
 }  // namespace detail
 }  // namespace devicekit

@@ -155,8 +155,9 @@ class block_heap {
       if (p != nullptr) {
         if ((reinterpret_cast<std::uintptr_t>(p) & (pool_granule - 1)) != 0) {
           upstream_->deallocate(p, want, pool_granule);
-          throw config_error("the pool's upstream on " + dev.str() +
-                             " returned memory not aligned to 256 bytes; an upstream must honour the alignment it is asked for");
+          throw config_error(
+              "the pool's upstream on " + dev.str() +
+              " returned memory not aligned to 256 bytes; an upstream must honour the alignment it is asked for");
         }
         last_upstream_error_.clear();
         add_chunk(p, want, false);
@@ -183,7 +184,8 @@ class block_heap {
     b->size = bytes;
     b->chunk = id;
     chunks_[id] = chunk{b->addr, bytes, b, initial, true};
-    const auto pos = std::lower_bound(chunk_order_.begin(), chunk_order_.end(), std::make_pair(b->addr, std::uint32_t{0}));
+    const auto pos =
+        std::lower_bound(chunk_order_.begin(), chunk_order_.end(), std::make_pair(b->addr, std::uint32_t{0}));
     chunk_order_.insert(pos, {b->addr, id});
     reserved_ += bytes;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -207,7 +209,8 @@ class block_heap {
       ++upstream_frees_;
       bytes += c.size;
       ++count;
-      const auto pos = std::lower_bound(chunk_order_.begin(), chunk_order_.end(), std::make_pair(c.base, std::uint32_t{0}));
+      const auto pos =
+          std::lower_bound(chunk_order_.begin(), chunk_order_.end(), std::make_pair(c.base, std::uint32_t{0}));
       chunk_order_.erase(pos);
       c = chunk{};
       spare_chunk_ids_.push_back(id);

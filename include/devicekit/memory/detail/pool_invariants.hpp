@@ -65,7 +65,8 @@ inline void check_pool_invariants(const block_heap& heap, const slab_cache& slab
     if (at != c.base + c.size) fail("blocks do not cover chunk " + std::to_string(id));
   }
   if (live_chunks != heap.chunk_order().size()) fail("the chunk order index is out of date");
-  if (!std::is_sorted(heap.chunk_order().begin(), heap.chunk_order().end())) fail("the chunk order index is not sorted");
+  if (!std::is_sorted(heap.chunk_order().begin(), heap.chunk_order().end()))
+    fail("the chunk order index is not sorted");
   if (reserved != heap.reserved()) fail("reserved bytes do not match the chunks");
   const free_index& ready = heap.ready();
   std::size_t indexed = ready.count();
@@ -95,7 +96,8 @@ inline void check_pool_invariants(const block_heap& heap, const slab_cache& slab
     if (n != st.small_pending) fail("a stream's pending slot count is wrong");
     pending_small += n;
   }
-  if (indexed != free_blocks || indexed_bytes != free_bytes_walk) fail("the free lists do not hold exactly the free blocks");
+  if (indexed != free_blocks || indexed_bytes != free_bytes_walk)
+    fail("the free lists do not hold exactly the free blocks");
   std::size_t slab_used = 0;
   std::size_t slab_used_bytes = 0;
   std::size_t slabs_seen = 0;
@@ -104,11 +106,13 @@ inline void check_pool_invariants(const block_heap& heap, const slab_cache& slab
     if (s->blk == nullptr) continue;
     ++slabs_seen;
     if (s->blk->state != block_state::slab) fail("a slab's block is not marked as a slab");
-    if (s->used + s->free_slots.size() + (s->capacity - s->bump) != s->capacity) fail("a slab's slot counts do not add up");
+    if (s->used + s->free_slots.size() + (s->capacity - s->bump) != s->capacity)
+      fail("a slab's slot counts do not add up");
     if (s->in_partial != s->has_ready_slot()) fail("a slab with a ready slot is not in its class list, or the reverse");
     slab_used += s->used;
     slab_used_bytes += static_cast<std::size_t>(s->used) * s->slot_size;
-    if (s->used == 0 && slabs.classes()[s->cls].empty != s) fail("an empty slab is kept besides the class's one empty slab");
+    if (s->used == 0 && slabs.classes()[s->cls].empty != s)
+      fail("an empty slab is kept besides the class's one empty slab");
   }
   if (slabs_seen != slab_blocks || slabs_seen != slabs.slab_count()) fail("slab blocks and slab records disagree");
   std::size_t live_bytes = 0;

@@ -36,8 +36,8 @@ struct pool_block {
   pool_block* next_free = nullptr;  ///< the arena's list of spare nodes
   std::uint64_t seq = 0;            ///< free sequence number on its stream (pending blocks)
   std::uint32_t chunk = 0;
-  std::uint32_t slot = 0;           ///< position in its free bin
-  std::uint16_t stream = 0;         ///< 0: ready for any stream; else the stream slot it was freed on
+  std::uint32_t slot = 0;    ///< position in its free bin
+  std::uint16_t stream = 0;  ///< 0: ready for any stream; else the stream slot it was freed on
   std::uint16_t bin = 0;
   block_state state = block_state::free;
 };
@@ -223,7 +223,8 @@ struct size_classes {
 
 static_assert(size_classes::class_of(1) == 0 && size_classes::class_of(256) == 0 && size_classes::class_of(257) == 1);
 static_assert(size_classes::class_of(1024) == 3 && size_classes::slot_size(4) == 1280);
-static_assert(size_classes::class_of(2048) == 7 && size_classes::class_of(2049) == 8 && size_classes::slot_size(8) == 2560);
+static_assert(size_classes::class_of(2048) == 7 && size_classes::class_of(2049) == 8 &&
+              size_classes::slot_size(8) == 2560);
 static_assert(size_classes::slot_size(size_classes::class_of(16384)) == 16384);
 
 struct pool_slab {
@@ -263,8 +264,8 @@ struct stream_state {
   std::uint64_t next_seq = 1;      ///< given to the next free on this stream
   std::uint64_t recorded_seq = 0;  ///< frees up to this one are covered by `event`
   void* event = nullptr;
-  bool event_in_flight = false;    ///< `event` was recorded and not yet seen complete
-  bool retired = false;            ///< the slot is free for another stream (release_stream)
+  bool event_in_flight = false;  ///< `event` was recorded and not yet seen complete
+  bool retired = false;          ///< the slot is free for another stream (release_stream)
 
   [[nodiscard]] std::size_t pending() const noexcept { return large.count() + small_pending; }
 };
@@ -274,13 +275,15 @@ enum class live_kind : std::uint8_t { large, small };
 /// 24 bytes, so that the table stays dense: the source location and alignment of a tracked
 /// allocation live in a side table.
 struct live_record {
-  std::uintptr_t key = 0;    ///< the address; 0 marks an empty slot
+  std::uintptr_t key = 0;  ///< the address; 0 marks an empty slot
   std::size_t requested = 0;
   std::uintptr_t owner_kind = 0;  ///< pool_block* (large) or pool_slab* (small), kind in bit 0
 
   live_record() = default;
   live_record(std::uintptr_t k, std::size_t bytes, void* owner, live_kind kind) noexcept
-      : key(k), requested(bytes), owner_kind(reinterpret_cast<std::uintptr_t>(owner) | static_cast<std::uintptr_t>(kind)) {}
+      : key(k),
+        requested(bytes),
+        owner_kind(reinterpret_cast<std::uintptr_t>(owner) | static_cast<std::uintptr_t>(kind)) {}
   [[nodiscard]] void* owner() const noexcept { return reinterpret_cast<void*>(owner_kind & ~std::uintptr_t{1}); }
   [[nodiscard]] live_kind kind() const noexcept { return static_cast<live_kind>(owner_kind & 1u); }
 };

@@ -53,7 +53,9 @@ class pool_upstream {
 };
 
 template <class U>
-concept has_upstream_trim = requires(U& u) { u.trim(); };
+concept has_upstream_trim = requires(U& u) {
+  u.trim();
+};
 
 /// Owns the upstream resource and implements pool_upstream for it.
 template <class Upstream>

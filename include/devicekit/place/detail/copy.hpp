@@ -500,8 +500,9 @@ void batched_copy_plumbing(const void* const* srcs, void* const* dsts, const std
     scratch->release(s);
     throw;
   }
-  const cudaError_t run = launch(reinterpret_cast<const void* const*>(dev), reinterpret_cast<void* const*>(dev + array_bytes),
-                                 reinterpret_cast<const std::size_t*>(dev + 2 * array_bytes), dev + tables, temp);
+  const cudaError_t run =
+      launch(reinterpret_cast<const void* const*>(dev), reinterpret_cast<void* const*>(dev + array_bytes),
+             reinterpret_cast<const std::size_t*>(dev + 2 * array_bytes), dev + tables, temp);
   scratch->release(s);  // after the kernel, in stream order
   DEVICEKIT_CUDA_CHECK(run);
 }
@@ -596,7 +597,8 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
 /// (a stream of `dst`) and may still run when this returns; for a cpu `dst` they are done. For a
 /// cuda `dst`, the destinations of host items must lie in one allocation (see above).
 inline void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s) {
-  const bool all_host = std::all_of(items.begin(), items.end(), [](const copy_item& it) { return it.src_device.is_cpu(); });
+  const bool all_host =
+      std::all_of(items.begin(), items.end(), [](const copy_item& it) { return it.src_device.is_cpu(); });
   if (dst.is_cpu() && all_host) {
     copy_host_items(items);  // the common host case, without sorting items by source
     return;

@@ -30,7 +30,8 @@ inline constexpr std::size_t streaming_copy_min_bytes = std::size_t{2} << 20;
 #if DEVICEKIT_STREAMING_COPY
 inline void streaming_copy(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
   // Align the destination to 16 bytes (streaming stores need it), then 128 bytes per step.
-  const std::size_t head = std::min(n, static_cast<std::size_t>((16 - (reinterpret_cast<std::uintptr_t>(dst) & 15)) & 15));
+  const std::size_t head =
+      std::min(n, static_cast<std::size_t>((16 - (reinterpret_cast<std::uintptr_t>(dst) & 15)) & 15));
   std::memcpy(dst, src, head);
   dst += head;
   src += head;

@@ -25,7 +25,6 @@
 
 namespace devicekit::detail {
 
-
 /// One part of a dimension of size n split `parts` ways: the source rows [begin, begin + valid)
 /// and the part's size (valid, or more with padding).
 struct part_range {
@@ -60,8 +59,8 @@ struct part_range {
   return {begin, counts[index], counts[index]};
 }
 
-[[nodiscard]] inline std::string uneven_message(std::string_view what, std::size_t axis, std::size_t n, std::size_t parts,
-                                                const std::string& mesh_axis) {
+[[nodiscard]] inline std::string uneven_message(std::string_view what, std::size_t axis, std::size_t n,
+                                                std::size_t parts, const std::string& mesh_axis) {
   const std::size_t per = (n + parts - 1) / parts;
   return "shard: " + std::string(what) + "axis " + std::to_string(axis) + " of size " + std::to_string(n) +
          " cannot be split evenly over " + std::to_string(parts) + " devices (mesh axis '" + mesh_axis +
@@ -75,15 +74,16 @@ template <class Mapping, class Index, std::size_t R>
 [[nodiscard]] std::size_t apply_mapping(const Mapping& m, const std::array<Index, R>& idx) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
     return static_cast<std::size_t>(m(static_cast<typename Mapping::index_type>(idx[I])...));
-  }(std::make_index_sequence<R>{});
+  }
+  (std::make_index_sequence<R>{});
 }
 
 #if DEVICEKIT_HAS_MDSPAN
 /// Copies the box [begin, begin + count) of `src` to [0, count) of `dst` (both mapped arrays).
 /// Rows along the last dimension are one memcpy when both have stride 1 there.
 template <class E, class SrcMapping, class DstMapping, std::size_t R>
-void gather_box(const E* src, const SrcMapping& sm, E* dst, const DstMapping& dm, const std::array<std::size_t, R>& begin,
-                const std::array<std::size_t, R>& count) {
+void gather_box(const E* src, const SrcMapping& sm, E* dst, const DstMapping& dm,
+                const std::array<std::size_t, R>& begin, const std::array<std::size_t, R>& count) {
   if constexpr (R == 0) {
     dst[0] = src[0];
   } else {
@@ -152,7 +152,8 @@ template <class L>
     constexpr std::size_t R = src_extents::rank();
     using index_type = typename src_extents::index_type;
     using out_extents = md::dextents<index_type, R>;
-    using out_layout = std::conditional_t<std::is_same_v<src_layout, md::layout_left>, md::layout_left, md::layout_right>;
+    using out_layout =
+        std::conditional_t<std::is_same_v<src_layout, md::layout_left>, md::layout_left, md::layout_right>;
     using out_array = shaped_array<E, out_extents, out_layout>;
     using out_mapping = typename out_array::mapping_type;
     const auto& sm = leaf.mapping();
@@ -201,10 +202,10 @@ template <class L>
   }
 }
 
-
 /// A callable giving the resource to allocate from on a device.
 template <class F>
-concept resource_selector = std::invocable<F&, device> && placement_resource<std::remove_reference_t<std::invoke_result_t<F&, device>>>;
+concept resource_selector =
+    std::invocable<F&, device> && placement_resource<std::remove_reference_t<std::invoke_result_t<F&, device>>>;
 
 struct default_resource_selector {
   device_memory& operator()(device d) const { return default_placement_resource(d); }
@@ -319,7 +320,8 @@ inline void check_split(std::span<const leaf_info> info, const axis_plan& p, con
       if (!p.dim_axis[d] || d == p.batch_dim || l.kind == leaf_kind::scalar) continue;
       const std::size_t parts = m.axis_size(*p.dim_axis[d]);
       if (l.shape[d] % parts != 0) {
-        throw config_error(uneven_message("leaf '" + l.path + "': ", d, l.shape[d], parts, m.axis_name(*p.dim_axis[d])));
+        throw config_error(
+            uneven_message("leaf '" + l.path + "': ", d, l.shape[d], parts, m.axis_name(*p.dim_axis[d])));
       }
     }
   }
@@ -334,8 +336,9 @@ inline void check_split(std::span<const leaf_info> info, const axis_plan& p, con
   for (std::size_t d = 0; d < l.shape.size(); ++d) {
     if (d < p.dim_axis.size() && p.dim_axis[d]) {
       const std::size_t axis = *p.dim_axis[d];
-      split.dims.push_back(d == p.batch_dim ? batch_part(l.shape[d], m.axis_size(axis), coords[axis], policy, batch_counts)
-                                            : split_part(l.shape[d], m.axis_size(axis), coords[axis], policy));
+      split.dims.push_back(d == p.batch_dim
+                               ? batch_part(l.shape[d], m.axis_size(axis), coords[axis], policy, batch_counts)
+                               : split_part(l.shape[d], m.axis_size(axis), coords[axis], policy));
     } else {
       split.dims.push_back({0, l.shape[d], l.shape[d]});
     }
@@ -349,8 +352,9 @@ template <class T>
                              std::span<const std::size_t> coords, uneven policy,
                              std::span<const std::size_t> batch_counts) {
   std::size_t li = 0;
-  return tree_map([&](const auto& leaf) { return slice_leaf(leaf, split_for(info[li++], p, m, coords, policy, batch_counts)); },
-                  tree);
+  return tree_map(
+      [&](const auto& leaf) { return slice_leaf(leaf, split_for(info[li++], p, m, coords, policy, batch_counts)); },
+      tree);
 }
 
 /// shard's body for a host tree: the steps above, then each device's slice placed (queued on
@@ -365,8 +369,8 @@ template <class T, class F>
   check_split(info, p, m, policy, batch_size, batch_counts, spec);
 
   using slice_t = decltype(tree_map([](const auto& leaf) { return slice_leaf(leaf, leaf_split{}); }, tree));
-  using placed_t = decltype(place(std::declval<const slice_t&>(), device{}, std::declval<const stream&>(),
-                                  resource_for(device{})));
+  using placed_t =
+      decltype(place(std::declval<const slice_t&>(), device{}, std::declval<const stream&>(), resource_for(device{})));
   sharded<placed_t> out;
   out.policy = policy;
   out.batch_axis = p.batch_dim;
@@ -374,7 +378,8 @@ template <class T, class F>
   for (std::size_t f = 0; f < m.size(); ++f) {
     const device dev = m.devices()[f];
     const auto coords = m.coords(f);
-    out.trees.push_back(place_queued(slice_for(tree, info, p, m, coords, policy, batch_counts), dev, resource_for(dev)));
+    out.trees.push_back(
+        place_queued(slice_for(tree, info, p, m, coords, policy, batch_counts), dev, resource_for(dev)));
     out.devices.push_back(dev);
     out.mesh_coords.push_back(coords);
     out.valid.push_back(p.batch_dim ? batch_part(batch_size, m.axis_size(*p.dim_axis[*p.batch_dim]),

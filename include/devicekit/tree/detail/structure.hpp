@@ -35,7 +35,8 @@ void describe_structure(const T& t, std::string& out, std::size_t& leaves) {
       };
       (one(std::integral_constant<std::size_t, I>{}, node_traits<N>::template get<I>(t)), ...);
       (void)one;  // an empty tuple has no children
-    }(std::make_index_sequence<node_traits<N>::arity>{});
+    }
+    (std::make_index_sequence<node_traits<N>::arity>{});
     out.push_back(record ? '}' : ')');
   } else {
     out.push_back('[');

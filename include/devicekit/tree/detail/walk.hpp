@@ -44,9 +44,9 @@ void check_sizes(const tree_path& path, const Node& n, const Others&... os) {
       ++which;
       const std::size_t other = node_traits<std::remove_cvref_t<decltype(o)>>::size(o);
       if (other != size) {
-        throw tree_structure_error("trees traversed together differ at '" + path.display() + "': " +
-                                   std::to_string(size) + " children in the first tree, " + std::to_string(other) +
-                                   " in tree " + std::to_string(which));
+        throw tree_structure_error("trees traversed together differ at '" + path.display() +
+                                   "': " + std::to_string(size) + " children in the first tree, " +
+                                   std::to_string(other) + " in tree " + std::to_string(which));
       }
     };
     (one(os), ...);
@@ -98,7 +98,8 @@ void walk(F& f, const tree_path& path, T&& t, Ts&&... ts) {
   } else if constexpr (node_traits<N>::fixed) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (walk_child<I>(f, path, std::forward<T>(t), std::forward<Ts>(ts)...), ...);
-    }(std::make_index_sequence<node_traits<N>::arity>{});
+    }
+    (std::make_index_sequence<node_traits<N>::arity>{});
   } else {
     check_sizes(path, t, ts...);
     const std::size_t n = node_traits<N>::size(t);
@@ -118,17 +119,18 @@ auto map(F& f, const tree_path& path, T&& t, Ts&&... ts) {
     return 0;  // the compiler has already named the offending type
   } else if constexpr (leaf_traits<N>::is_leaf) {
     using R = std::decay_t<decltype(f(path, std::forward<T>(t), std::forward<Ts>(ts)...))>;
-    static_assert(!std::is_void_v<R>, "tree_map: the function must return the new leaf (use for_each_leaf to only visit)");
+    static_assert(!std::is_void_v<R>,
+                  "tree_map: the function must return the new leaf (use for_each_leaf to only visit)");
     return R(f(path, std::forward<T>(t), std::forward<Ts>(ts)...));
   } else if constexpr (node_traits<N>::fixed) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       // Braced initialisation evaluates the children left to right: the order every traversal
       // promises (placement relies on it).
-      using children_t =
-          std::tuple<decltype(map_child<I>(f, path, std::forward<T>(t), std::forward<Ts>(ts)...))...>;
+      using children_t = std::tuple<decltype(map_child<I>(f, path, std::forward<T>(t), std::forward<Ts>(ts)...))...>;
       children_t children{map_child<I>(f, path, std::forward<T>(t), std::forward<Ts>(ts)...)...};
       return node_traits<N>::rebuild(std::move(children));
-    }(std::make_index_sequence<node_traits<N>::arity>{});
+    }
+    (std::make_index_sequence<node_traits<N>::arity>{});
   } else {
     check_sizes(path, t, ts...);
     using U = decltype(map(f, path, node_traits<N>::get(std::forward<T>(t), 0),
@@ -149,8 +151,8 @@ auto map(F& f, const tree_path& path, T&& t, Ts&&... ts) {
       for (std::size_t i = 0; i < node_traits<N>::extent; ++i) out[i] = child(i);
       return out;
     } else {
-      return [&]<std::size_t... I>(std::index_sequence<I...>) { return Out{child(I)...}; }(
-          std::make_index_sequence<node_traits<N>::extent>{});
+      return [&]<std::size_t... I>(std::index_sequence<I...>) { return Out{child(I)...}; }
+      (std::make_index_sequence<node_traits<N>::extent>{});
     }
   }
 }
