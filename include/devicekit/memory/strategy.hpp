@@ -25,7 +25,6 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/settings.hpp>
-#include <devicekit/detect/capabilities.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -305,9 +304,16 @@ struct generative_preset {
   return p;
 }
 
-/// The generative-model preset for what a detector found.
-[[nodiscard]] inline generative_preset generative_model_preset(const capabilities& caps) {
-  return generative_model_preset(caps.precision.fp16, caps.precision.bf16);
+/// The generative-model preset for what a detector found (`capabilities`, detect/capabilities.hpp).
+/// A template, so that the memory layer does not include detection for this one function: every
+/// translation unit that places a tree includes this header.
+template <class Capabilities>
+requires requires(const Capabilities& caps) {
+  { caps.precision.fp16 } -> std::convertible_to<bool>;
+  { caps.precision.bf16 } -> std::convertible_to<bool>;
+}
+[[nodiscard]] generative_preset generative_model_preset(const Capabilities& caps) {
+  return generative_model_preset(static_cast<bool>(caps.precision.fp16), static_cast<bool>(caps.precision.bf16));
 }
 
 }  // namespace devicekit
