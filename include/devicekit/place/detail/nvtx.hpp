@@ -12,7 +12,11 @@
 #include <atomic>
 #include <string_view>
 
-#if DEVICEKIT_HAS_CUDA && __has_include(<nvtx3/nvToolsExt.h>)
+// NVTX 3's implementation is in its header, and it is the largest single part of what placement
+// costs to compile (about 0.4 s of every translation unit that includes placement; see
+// scripts/compile-times). Like CCCL's CCCL_DISABLE_NVTX, DEVICEKIT_DISABLE_NVTX (defined the same
+// in every translation unit of a program) leaves it out; the ranges then reach only the observer.
+#if DEVICEKIT_HAS_CUDA && !defined(DEVICEKIT_DISABLE_NVTX) && __has_include(<nvtx3/nvToolsExt.h>)
 #  include <nvtx3/nvToolsExt.h>
 #  define DEVICEKIT_HAS_NVTX 1
 #else
