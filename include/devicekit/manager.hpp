@@ -55,6 +55,10 @@ struct manager_pool {
 struct memory_registry {
   std::mutex mutex;
   std::vector<manager_pool> pools;
+  /// The global manager's device pools, adopted from the process's registry under this manager's
+  /// configuration: kept so that memory(d), on every placement, does not rebuild the
+  /// configuration's signature. A re-initialised manager has a new registry, and adopts again.
+  std::vector<std::pair<device, device_memory*>> adopted;
 };
 
 /// What a manager holds at run time; everything else is in its (usually empty) policies.
@@ -417,8 +421,16 @@ class device_manager {
     if (state_.process_pools) {
       auto& registry = detail::process_memory::instance();
       if (slot_kind == memory_kind::pinned_host) return registry.get(d, memory_kind::pinned_host);
-      return registry.adopt(d, memory_kind::device, detail::pool_signature(pool_config_for(d), allocator()),
-                            [&] { return make_pool(d); });
+      if (!state_.memory) state_.memory = std::make_unique<detail::memory_registry>();
+      std::lock_guard lock(state_.memory->mutex);
+      for (const auto& [dev, pool] : state_.memory->adopted) {
+        if (dev == d) return *pool;
+      }
+      device_memory& pool =
+          registry.adopt(d, memory_kind::device, detail::pool_signature(pool_config_for(d), allocator()),
+                         [&] { return make_pool(d); });
+      state_.memory->adopted.emplace_back(d, &pool);
+      return pool;
     }
     if (!state_.memory) state_.memory = std::make_unique<detail::memory_registry>();
     std::lock_guard lock(state_.memory->mutex);
