@@ -4,6 +4,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/core/float_types.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/topology.hpp>
@@ -11,6 +12,8 @@
 
 #include "test_support.hpp"
 
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
@@ -294,4 +297,62 @@ TEST_CASE("a topology serializes to stable JSON and reads back", "[core][topolog
   CHECK_THROWS_AS(dk::device_topology::deserialize(text + "x"), dk::config_error);
   CHECK_THROWS_WITH(dk::topology_for_devices(dk::device_list::local({dk::device::cpu(), dk::device::cuda(0)})),
                     Catch::Contains("mixes cpu and cuda"));
+}
+
+// The software formats stand in for CUDA's types on builds without CUDA: they must give the same
+// bits. Checked against CUDA's own conversions (host-compiled cuda_fp16.h, cuda_bf16.h,
+// cuda_fp8.h) for every bit pattern and for floats around every rounding boundary.
+#if DEVICEKIT_HAS_CUDA_FLOAT_TYPES
+namespace {
+
+template <class Format, class Cuda, class Bits>
+void check_format_against_cuda(int pattern_count) {
+  for (int i = 0; i < pattern_count; ++i) {
+    const auto bits = static_cast<Bits>(i);
+    const auto c = std::bit_cast<Cuda>(bits);
+    const float expected = static_cast<float>(c);
+    const float got = Format::decode(bits);
+    INFO("bits " << i);
+    if (std::isnan(expected)) {
+      CHECK(std::isnan(got));
+      continue;
+    }
+    CHECK(got == expected);
+    // Encoding the value, and the values just beside it and halfway to the next, rounds as CUDA does.
+    for (const float probe : {expected, std::nextafter(expected, 1e30f), std::nextafter(expected, -1e30f),
+                              expected * 1.0625f, expected * 0.9375f, -expected}) {
+      const auto cuda_bits = std::bit_cast<Bits>(Cuda(probe));
+      INFO("encode " << probe);
+      CHECK(Format::encode(probe) == cuda_bits);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("devicekit's software half, bfloat16 and fp8 formats give CUDA's bits", "[core][float_types]") {
+  check_format_against_cuda<dk::detail::float16_format, __half, std::uint16_t>(1 << 16);
+  check_format_against_cuda<dk::detail::bfloat16_format, __nv_bfloat16, std::uint16_t>(1 << 16);
+  check_format_against_cuda<dk::detail::float8_e4m3_format, __nv_fp8_e4m3, std::uint8_t>(1 << 8);
+  check_format_against_cuda<dk::detail::float8_e5m2_format, __nv_fp8_e5m2, std::uint8_t>(1 << 8);
+  // Overflow: fp16 and bf16 go to infinity, the fp8 types saturate (CUDA's __NV_SATFINITE).
+  CHECK(std::isinf(dk::detail::float16_format::decode(dk::detail::float16_format::encode(1e6f))));
+  CHECK(dk::detail::float8_e4m3_format::decode(dk::detail::float8_e4m3_format::encode(1e6f)) == 448.f);
+  CHECK(dk::detail::float8_e5m2_format::decode(dk::detail::float8_e5m2_format::encode(-1e9f)) == -57344.f);
+}
+#endif
+
+TEST_CASE("reduced-precision floats are leaf elements and widen exactly", "[core][float_types]") {
+  STATIC_REQUIRE(dk::leaf_element<dk::float16_t>);
+  STATIC_REQUIRE(dk::leaf_element<const dk::bfloat16_t>);
+  STATIC_REQUIRE(dk::leaf_element<dk::float8_e4m3_t>);
+  STATIC_REQUIRE(dk::leaf_element<int>);
+  STATIC_REQUIRE(!dk::leaf_element<std::string>);
+  STATIC_REQUIRE(dk::is_floating_element_v<dk::float8_e5m2_t>);
+  STATIC_REQUIRE(!dk::is_floating_element_v<int>);
+  STATIC_REQUIRE(std::is_same_v<decltype(dk::widen(dk::bfloat16_t{})), float>);
+  CHECK(dk::widen(dk::narrow_to<dk::float16_t>(0.333333f)) == 0.333251953125f);  // binary16 nearest
+  CHECK(dk::widen(dk::narrow_to<dk::bfloat16_t>(1.00390625f)) == 1.f);           // tie: to even
+  CHECK(dk::widen(dk::narrow_to<dk::float8_e4m3_t>(1000.0)) == 448.f);
+  CHECK(dk::narrow_to<int>(2.75) == 2);
 }

@@ -288,7 +288,9 @@ TEST_CASE("element types of C++ types; opaque leaves count bytes", "[distribute]
 }
 
 TEST_CASE("element types: one table of names, sizes and kinds", "[distribute][leaf]") {
-  STATIC_REQUIRE(dk::element_type_count == 13);
+  STATIC_REQUIRE(dk::element_type_count == 15);  // 13, and the two fp8 formats
+  STATIC_REQUIRE(dk::to_string(dk::element_type::float8_e4m3fn) == "float8_e4m3fn");
+  STATIC_REQUIRE(dk::is_floating(dk::element_type::float8_e5m2));
   STATIC_REQUIRE(dk::to_string(dk::element_type::bfloat16) == "bfloat16");
   STATIC_REQUIRE(dk::to_string(dk::element_type::opaque) == "opaque");
   STATIC_REQUIRE(dk::size_of(dk::element_type::opaque) == 1);

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -143,6 +144,33 @@ TEST_CASE("to_host brings a placed tree back to host containers and the original
   const auto t_back = dk::to_host(dk::place(t, dk::device::cpu()));
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(t_back)>, std::remove_cvref_t<decltype(t)>>);
   CHECK(t_back == t);
+}
+
+TEST_CASE("half, bfloat16 and fp8 leaves place, come back and shard bit for bit", "[place][float_types]") {
+  std::vector<dk::float16_t> h;
+  std::vector<dk::bfloat16_t> bf;
+  std::vector<dk::float8_e4m3_t> f8;
+  for (int i = 0; i < 6; ++i) {
+    h.push_back(dk::narrow_to<dk::float16_t>(0.1f * float(i) - 0.2f));
+    bf.push_back(dk::narrow_to<dk::bfloat16_t>(1000.f * float(i)));
+    f8.push_back(dk::narrow_to<dk::float8_e4m3_t>(float(i) / 3));
+  }
+  const auto t = std::make_tuple(h, bf, f8);
+  const auto back = dk::to_host(dk::place(t, dk::device::cpu()));
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(back)>, std::remove_cvref_t<decltype(t)>>);
+  const auto same_bits = [](const auto& x, const auto& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
+  };
+  CHECK(same_bits(std::get<0>(back), h));
+  CHECK(same_bits(std::get<1>(back), bf));
+  CHECK(same_bits(std::get<2>(back), f8));
+  CHECK(dk::widen(std::get<1>(back)[5]) == 4992.f);  // 5000 in bfloat16 (8 significant bits)
+
+  const auto shards = dk::shard(t, std::vector<dk::device>(2, dk::device::cpu()));
+  REQUIRE(shards.size() == 2);
+  const auto first = dk::to_host(shards[0]);
+  CHECK(std::get<0>(first).size() == 3);
+  CHECK(std::memcmp(std::get<0>(first).data(), h.data(), 3 * sizeof(dk::float16_t)) == 0);
 }
 
 TEST_CASE("empty trees and zero-length leaves place and come back", "[place]") {

@@ -127,6 +127,27 @@ TEST_CASE("leaf element names come from the one element_type vocabulary (core/el
   CHECK(dk::element_type_name<const std::uint16_t>() == dk::to_string(dk::element_type::uint16));
 }
 
+TEST_CASE("half, bfloat16 and fp8 leaves are leaves with PyTorch's dtype names", "[tree][float_types]") {
+  const std::tuple<std::vector<dk::float16_t>, std::array<dk::bfloat16_t, 3>, dk::float8_e4m3_t,
+                   std::vector<dk::float8_e5m2_t>>
+      t{std::vector<dk::float16_t>(5), {}, dk::float8_e4m3_t{}, std::vector<dk::float8_e5m2_t>(2)};
+  std::vector<std::string_view> names;
+  for (const auto& l : dk::leaves(t)) names.push_back(l.element_type);
+  CHECK(names == std::vector<std::string_view>{"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"});
+  const auto info = dk::leaves(t);
+  CHECK(info[0].kind == dk::leaf_kind::contiguous);
+  CHECK(info[1].kind == dk::leaf_kind::contiguous);  // std::array of elements: a leaf, not a node
+  CHECK(info[2].kind == dk::leaf_kind::scalar);
+  CHECK(dk::total_bytes(t) == 5 * 2 + 3 * 2 + 1 + 2);
+  STATIC_REQUIRE(dk::element_type_of<dk::bfloat16_t> == dk::element_type::bfloat16);
+  STATIC_REQUIRE(dk::size_of(dk::element_type::float8_e4m3fn) == 1);
+  // A float16 leaf and a bfloat16 leaf of the same size are different structures.
+  const std::tuple<std::vector<dk::float16_t>> a{std::vector<dk::float16_t>(4)};
+  const std::tuple<std::vector<dk::bfloat16_t>> b{std::vector<dk::bfloat16_t>(4)};
+  CHECK(dk::leaves(a)[0].bytes == dk::leaves(b)[0].bytes);
+  CHECK(dk::leaves(a)[0].element_type != dk::leaves(b)[0].element_type);
+}
+
 TEST_CASE("total_bytes and leaf_count add up every leaf, scalars included", "[tree]") {
   const batch b{{1, 2, 3}, {7, 8}, {{0.5, 0.25}, 2.f}};
   CHECK(dk::leaf_count(b) == 4);

@@ -15,10 +15,15 @@
 /// extended precision in 16 bytes on x86-64, IEEE binary128 on AArch64 Linux, a `double` with
 /// MSVC: see the System V and AArch64 ABIs), and structs.
 ///
-/// Adding a type (an fp8 format such as CUDA's `__nv_fp8_e4m3`, say) keeps this shape: one
-/// enumerator, one row of `element_types` (name, size, kind), and an `element_type_traits`
-/// specialisation where the C++ type is declared, as distribute/nccl.hpp does for `__half` and
-/// `__nv_bfloat16`; a transport that can move it adds it to its datatype mapping.
+/// The reduced-precision floats (`float16_t` = `__half`, `bfloat16_t` = `__nv_bfloat16`, and the
+/// fp8 formats `float8_e4m3_t`, `float8_e5m2_t`: core/float_types.hpp) are element types like the
+/// others. The fp8 names are PyTorch's (`float8_e4m3fn`: no infinities).
+///
+/// Adding a type keeps this shape: one enumerator (at the end: structure hashes use the value),
+/// one row of `element_types` (name, size, kind), and an `element_type_traits` specialisation
+/// next to the C++ type; a transport that can move it adds it to its datatype mapping.
+#include <devicekit/core/float_types.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +49,8 @@ enum class element_type : std::uint8_t {
   bfloat16,
   float32,
   float64,
+  float8_e4m3fn,
+  float8_e5m2,
 };
 
 /// What arithmetic an element type has.
@@ -72,6 +79,8 @@ inline constexpr std::array element_types = {
     element_type_info{element_type::bfloat16, "bfloat16", 2, element_kind::floating},
     element_type_info{element_type::float32, "float32", 4, element_kind::floating},
     element_type_info{element_type::float64, "float64", 8, element_kind::floating},
+    element_type_info{element_type::float8_e4m3fn, "float8_e4m3fn", 1, element_kind::floating},
+    element_type_info{element_type::float8_e5m2, "float8_e5m2", 1, element_kind::floating},
 };
 
 /// How many element types there are (the size of a table indexed by element_type).
@@ -102,8 +111,7 @@ static_assert(
   return element_info(t).kind == element_kind::floating;
 }
 
-/// Maps a C++ element type to an element_type. Specialise it for your own arithmetic types
-/// (devicekit/distribute/nccl.hpp does so for __half and __nv_bfloat16).
+/// Maps a C++ element type to an element_type. Specialise it for your own arithmetic types.
 template <class T, class = void>
 struct element_type_traits {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -141,6 +149,23 @@ struct element_type_traits<T, std::enable_if_t<std::is_arithmetic_v<T> && !std::
         return element_type::uint64;
     }
   }();
+};
+
+template <>
+struct element_type_traits<float16_t> {
+  static constexpr element_type value = element_type::float16;
+};
+template <>
+struct element_type_traits<bfloat16_t> {
+  static constexpr element_type value = element_type::bfloat16;
+};
+template <>
+struct element_type_traits<float8_e4m3_t> {
+  static constexpr element_type value = element_type::float8_e4m3fn;
+};
+template <>
+struct element_type_traits<float8_e5m2_t> {
+  static constexpr element_type value = element_type::float8_e5m2;
 };
 
 /// The element_type of `T` (cv-qualifiers ignored).

@@ -32,8 +32,6 @@
 #    include <devicekit/distribute/mpi.hpp>
 #  endif
 
-#  include <cuda_bf16.h>
-#  include <cuda_fp16.h>
 #  include <nccl.h>
 
 #  include <chrono>
@@ -49,15 +47,6 @@
 #  include <unistd.h>
 
 namespace devicekit {
-
-template <>
-struct element_type_traits<__half> {
-  static constexpr element_type value = element_type::float16;
-};
-template <>
-struct element_type_traits<__nv_bfloat16> {
-  static constexpr element_type value = element_type::bfloat16;
-};
 
 namespace detail {
 

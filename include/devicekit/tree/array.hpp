@@ -29,8 +29,8 @@ namespace devicekit {
 /// `device().is_cpu()`: read it on the host through `to_host` (place/), not through `data()`.
 template <class T>
 class device_array {
-  static_assert(std::is_arithmetic_v<T> && !std::is_const_v<T>,
-                "device_array<T>: T must be a non-const arithmetic type");
+  static_assert(leaf_element<T> && !std::is_const_v<T>,
+                "device_array<T>: T must be a non-const arithmetic type or reduced-precision float (float16_t, ...)");
 
  public:
   using devicekit_leaf_tag = void;
@@ -79,8 +79,8 @@ class device_array {
 ///   auto v = images.view();           // md::mdspan<float, ...>, usable in a kernel on its device
 template <class T, class Extents, class Layout = md::layout_right>
 class shaped_array {
-  static_assert(std::is_arithmetic_v<T> && !std::is_const_v<T>,
-                "shaped_array<T, Extents, Layout>: T must be a non-const arithmetic type");
+  static_assert(leaf_element<T> && !std::is_const_v<T>,
+                "shaped_array<T, Extents, Layout>: T must be a non-const arithmetic type or reduced-precision float");
 
  public:
   using devicekit_leaf_tag = void;
@@ -171,7 +171,7 @@ class shaped_array {
 template <class T, class Extents, class Layout>
 struct leaf_traits<md::mdspan<T, Extents, Layout, md::default_accessor<T>>> {
   using view_type = md::mdspan<T, Extents, Layout, md::default_accessor<T>>;
-  static constexpr bool is_leaf = std::is_arithmetic_v<std::remove_cv_t<T>>;
+  static constexpr bool is_leaf = leaf_element<T>;
   static constexpr leaf_kind kind = leaf_kind::shaped;
   using element_type = std::remove_cv_t<T>;
   static constexpr std::size_t rank = Extents::rank();

@@ -2,8 +2,8 @@
 /// \file
 /// What a tree leaf is. `leaf_traits<L>` says whether `L` is a leaf and how to read it:
 ///
-///   scalar      an arithmetic value (`float`, `int`, ...), copied by value
-///   contiguous  a contiguous range of arithmetic values with `data()` and `size()`:
+///   scalar      an element value (`float`, `int`, `__half`, ...), copied by value
+///   contiguous  a contiguous range of elements with `data()` and `size()`:
 ///               `std::vector`, `std::span`, `std::array`, `thrust::host_vector`, ...
 ///   shaped      a shaped array: `devicekit::shaped_array`, a `md::mdspan` view (tree/array.hpp)
 ///
@@ -13,6 +13,7 @@
 /// `leaf_traits` with the members below.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/element_type.hpp>
+#include <devicekit/core/float_types.hpp>
 
 #include <array>
 #include <concepts>
@@ -37,7 +38,7 @@ enum class leaf_kind : std::uint8_t { scalar, contiguous, shaped };
 /// The primary template: not a leaf. Specialisations provide
 ///   static constexpr bool is_leaf = true;
 ///   static constexpr leaf_kind kind;
-///   using element_type = (an arithmetic type, without const);
+///   using element_type = (a leaf_element: arithmetic or reduced-precision float, without const);
 ///   static constexpr std::size_t rank;                               // 0 scalar, 1 contiguous
 ///   static const element_type* data(const L&);                       // first stored element
 ///   static std::size_t size(const L&);                               // stored elements to copy
@@ -57,21 +58,21 @@ concept self_describing_leaf = requires {
 };
 
 template <class P>
-concept pointer_to_arithmetic =
-    std::is_pointer_v<P> && std::is_arithmetic_v<std::remove_cv_t<std::remove_pointer_t<P>>>;
+concept pointer_to_leaf_element = std::is_pointer_v<P> && leaf_element<std::remove_pointer_t<P>>;
 
-/// A contiguous host range of arithmetic values: `data()` gives a pointer to arithmetic, `size()`
-/// an integral count. Excludes devicekit's own leaves, which say more about themselves.
+/// A contiguous host range of leaf elements (arithmetic values or reduced-precision floats):
+/// `data()` gives a pointer to them, `size()` an integral count. Excludes devicekit's own leaves,
+/// which say more about themselves.
 template <class R>
-concept contiguous_arithmetic_range = !self_describing_leaf<R> && requires(const R& r) {
-  { std::data(r) } -> pointer_to_arithmetic;
+concept contiguous_element_range = !self_describing_leaf<R> && requires(const R& r) {
+  { std::data(r) } -> pointer_to_leaf_element;
   { std::size(r) } -> std::integral;
 };
 
 }  // namespace detail
 
 template <class T>
-requires std::is_arithmetic_v<T>
+requires leaf_element<T>
 struct leaf_traits<T> {
   static constexpr bool is_leaf = true;
   static constexpr leaf_kind kind = leaf_kind::scalar;
@@ -84,7 +85,7 @@ struct leaf_traits<T> {
 };
 
 template <class R>
-requires(!std::is_arithmetic_v<R> && detail::contiguous_arithmetic_range<R>) struct leaf_traits<R> {
+requires(!leaf_element<R> && detail::contiguous_element_range<R>) struct leaf_traits<R> {
   static constexpr bool is_leaf = true;
   static constexpr leaf_kind kind = leaf_kind::contiguous;
   using element_type = std::remove_cv_t<std::remove_pointer_t<decltype(std::data(std::declval<const R&>()))>>;

@@ -91,9 +91,9 @@ struct node_traits<std::pair<A, B>> {
   }
 };
 
-/// `std::array` of subtrees (an array of arithmetic values is a contiguous leaf instead).
+/// `std::array` of subtrees (an array of elements is a contiguous leaf instead).
 template <class T, std::size_t N>
-requires(!std::is_arithmetic_v<T>) struct node_traits<std::array<T, N>> {
+requires(!leaf_element<T>) struct node_traits<std::array<T, N>> {
   static constexpr bool is_node = true;
   static constexpr bool fixed = false;
   static constexpr bool dynamic = false;
@@ -110,9 +110,9 @@ requires(!std::is_arithmetic_v<T>) struct node_traits<std::array<T, N>> {
 };
 
 /// `std::vector` of subtrees: a node whose number of children is known at run time (a vector
-/// of arithmetic values is a contiguous leaf instead).
+/// of elements is a contiguous leaf instead).
 template <class T, class Alloc>
-requires(!std::is_arithmetic_v<T>) struct node_traits<std::vector<T, Alloc>> {
+requires(!leaf_element<T>) struct node_traits<std::vector<T, Alloc>> {
   static constexpr bool is_node = true;
   static constexpr bool fixed = false;
   static constexpr bool dynamic = true;
