@@ -4,27 +4,16 @@
 /// a `device_memory&` and allocates on any device the same way; `memory_pool<Upstream>`
 /// (memory/pool.hpp) is the concrete pool, and `device_manager::memory(dev)` owns one per device.
 ///
-/// How it allocates
-///   * Requests up to `small_size_limit` are served from size classes (4 per power of two,
-///     multiples of 256 bytes), carved from slabs; a slab goes back to the large blocks when
-///     all its slots are free (one empty slab per class is kept, against churn).
-///   * Larger requests take the best fit among the free blocks (segregated lists, bounded scan,
-///     see detail::free_index), split off the rest, and coalesce with free neighbours when freed.
-///   * Every block is 256-byte aligned (cudaMalloc's guarantee); larger power-of-two alignments
-///     are honoured by splitting off the front.
-///   * When nothing fits, the pool grows by a chunk from its upstream: at least the request, at
-///     least `min_chunk_size`, at least (growth_factor - 1) x reserved (capped at
-///     `max_chunk_size`), never past `max_size` (the budget).
+/// Small requests (up to `small_size_limit`) take size-class slots (detail::slab_cache), larger
+/// ones the best fit among free blocks (detail::block_heap); every block is 256-byte aligned, as
+/// cudaMalloc's. The pool grows by chunks from its upstream (at least `min_chunk_size`, at most
+/// `max_chunk_size`, by `growth_factor`), never past `max_size` (the budget).
 ///
-/// Streams
-///   `allocate(bytes, stream)` / `deallocate(p, bytes, stream)` are stream-ordered: a block freed
-///   on stream s is reused at once by later allocations on s (stream order makes that safe), and
-///   by other streams only after an event recorded on s has completed. The event is recorded at
-///   the free itself, while s certainly exists (one event per stream, re-recorded; RMM's
-///   stream_ordered_memory_resource does the same), so s may be destroyed afterwards: call
-///   release_stream(s) for a stream that is done. The synchronous forms mean "no work in flight
-///   uses this block": it is reusable at once by any stream. Upstreams without events (host
-///   memory) treat every free as synchronous.
+/// `allocate(bytes, stream)` / `deallocate(p, bytes, stream)` are stream-ordered: a block freed on
+/// a stream is reused at once by that stream and by others once an event recorded at the free has
+/// completed (detail::pool_stream_registry, as RMM's stream_ordered_memory_resource); call
+/// release_stream(s) for a stream that is done. The synchronous forms mean "no work in flight
+/// uses this block". Upstreams without events (host memory) treat every free as synchronous.
 ///
 /// Out of memory: the recovery ladder is: other streams' completed frees -> grow -> wait for
 /// other streams' frees -> release cached blocks (empty slabs and chunks) and grow -> the user's
@@ -44,25 +33,21 @@
 ///
 /// Thread-safe: one mutex per pool. Safe at exit: no CUDA call once the process is exiting.
 ///
-/// How it is built: this class is the façade. It keeps the API, the recovery ladder and the one
-/// lock; the work is done by components in memory/detail/, used under that lock (RMM and Thrust
-/// split their pools the same way; Thrust's sync_pool adds the lock to an unsynchronised pool):
-///   block_heap            chunks, best fit, splitting, coalescing, growth and release
-///   slab_cache            size classes for small requests
-///   pool_stream_registry  per-stream pending frees and their events (core/stream.hpp's
-///                         stream_registry is another thing: the streams a program made)
-///   allocation_registry   live records, source locations, leak reports
-///   pool_counters         the running figures, and compute_stats
-///   pool_invariants       the consistency check the tests run
-///   pool_upstream         the one interface to the upstream resource (memory_pool's adapter)
-///   pool_observers        who watches the pool (memory_profiler)
-/// pool_config is in memory/pool_config.hpp, the errors in memory/errors.hpp.
+/// This class is the façade: the API, the recovery ladder and the one lock. The work is done
+/// under that lock by components in memory/detail/ (RMM and Thrust split their pools the same
+/// way): block_heap (chunks, best fit, coalescing, growth), slab_cache (size classes),
+/// block_router (which of them serves or takes back a block), pool_stream_registry (per-stream
+/// frees and events), allocation_registry (live records, invalid frees, leak reports),
+/// pool_counters (figures and stats), pool_invariants (the tests' consistency check),
+/// pool_upstream (the upstream resource), pool_observers (memory_profiler). pool_config is in
+/// memory/pool_config.hpp, the errors in memory/errors.hpp.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/detail/allocation_registry.hpp>
 #include <devicekit/memory/detail/block_heap.hpp>
+#include <devicekit/memory/detail/block_router.hpp>
 #include <devicekit/memory/detail/pool_counters.hpp>
 #include <devicekit/memory/detail/pool_invariants.hpp>
 #include <devicekit/memory/detail/pool_observers.hpp>
@@ -79,7 +64,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <iostream>
 #include <limits>
 #include <mutex>
 #include <source_location>
@@ -157,8 +141,7 @@ class device_memory {
   /// other streams' completed frees. Never blocks on a stream. Returns the bytes released.
   std::size_t trim() {
     std::lock_guard lock(mutex_);
-    streams_.poll(0, false, heap_, slabs_);
-    slabs_.release_empty(heap_);
+    take_in_frees(false);
     const std::size_t released = heap_.release_empty_chunks(true).first;
     notify(detail::pool_event::other, 0);
     upstream_->trim();
@@ -169,8 +152,7 @@ class device_memory {
   /// too) to the upstream. Live allocations stay valid: clear() never frees them.
   void clear() {
     std::lock_guard lock(mutex_);
-    streams_.poll(0, true, heap_, slabs_);
-    slabs_.release_empty(heap_);
+    take_in_frees(true);
     heap_.release_empty_chunks(false);
     notify(detail::pool_event::other, 0);
     upstream_->trim();
@@ -195,8 +177,7 @@ class device_memory {
     std::lock_guard lock(mutex_);
     defragment_result r;
     r.fragmentation_before = stats_locked().fragmentation;
-    streams_.poll(0, false, heap_, slabs_);
-    slabs_.release_empty(heap_);
+    take_in_frees(false);
     if (force || stats_locked().fragmentation > config_.defrag_threshold) {
       std::tie(r.released_bytes, r.chunks_released) = heap_.release_empty_chunks(true);
       upstream_->trim();
@@ -266,30 +247,14 @@ class device_memory {
     streams_.configure(upstream_, slabs_.class_count());
     budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes);
     max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
-    if (config_.initial_size > 0) {
-      std::lock_guard lock(mutex_);
-      const std::size_t n = detail::round_up_pow2(
-          std::min(config_.initial_size, max_size_ & ~(detail::pool_granule - 1)), detail::pool_granule);
-      if (n > 0) {
-        void* p = upstream.allocate(n, detail::pool_granule);  // throws: a pool that cannot preallocate is not made
-        heap_.add_chunk(p, n, true);
-      }
-    }
+    std::lock_guard lock(mutex_);
+    heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
   }
 
   /// Called by the concrete pool's destructor, while the upstream still exists.
   void release_everything() noexcept {
     std::lock_guard lock(mutex_);
-    if (live_.tracking() && live_.size() > 0) {
-      try {
-        const std::string report = live_.report(device_, true);
-        if (config_.on_leak) {
-          config_.on_leak(report);
-        } else {
-          std::cerr << report;
-        }
-      } catch (...) {}
-    }
+    live_.report_leaks(device_, config_.on_leak);
     if (cuda_calls_allowed()) {
       try {
         streams_.poll(0, true, heap_, slabs_);  // in-flight work may still use pending blocks
@@ -302,13 +267,14 @@ class device_memory {
  private:
   friend class memory_profiler;
 
-  /// What try_take found: the address, its block or slab, the bytes it occupies.
-  struct taken {
-    std::uintptr_t addr = 0;
-    void* owner = nullptr;
-    std::size_t size = 0;
-    detail::live_kind kind = detail::live_kind::large;
-  };
+  using taken = detail::taken_block;
+
+  /// Takes in every stream's completed frees (all of them, waiting, when `wait`) and returns empty
+  /// slabs to the heap.
+  void take_in_frees(bool wait) {
+    streams_.poll(0, wait, heap_, slabs_);
+    slabs_.release_empty(heap_);
+  }
 
   void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
                       const std::source_location& where) {
@@ -336,26 +302,13 @@ class device_memory {
   }
 
   taken try_take(std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
-    if (slabs_.serves(bytes, alignment)) {
-      const int cls = detail::size_classes::class_of(bytes);
-      const std::size_t slot = detail::size_classes::slot_size(cls);
-      detail::slab_cache::slot sl;
-      if (sid != 0) sl = streams_.take_own_slot(sid, cls);  // freed on this very stream: reusable in order
-      if (sl.addr == 0) sl = slabs_.take(cls, heap_);
-      if (sl.addr == 0) return {};
-      return {sl.addr, sl.owner, slot, detail::live_kind::small};
-    }
-    const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
-    detail::pool_block* b =
-        heap_.take(n, alignment, sid != 0 ? &streams_.at(sid).large : nullptr, detail::block_state::used);
-    if (b == nullptr) return {};
-    return {b->addr, b, b->size, detail::live_kind::large};
+    return detail::take_block(heap_, slabs_, streams_, bytes, alignment, sid);
   }
 
   /// The recovery ladder: other streams' completed frees -> grow -> wait for other streams' frees
   /// -> release cached blocks and grow -> the user's callback (without the lock) -> out_of_memory.
   taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
-    const std::size_t need = growth_need(bytes, alignment);
+    const std::size_t need = detail::growth_need(slabs_, bytes, alignment);
     taken t;
     if (streams_.poll(sid, false, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
     if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
@@ -385,13 +338,6 @@ class device_memory {
     throw_oom(bytes, cause);
   }
 
-  /// What growing must provide for this request.
-  [[nodiscard]] std::size_t growth_need(std::size_t bytes, std::size_t alignment) const noexcept {
-    if (slabs_.serves(bytes, alignment)) return detail::size_classes::slab_bytes(detail::size_classes::class_of(bytes));
-    const std::size_t n = detail::round_up_pow2(bytes, detail::pool_granule);
-    return alignment > detail::pool_granule ? n + alignment - detail::pool_granule : n;
-  }
-
   bool grow(std::size_t need) {
     if (!heap_.grow(need, max_size_, device_)) return false;
     if (!observers_.empty()) notify(detail::pool_event::grew, 0);
@@ -408,48 +354,15 @@ class device_memory {
 
   void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
     if (p == nullptr) return;
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
     std::lock_guard lock(mutex_);
-    detail::live_record* rec = live_.find(a);
-    if (rec == nullptr) {
-      const std::string head =
-          "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " + device_.str() + ": ";
-      if (heap_.inside_chunk(a)) {
-        throw invalid_free(invalid_free::kind::double_free,
-                           head +
-                               "not a live allocation although it lies in this pool's memory: a double free, "
-                               "or a pointer into the middle of an allocation. The pool is unchanged.");
-      }
-      throw invalid_free(invalid_free::kind::foreign_pointer,
-                         head +
-                             "this pointer was not allocated by this pool (it lies outside all of its memory): "
-                             "free it with the allocator that made it. The pool is unchanged.");
-    }
-    if (rec->requested != bytes) {
-      throw invalid_free(invalid_free::kind::wrong_size,
-                         "deallocate(" + detail::pointer_text(p) + ", " + std::to_string(bytes) + ") on " +
-                             device_.str() + ": wrong size: it was allocated with " + std::to_string(rec->requested) +
-                             " bytes at " + detail::where_text(live_.site_of(a).where) +
-                             "; pass the size given to allocate. The pool is unchanged.");
-    }
+    detail::live_record& rec =
+        live_.find_for_free(p, bytes, device_, [&](std::uintptr_t a) { return heap_.inside_chunk(a); });
     const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
     // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
     if (sid != 0) streams_.record_free_event(streams_.at(sid));
-    const detail::live_record r = *rec;
-    live_.erase(rec);
-    if (r.kind() == detail::live_kind::large) {
-      auto* b = static_cast<detail::pool_block*>(r.owner());
-      counters_.in_use -= b->size;
-      heap_.insert_free(b, sid, sid != 0 ? streams_.at(sid).next_seq++ : 0, streams_.index_of(sid, heap_));
-    } else {
-      auto* sl = static_cast<detail::pool_slab*>(r.owner());
-      counters_.in_use -= sl->slot_size;
-      if (sid != 0) {
-        streams_.defer_slot(sid, sl->cls, a, sl);
-      } else {
-        slabs_.release_slot(sl, a, heap_);
-      }
-    }
+    const detail::live_record r = rec;
+    live_.erase(&rec);
+    counters_.in_use -= detail::return_block(r, r.key, sid, heap_, slabs_, streams_);
     counters_.freed_one(bytes);
     if (config_.release_on_free) {
       streams_.poll(0, false, heap_, slabs_);

@@ -9,6 +9,7 @@
 /// for the leak report. Not locked: device_memory calls it under its own lock.
 #include <devicekit/core/device.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
+#include <devicekit/memory/errors.hpp>
 #include <devicekit/memory/stats.hpp>
 
 #include <algorithm>
@@ -57,6 +58,34 @@ class allocation_registry {
     if (tracking_) sites_.insert_or_assign(r.key, allocation_site{where, alignment});
   }
   [[nodiscard]] live_record* find(std::uintptr_t a) noexcept { return live_.find(a); }
+
+  /// The record a `deallocate(p, bytes)` on `dev`'s pool frees, or invalid_free saying what is
+  /// wrong - a double free (or an interior pointer: `inside_pool(p)` says `p` lies in the pool's
+  /// memory), a foreign pointer, a wrong size - before anything has changed.
+  template <class InsidePool>
+  [[nodiscard]] live_record& find_for_free(void* p, std::size_t bytes, device dev, const InsidePool& inside_pool) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    live_record* rec = live_.find(a);
+    if (rec != nullptr && rec->requested == bytes) return *rec;  // the hot path builds no text
+    const std::string call =
+        "deallocate(" + pointer_text(p) + ", " + std::to_string(bytes) + ") on " + dev.str() + ": ";
+    if (rec != nullptr) {
+      throw invalid_free(invalid_free::kind::wrong_size,
+                         call + "wrong size: it was allocated with " + std::to_string(rec->requested) + " bytes at " +
+                             where_text(site_of(a).where) +
+                             "; pass the size given to allocate. The pool is unchanged.");
+    }
+    if (inside_pool(a)) {
+      throw invalid_free(invalid_free::kind::double_free,
+                         call +
+                             "not a live allocation although it lies in this pool's memory: a double free, "
+                             "or a pointer into the middle of an allocation. The pool is unchanged.");
+    }
+    throw invalid_free(invalid_free::kind::foreign_pointer,
+                       call +
+                           "this pointer was not allocated by this pool (it lies outside all of its memory): "
+                           "free it with the allocator that made it. The pool is unchanged.");
+  }
   [[nodiscard]] const live_record* find(std::uintptr_t a) const noexcept { return live_.find(a); }
   void erase(live_record* r) {
     const std::uintptr_t a = r->key;
@@ -86,6 +115,22 @@ class allocation_registry {
     });
     std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.ptr < y.ptr; });
     return out;
+  }
+
+  /// Hands the leak report of a pool being destroyed to `on_leak` (or standard error when it is
+  /// empty); nothing when no allocation is live or tracking is off. Never throws: it runs in a
+  /// destructor.
+  template <class OnLeak>
+  void report_leaks(device dev, const OnLeak& on_leak) const noexcept {
+    if (!tracking_ || live_.size() == 0) return;
+    try {
+      const std::string text = report(dev, true);
+      if (on_leak) {
+        on_leak(text);
+      } else {
+        std::fputs(text.c_str(), stderr);
+      }
+    } catch (...) {}
   }
 
   /// The live allocations as text (empty when there are none); `destroyed`: the pool is being

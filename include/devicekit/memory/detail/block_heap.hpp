@@ -170,6 +170,13 @@ class block_heap {
 
   /// Adopts `bytes` at `p` from the upstream as a chunk (one ready block). `initial`: the
   /// preallocated chunk, which trim() keeps.
+  /// The pool's initial chunk: `initial_size` bytes (within `max_size`) from the upstream at once,
+  /// kept by trim(). Throws what the upstream throws.
+  void preallocate(std::size_t initial_size, std::size_t max_size) {
+    const std::size_t n = round_up_pow2(std::min(initial_size, max_size & ~(pool_granule - 1)), pool_granule);
+    if (n > 0) add_chunk(upstream_->allocate(n, pool_granule), n, true);
+  }
+
   void add_chunk(void* p, std::size_t bytes, bool initial) {
     std::uint32_t id = 0;
     if (!spare_chunk_ids_.empty()) {
