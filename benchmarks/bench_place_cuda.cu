@@ -10,6 +10,16 @@
 //                                       above the threshold) vs one cudaMemcpyAsync per leaf; the
 //                                       note gives the CUB kernel alone. The sizes bracket
 //                                       detail::batched_copy_min_count and _max_average_bytes
+//   shard.device_resident.vs_via_host.<n>x<size>
+//                                       a tree of n leaves already on cuda:0 sharded over the GPUs
+//                                       present (every device twice when there is one): from the
+//                                       devices (dk::shard of the placed tree) vs the old way,
+//                                       to_host then shard of the host tree; goal: ratio > 1
+//   copy_planner.<path>.<n>x<size>      n device-to-device runs copied by one path the planner
+//                                       may choose (cudaMemcpyBatchAsync, one CUB launch) vs one
+//                                       cudaMemcpyAsync per run: the data that should set
+//                                       detail::batch_api_min_count and the CUB thresholds
+//                                       (copy_planner.hpp), still owed on a GPU
 #include "bench_common.hpp"
 
 #include <devicekit/devicekit.hpp>
@@ -166,6 +176,83 @@ void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
   }
 }
 
+/// shard of a device-resident tree: on the devices vs through the host.
+void device_resident_shard(const bench::options& opt, bench::report& report) {
+  std::vector<dk::device> gpus;
+  const int n = dk::cuda_detector{}.detect(dk::settings{}).gpu_count;
+  for (int i = 0; i < n; ++i) gpus.push_back(dk::device::cuda(i));
+  if (gpus.size() == 1) gpus.push_back(gpus[0]);  // two shards on one GPU: still no host detour
+  const int samples = opt.quick ? 3 : 7;
+  struct shape {
+    std::size_t count;
+    std::size_t bytes;
+  };
+  for (const shape sh : {shape{100, std::size_t{1} << 20}, shape{1000, 4096}}) {
+    const std::size_t rows = 64 * gpus.size();
+    std::vector<std::vector<float>> host(sh.count, std::vector<float>(sh.bytes / sizeof(float), 1.f));
+    for (auto& v : host) v.resize(sh.bytes / sizeof(float) / rows * rows);
+    const auto on_gpu = dk::place(host, gpus[0]);
+    auto direct = [&] { (void)dk::shard(on_gpu, gpus); };
+    auto via_host = [&] { (void)dk::shard(dk::to_host(on_gpu), gpus); };
+    const auto [d, h] = bench::interleaved_medians(samples, direct, via_host);
+    report.add(
+        {"shard.device_resident.vs_via_host." + std::to_string(sh.count) + "x" + std::to_string(sh.bytes >> 10) + "KiB",
+         "cuda", "time to shard a tree on cuda:0 over " + std::to_string(gpus.size()) + " devices", d * 1e3, "ms",
+         "to_host, then shard the host tree", h * 1e3, h / d, "goal: ratio > 1 (no host detour)"});
+  }
+}
+
+/// The planner's device-to-device paths against single copies, across counts and sizes.
+void planner_thresholds(const bench::options& opt, bench::report& report, dk::device gpu) {
+  const dk::stream s(gpu);
+  const int samples = opt.quick ? 5 : 11;
+  for (const std::size_t count : {2, 4, 8, 16, 64, 256, 1024}) {
+    for (const std::size_t bytes : {std::size_t{256}, std::size_t{4096}, std::size_t{64} << 10, std::size_t{1} << 20}) {
+      if (count * bytes > (std::size_t{512} << 20)) continue;
+      void* src = nullptr;
+      void* dst = nullptr;
+      DEVICEKIT_CUDA_CHECK(cudaMalloc(&src, count * bytes));
+      DEVICEKIT_CUDA_CHECK(cudaMalloc(&dst, count * bytes));
+      std::vector<dk::detail::copy_run> runs;
+      std::vector<const void*> srcs;
+      std::vector<void*> dsts;
+      std::vector<std::size_t> sizes;
+      for (std::size_t i = 0; i < count; ++i) {  // reversed: no two runs merge
+        runs.push_back({static_cast<const std::byte*>(src) + i * bytes, gpu,
+                        static_cast<std::byte*>(dst) + (count - 1 - i) * bytes, bytes});
+        srcs.push_back(runs.back().src);
+        dsts.push_back(runs.back().dst);
+        sizes.push_back(bytes);
+      }
+      auto single = [&] {
+        for (const auto& r : runs) {
+          DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyDeviceToDevice, s.native_handle()));
+        }
+        s.synchronize();
+      };
+      auto batch_api = [&] {
+        if (!dk::detail::copy_runs_batch_api(runs, s.native_handle())) single();
+        s.synchronize();
+      };
+      auto cub = [&] {
+        dk::batched_copy(srcs, dsts, sizes, s);
+        s.synchronize();
+      };
+      const auto [b, c, one] = bench::interleaved_medians(samples, batch_api, cub, single);
+      const std::string shape = std::to_string(count) + "x" + std::to_string(bytes) + "B";
+      const auto planned = dk::detail::plan_copy(dk::detail::copy_direction::device_to_device, count, count * bytes,
+                                                 dk::detail::paths_available(s.native_handle()));
+      const std::string note = std::string("planner picks ") + dk::detail::to_string(planned) + " here";
+      report.add({"copy_planner.batch_api." + shape, "cuda", "time for the runs (cudaMemcpyBatchAsync)", b * 1e6, "us",
+                  "one cudaMemcpyAsync per run", one * 1e6, one / b, note});
+      report.add({"copy_planner.cub_batched." + shape, "cuda", "time for the runs (cub::DeviceMemcpy::Batched)",
+                  c * 1e6, "us", "one cudaMemcpyAsync per run", one * 1e6, one / c, note});
+      DEVICEKIT_CUDA_CHECK(cudaFree(src));
+      DEVICEKIT_CUDA_CHECK(cudaFree(dst));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,8 +263,12 @@ int main(int argc, char** argv) {
     dk::scoped_device on(gpu.ordinal());
     overlap(opt, report, gpu);
     batched(opt, report, gpu);
+    device_resident_shard(opt, report);
+    planner_thresholds(opt, report, gpu);
   } else {
-    std::printf("bench_place_cuda: no GPU, nothing to measure\n");
+    std::printf(
+        "bench_place_cuda: no GPU, nothing to measure; owed on a GPU: prefetch.overlap, "
+        "place.batched_d2d.*, shard.device_resident.vs_via_host.*, copy_planner.*\n");
   }
   report.write(opt.json_path);
   return 0;

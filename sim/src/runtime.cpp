@@ -458,6 +458,21 @@ void wait_device_idle(state& g, std::unique_lock<std::mutex>& lk, int device) {
   }
 }
 
+/// Counts one accepted copy by direction (copy_counters in control.hpp).
+void count_copy(state& g, const allocation* d, const allocation* r) {
+  const bool dst_device = d != nullptr && d->kind == mem_kind::device;
+  const bool src_device = r != nullptr && r->kind == mem_kind::device;
+  if (src_device && dst_device) {
+    ++(d->device == r->device ? g.copies.device_to_device : g.copies.peer);
+  } else if (src_device) {
+    ++g.copies.device_to_host;
+  } else if (dst_device) {
+    ++g.copies.host_to_device;
+  } else {
+    ++g.copies.host_to_host;
+  }
+}
+
 /// One copy, queued on `s`. Pageable host sources are copied to staging at the call; a pageable
 /// host destination makes the call wait for the copy ("API synchronization behavior",
 /// cudaMemcpyAsync).
@@ -471,6 +486,7 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
   if (cudaError_t e = check_range(g, src, n, api, r); e != cudaSuccess) return e;
   const bool dst_device = d != nullptr && d->kind == mem_kind::device;
   const bool src_device = r != nullptr && r->kind == mem_kind::device;
+  count_copy(g, d, r);
   if (!src_device && !pinned(r) && dst_device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
                                                                static_cast<const unsigned char*>(src) + n);
@@ -569,6 +585,12 @@ void nccl_hang_after(int device, int ops) {
   entry e("nccl_hang_after");
   if (!valid_device(e.g, device) || ops < 0) return;
   e.g.nccl_faults[device] = {ops, 0};
+}
+copy_counters copies() {
+  entry e("copies");
+  const copy_counts& c = e.g.copies;
+  return {c.host_to_device, c.device_to_host, c.device_to_device, c.peer,
+          c.host_to_host,   c.batch_calls,    c.batched_copies};
 }
 std::size_t spinning_host_waits() {
   entry e("spinning_host_waits");
@@ -1049,6 +1071,148 @@ cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* 
   }
   return fail(copy(g, e_.lk, dst, src, count, s, "cudaMemcpyPeerAsync"));
 }
+
+#if CUDART_VERSION >= 12080
+/// cudaMemcpyBatchAsync (CUDA 12.8; CUDA 13 dropped its failIdx argument), by the rules of its
+/// documentation: the legacy NULL stream is refused; `attrsIdxs` starts at 0, increases, stays
+/// below `count`, and `numAttrs` is at most `count`; every copy's attributes need a valid
+/// srcAccessOrder, else cudaErrorInvalidValue. Each copy is checked as cudaMemcpyAsync checks
+/// one (bad pointers are violations), all before anything is queued, so a refused batch moves no
+/// byte. The batch runs in stream order as one operation; copies that depend on each other in
+/// one batch are undefined ("no ordering guarantees for copies within a batch"): a violation.
+/// Sources read "during the API call" (cudaMemcpySrcAccessOrderDuringApiCall) and pageable ones
+/// are read at the call; a pageable destination makes the call wait, as with cudaMemcpyAsync.
+cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes,
+                                           size_t count, struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs,
+                                           size_t numAttrs,
+#  if CUDART_VERSION < 13000
+                                           size_t* failIdx,
+#  endif
+                                           cudaStream_t stream) {
+#  if CUDART_VERSION < 13000
+  if (failIdx != nullptr) *failIdx = SIZE_MAX;  // "SIZE_MAX if the error doesn't pertain to any specific copy"
+  auto failed_at = [&](std::size_t i) {
+    if (failIdx != nullptr) *failIdx = i;
+  };
+#  else
+  auto failed_at = [](std::size_t) {};
+#  endif
+  constexpr const char* api = "cudaMemcpyBatchAsync";
+  SIM_ENTER("cudaMemcpyBatchAsync");
+  if (stream == nullptr || stream == cudaStreamLegacy)
+    return fail(cudaErrorInvalidValue);  // "Must not be legacy NULL stream"
+  if (count == 0 || dsts == nullptr || srcs == nullptr || sizes == nullptr || attrs == nullptr ||
+      attrsIdxs == nullptr || numAttrs == 0 || numAttrs > count || attrsIdxs[0] != 0) {
+    return fail(cudaErrorInvalidValue);
+  }
+  for (std::size_t k = 0; k < numAttrs; ++k) {
+    if ((k > 0 && attrsIdxs[k] <= attrsIdxs[k - 1]) || attrsIdxs[k] >= count) return fail(cudaErrorInvalidValue);
+    const auto order = attrs[k].srcAccessOrder;
+    if (order != cudaMemcpySrcAccessOrderStream && order != cudaMemcpySrcAccessOrderDuringApiCall &&
+        order != cudaMemcpySrcAccessOrderAny) {
+      return fail(cudaErrorInvalidValue);
+    }
+    if ((attrs[k].flags & ~static_cast<unsigned>(cudaMemcpyFlagPreferOverlapWithCompute)) != 0) {
+      return fail(cudaErrorInvalidValue);
+    }
+  }
+  cudaError_t err = cudaSuccess;
+  stream_obj* s = resolve(g, stream, api, err);
+  if (s == nullptr) return fail(err);
+
+  struct one_copy {
+    void* dst;
+    const void* src;
+    std::size_t n;
+    std::shared_ptr<std::vector<unsigned char>> staged;  ///< the source as read at the call
+  };
+  std::vector<one_copy> batch;
+  std::vector<const allocation*> dst_alloc;
+  std::vector<const allocation*> src_alloc;
+  bool wait_for_it = false;
+  std::size_t attr = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    while (attr + 1 < numAttrs && attrsIdxs[attr + 1] <= i) ++attr;
+    if (sizes[i] == 0) continue;
+    if (dsts[i] == nullptr || srcs[i] == nullptr) {
+      failed_at(i);
+      return fail(cudaErrorInvalidValue);
+    }
+    allocation* d = nullptr;
+    allocation* r = nullptr;
+    if (cudaError_t e = check_range(g, dsts[i], sizes[i], api, d); e != cudaSuccess) {
+      failed_at(i);
+      return fail(e);
+    }
+    if (cudaError_t e = check_range(g, srcs[i], sizes[i], api, r); e != cudaSuccess) {
+      failed_at(i);
+      return fail(e);
+    }
+    const bool src_device = r != nullptr && r->kind == mem_kind::device;
+    const bool dst_device = d != nullptr && d->kind == mem_kind::device;
+    one_copy c{dsts[i], srcs[i], sizes[i], nullptr};
+    if (attrs[attr].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall || (!src_device && !pinned(r))) {
+      c.staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(srcs[i]),
+                                                              static_cast<const unsigned char*>(srcs[i]) + sizes[i]);
+    }
+    if (!dst_device && !pinned(d)) wait_for_it = true;
+    batch.push_back(std::move(c));
+    dst_alloc.push_back(d);
+    src_alloc.push_back(r);
+  }
+  // Copies of one batch run in no particular order: a destination that overlaps another copy's
+  // source or destination makes the result undefined. One sweep over the ranges sorted by start.
+  struct range {
+    std::uintptr_t begin;
+    std::uintptr_t end;
+    bool is_dst;
+  };
+  std::vector<range> ranges;
+  for (const auto& c : batch) {
+    ranges.push_back({reinterpret_cast<std::uintptr_t>(c.dst), reinterpret_cast<std::uintptr_t>(c.dst) + c.n, true});
+    ranges.push_back({reinterpret_cast<std::uintptr_t>(c.src), reinterpret_cast<std::uintptr_t>(c.src) + c.n, false});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const range& a, const range& b) { return a.begin < b.begin; });
+  std::uintptr_t any_end = 0;
+  std::uintptr_t dst_end = 0;
+  for (const auto& r : ranges) {
+    if ((r.is_dst ? any_end : dst_end) > r.begin) {
+      violation(g, api,
+                "copies of one batch that overlap (a destination written by one and read or written by another)");
+      return fail(cudaErrorInvalidValue);
+    }
+    any_end = std::max(any_end, r.end);
+    if (r.is_dst) dst_end = std::max(dst_end, r.end);
+  }
+  std::vector<std::shared_ptr<host_uses>> uses;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    count_copy(g, dst_alloc[i], src_alloc[i]);
+    for (const allocation* a : {dst_alloc[i], src_alloc[i]}) {
+      if (!pinned(a)) continue;
+      auto* m = const_cast<allocation*>(a);
+      if (!m->uses) m->uses = std::make_shared<host_uses>();
+      if (std::find(uses.begin(), uses.end(), m->uses) == uses.end()) uses.push_back(m->uses);
+    }
+  }
+  ++g.copies.batch_calls;
+  g.copies.batched_copies += batch.size();
+  if (batch.empty()) return cudaSuccess;
+  for (const auto& u : uses) ++u->pending;
+  const std::uint64_t done = enqueue(g, s, [batch = std::move(batch), uses = std::move(uses)] {
+    for (const auto& c : batch) std::memmove(c.dst, c.staged ? c.staged->data() : c.src, c.n);
+    if (uses.empty()) return;
+    std::lock_guard ulk(global().m);
+    for (const auto& u : uses) {
+      if (--u->pending == 0 && u->free_when_done != nullptr) {
+        std::free(u->free_when_done);
+        u->free_when_done = nullptr;
+      }
+    }
+  });
+  if (wait_for_it) wait_until(g, e_.lk, s, done);
+  return cudaSuccess;
+}
+#endif
 
 cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   SIM_ENTER("cudaMemsetAsync");

@@ -95,6 +95,18 @@ struct nccl_fault {
   int error = 0;  ///< the ncclResult_t that ncclCommGetAsyncError reports then; 0: a silent hang
 };
 
+/// Copies the runtime has accepted, by direction (control.hpp, copy_counters): one count per
+/// copy, whether it came alone (cudaMemcpy*, cudaMemcpyPeer*) or in a batch.
+struct copy_counts {
+  std::size_t host_to_device = 0;
+  std::size_t device_to_host = 0;
+  std::size_t device_to_device = 0;  ///< both ends on one device
+  std::size_t peer = 0;              ///< device memory of two different devices
+  std::size_t host_to_host = 0;
+  std::size_t batch_calls = 0;     ///< accepted cudaMemcpyBatchAsync calls
+  std::size_t batched_copies = 0;  ///< the copies those calls carried
+};
+
 struct state {
   std::mutex m;
   std::condition_variable cv;
@@ -121,7 +133,8 @@ struct state {
   std::map<std::string, int> calls;
   std::vector<std::string> violations;
   std::size_t expected_violations = 0;
-  std::size_t spinning_host_waits = 0;    ///< see spinning_host_waits() in control.hpp
+  std::size_t spinning_host_waits = 0;  ///< see spinning_host_waits() in control.hpp
+  copy_counts copies;
   std::map<int, nccl_fault> nccl_faults;  ///< by device; one at a time, used once
 };
 

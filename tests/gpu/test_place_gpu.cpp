@@ -8,6 +8,7 @@
 
 #include <boost/hana/define_struct.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <random>
@@ -170,6 +171,43 @@ TEST_CASE("replicate and shard over the GPUs present", "[shard][gpu]") {
   CHECK(ragged.valid == std::vector<std::size_t>{4, 3, 3});  // balanced, as numpy.array_split
   CHECK(dk::to_host(ragged[2]).get<"labels">().size() == 3);
   CHECK(dk::to_host(ragged[2]).get<"labels">()[0] == b.labels[7]);
+}
+
+// Issue 12: a tree already on a GPU is sharded and replicated from there (device-to-device and
+// peer copies, padding zeroed on the device), giving what sharding its host copy gives.
+TEST_CASE("replicate and shard of a tree already on a GPU match the host's", "[shard][gpu]") {
+  std::vector<dk::device> gpus;
+  for (int i = 0; i < gpu_count(); ++i) gpus.push_back(dk::device::cuda(i));
+  batch b{img_t(img_t::extents_type(10)), random_vector<std::int64_t>(10), 1.5f};
+  fill(b.images);
+  const auto on_gpu = dk::place(b, gpus.back());
+  const auto r = dk::replicate(on_gpu, gpus);
+  REQUIRE(r.size() == gpus.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    CHECK(dk::device_of(r[i]) == gpus[i]);
+    const auto back = dk::to_host(r[i]);
+    CHECK(back.labels == b.labels);
+    CHECK(std::equal(back.images.data(), back.images.data() + back.images.size(), b.images.data()));
+  }
+  const std::vector<dk::device> three{gpus[0], gpus[gpus.size() > 1 ? 1 : 0], gpus[0]};
+  for (const auto policy : {dk::uneven::pad, dk::uneven::ragged}) {
+    const auto from_gpu = dk::shard(on_gpu, three, 0, policy);
+    const auto from_host = dk::shard(b, three, 0, policy);
+    CHECK(from_gpu.valid == from_host.valid);
+    CHECK(from_gpu.pad == from_host.pad);
+    for (std::size_t i = 0; i < three.size(); ++i) {
+      CHECK(dk::device_of(from_gpu[i]) == three[i]);
+      CHECK(on_device(from_gpu[i].get<"labels">().data(), three[i].ordinal()));
+      const auto got = dk::to_host(from_gpu[i]);
+      const auto want = dk::to_host(from_host[i]);
+      CHECK(got.get<"labels">() == want.get<"labels">());
+      const auto& gi = got.get<"images">();
+      const auto& wi = want.get<"images">();
+      REQUIRE(gi.size() == wi.size());
+      CHECK(std::equal(gi.data(), gi.data() + gi.size(), wi.data()));
+      CHECK(got.get<"scale">() == 1.5f);
+    }
+  }
 }
 
 TEST_CASE("prefetch to the GPU delivers every tree with a consumer stream waiting on events", "[prefetch][gpu]") {

@@ -8,8 +8,8 @@
 /// whose leaves lie in several allocations on one device (place(tree_on_dev, dev)) then takes one
 /// launch instead of one cudaMemcpyAsync per leaf, when there are at least
 /// detail::batched_copy_min_count leaves averaging at most detail::batched_copy_max_average_bytes
-/// (place/detail/copy.hpp; per-call cudaMemcpyAsync costs about 5-7 us, which a batched launch
-/// pays once). bench_place_cuda measures both sides.
+/// (place/detail/copy_planner.hpp; per-call cudaMemcpyAsync costs about 5-7 us, which a batched
+/// launch pays once). bench_place_cuda measures both sides.
 #if !defined(__CUDACC__)
 #  error "devicekit/place/batched_copy.cuh launches CUB kernels: include it from a .cu file compiled by nvcc"
 #endif

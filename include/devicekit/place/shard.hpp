@@ -26,7 +26,12 @@
 /// Shards' leaves are `device_array<T>` (contiguous leaves) and `shaped_array<T, dextents, L>`
 /// (shaped leaves: the split extents become dynamic; layout_left stays, others become
 /// layout_right when they must be gathered). Slices that are contiguous in the source are sent
-/// as they are; others are gathered on the host first. A tree on a device is brought to the host
+/// as they are; others are gathered on the host first. A tree already on a GPU stays on the GPUs:
+/// each shard is copied from the source device (device-to-device, or peer copies batched by the
+/// copy planner) and padding is zeroed there (cudaMemsetAsync); only devices without peer access
+/// to the source receive their shard through pinned host memory, which such a pair cannot avoid.
+/// A cpu device in the mesh, or a leaf whose layout would need a copy per element
+/// (layout_stride with a non-unit fastest stride), takes the host path.
 ///
 /// The mesh vocabulary is in place/mesh.hpp, the results in place/sharded.hpp, the machinery in
 /// place/detail/shard_impl.hpp.

@@ -11,15 +11,21 @@
 ///                     are copied directly (no host memcpy)
 ///   cuda -> same cuda device-to-device copies; leaves that lie in one allocation in the same order
 ///                     are one copy; many small ones go to `cub::DeviceMemcpy::Batched` when a .cu
-///                     file of the program includes place/batched_copy.cuh
-///   cuda -> other     cudaMemcpyPeerAsync where the pair supports peer access (enabled on first
-///                     use, and granted by devicekit's driver pools), else through pinned staging
-///                     in chunks, the destination stream waiting for each chunk on an event
+///                     file of the program includes place/batched_copy.cuh, else several go in
+///                     one cudaMemcpyBatchAsync (CUDA >= 12.8)
+///   cuda -> other     peer copies where the pair supports peer access (enabled on first use, and
+///                     granted by devicekit's driver pools): one cudaMemcpyBatchAsync, or one
+///                     cudaMemcpyPeerAsync per run; else through pinned staging in chunks, the
+///                     destination stream waiting for each chunk on an event
 ///   cuda -> host      into pinned staging in chunks through two buffers, then unpacked
+///
+/// Which of these a list of runs takes is the copy planner's decision (place/detail/copy_planner.hpp);
+/// copy_runs is the entry for a list of runs that is not a tree (the NCCL layer's bucket packing).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/place/detail/copy_planner.hpp>
 #include <devicekit/place/detail/host_copy.hpp>
 #include <devicekit/memory/registry.hpp>
 
@@ -75,13 +81,6 @@ struct copy_run {
   return runs;
 }
 
-/// Leaves below these sizes, in these numbers, go to one batched kernel instead of one
-/// cudaMemcpyAsync each (about 5-7 us per call): cub::DeviceMemcpy::Batched is made for many
-/// small buffers (CUB documentation, DeviceMemcpy), and bench_place_cuda measures that batching
-/// wins from tens of small buffers on and loses slightly for a few large ones.
-inline constexpr std::size_t batched_copy_min_count = 16;
-inline constexpr std::size_t batched_copy_max_average_bytes = std::size_t{256} << 10;
-
 /// Transfers at or below this size go through one staging area in one copy; larger ones are
 /// pipelined in `staging_chunk_bytes` chunks, in every direction, so a transfer never pins its
 /// whole size at once.
@@ -107,6 +106,9 @@ struct copy_stats {
   std::atomic<std::size_t> peer_copies{0};
   std::atomic<std::size_t> staged_device_copies{0};
   std::atomic<std::size_t> device_to_host_transfers{0};
+  std::atomic<std::size_t> batch_api_calls{0};   ///< cudaMemcpyBatchAsync calls (any direction)
+  std::atomic<std::size_t> batch_api_copies{0};  ///< the copies those calls carried
+  std::atomic<std::size_t> device_memsets{0};    ///< cudaMemsetAsync of padding (shard with uneven::pad)
 };
 inline copy_stats& stats() {
   static copy_stats s;
@@ -164,9 +166,99 @@ inline void host_wait(stream_ref s) {
   return try_enable_peer_access(dst, src).result == peer_access_state::status::enabled;
 }
 
+/// Whether cudaMemcpyBatchAsync may be used on `s`. It exists from CUDA runtime 12.8 on (the
+/// headers this is compiled with); the driver must be as new (a newer runtime on an older driver
+/// fails the call, "CUDA Compatibility"); the legacy NULL stream is refused by the call itself
+/// ("Must not be legacy NULL stream"). Once a call is refused as not supported, no more are made.
+inline std::atomic<bool> batch_api_refused{false};
+
+[[nodiscard]] inline bool batch_api_available([[maybe_unused]] cudaStream_t s) noexcept {
+#  if CUDART_VERSION >= 12080
+  if (s == nullptr || s == cudaStreamLegacy || batch_api_refused.load(std::memory_order_relaxed)) return false;
+  static const bool driver_ok = [] {
+    int v = 0;
+    if (cudaDriverGetVersion(&v) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return v >= 12080;
+  }();
+  return driver_ok;
+#  else
+  return false;
+#  endif
+}
+
+/// What a copy of runs on `s` may use (the planner's input).
+[[nodiscard]] inline copy_paths_available paths_available(cudaStream_t s, bool peer_access = true,
+                                                          bool host_pinned = false) noexcept {
+  return {batch_api_available(s), batched_copy_hook.load() != nullptr, peer_access, host_pinned};
+}
+
+/// Queues `runs` on `s` as one cudaMemcpyBatchAsync. The sources are device memory or pinned
+/// staging written in stream order before, so they are read in stream order
+/// (cudaMemcpySrcAccessOrderStream); one attribute entry covers every copy (attrsIdxs {0}).
+/// Returns false, having queued nothing, when the runtime or driver does not support the call
+/// (remembered: later calls go straight to single copies); throws cuda_error for other failures,
+/// naming the copy that failed where the runtime says (failIdx, CUDA 12.8 and 12.9).
+[[nodiscard]] inline bool copy_runs_batch_api([[maybe_unused]] std::span<const copy_run> runs,
+                                              [[maybe_unused]] cudaStream_t s) {
+#  if CUDART_VERSION >= 12080
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<std::size_t> sizes;
+  dsts.reserve(runs.size());
+  srcs.reserve(runs.size());
+  sizes.reserve(runs.size());
+  for (const auto& r : runs) {
+    if (r.bytes == 0) continue;
+    dsts.push_back(r.dst);
+    srcs.push_back(r.src);
+    sizes.push_back(r.bytes);
+  }
+  if (sizes.empty()) return true;
+  cudaMemcpyAttributes attr{};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  attr.flags = cudaMemcpyFlagDefault;
+  std::size_t attr_index = 0;
+#    if CUDART_VERSION >= 13000
+  const cudaError_t r =
+      cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attr, &attr_index, 1, s);
+  const std::size_t fail_index = SIZE_MAX;
+#    else
+  std::size_t fail_index = SIZE_MAX;
+  const cudaError_t r =
+      cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attr, &attr_index, 1, &fail_index, s);
+#    endif
+  if (r == cudaErrorNotSupported || r == cudaErrorCallRequiresNewerDriver) {
+    (void)cudaGetLastError();
+    batch_api_refused.store(true, std::memory_order_relaxed);
+    return false;
+  }
+  if (r != cudaSuccess && fail_index < sizes.size()) {
+    check_cuda(r, "cudaMemcpyBatchAsync (copy " + std::to_string(fail_index) + " of " + std::to_string(sizes.size()) +
+                      ", " + std::to_string(sizes[fail_index]) + " bytes)");
+  }
+  check_cuda(r, "cudaMemcpyBatchAsync(" + std::to_string(sizes.size()) + " copies)");
+  stats().batch_api_calls.fetch_add(1, std::memory_order_relaxed);
+  stats().batch_api_copies.fetch_add(sizes.size(), std::memory_order_relaxed);
+  return true;
+#  else
+  return false;
+#  endif
+}
+
+/// `runs` on `s` by cudaMemcpyBatchAsync where the planner's count allows and the call is
+/// available, else one cudaMemcpyAsync each (`kind` as for cudaMemcpyAsync). For the pieces of
+/// a staged transfer, whose host end is pinned staging.
+inline void copy_runs_batch_or_single(std::span<const copy_run> runs, cudaMemcpyKind kind, cudaStream_t s) {
+  if (runs.size() >= batch_api_min_count && batch_api_available(s) && copy_runs_batch_api(runs, s)) return;
+  for (const auto& r : runs) DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, kind, s));
+}
+
 /// Host leaves at least this large are checked for being pinned already; those are read by the
 /// copy engine directly instead of being staged (a host memcpy would cost more than the copy).
-inline constexpr std::size_t pinned_source_min_bytes = std::size_t{1} << 20;
+inline constexpr std::size_t pinned_source_min_bytes = direct_pinned_min_average_bytes;
 
 [[nodiscard]] inline bool is_pinned_host(const void* p) noexcept {
   cudaPointerAttributes attr{};
@@ -302,9 +394,10 @@ inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStre
   }
   // Staged first: its one copy spans the gaps between its leaves, which may hold direct ones.
   copy_staged_host_items_to_device(staged, s);
-  for (const auto& it : direct) {
-    DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(it.dst, it.src, it.bytes, cudaMemcpyHostToDevice, s));
-  }
+  std::vector<copy_run> pinned;
+  pinned.reserve(direct.size());
+  for (const auto& it : direct) pinned.push_back({it.src, it.src_device, it.dst, it.bytes});
+  copy_runs_batch_or_single(pinned, cudaMemcpyHostToDevice, s);
   stats().host_to_device_transfers.fetch_add(direct.size(), std::memory_order_relaxed);
 }
 
@@ -396,9 +489,11 @@ inline void copy_device_group_to_host(std::span<const copy_item> items, device d
     const std::size_t hi = std::min(total, lo + chunk);
     if (buf[c % 2] == nullptr) buf[c % 2] = static_cast<std::byte*>(pool.allocate(chunk));
     std::byte* b = buf[c % 2];
+    std::vector<copy_run> pieces;
     for_each_part(run_ranges, run_cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
-      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(b + to, runs[k].src + from, n, cudaMemcpyDeviceToHost, st.native_handle()));
+      pieces.push_back({runs[k].src + from, dev, b + to, n});
     });
+    copy_runs_batch_or_single(pieces, cudaMemcpyDeviceToHost, st.native_handle());
     arrived[c % 2] = record_event(st.native_handle());
   };
   auto give_back = [&] {
@@ -507,12 +602,14 @@ void batched_copy_plumbing(const void* const* srcs, void* const* dsts, const std
   DEVICEKIT_CUDA_CHECK(run);
 }
 
-/// Device items, all on the block's device, on stream `s`.
+/// Runs whose two ends are on the stream's device, on stream `s`: the planner's choice among one
+/// CUB launch, one cudaMemcpyBatchAsync and one cudaMemcpyAsync per run.
 inline void copy_same_device(std::span<const copy_run> runs, cudaStream_t s) {
   std::size_t total = 0;
   for (const auto& r : runs) total += r.bytes;
-  if (auto hook = batched_copy_hook.load(); hook != nullptr && runs.size() >= batched_copy_min_count &&
-                                            total / runs.size() <= batched_copy_max_average_bytes) {
+  const copy_path path = plan_copy(copy_direction::device_to_device, runs.size(), total, paths_available(s));
+  if (path == copy_path::none) return;
+  if (path == copy_path::cub_batched) {
     std::vector<const void*> srcs;
     std::vector<void*> dsts;
     std::vector<std::size_t> sizes;
@@ -521,11 +618,13 @@ inline void copy_same_device(std::span<const copy_run> runs, cudaStream_t s) {
       dsts.push_back(r.dst);
       sizes.push_back(r.bytes);
     }
-    if (hook(srcs.data(), dsts.data(), sizes.data(), runs.size(), s)) {
+    if (auto hook = batched_copy_hook.load();
+        hook != nullptr && hook(srcs.data(), dsts.data(), sizes.data(), runs.size(), s)) {
       stats().batched_launches.fetch_add(1, std::memory_order_relaxed);
       return;
     }
   }
+  if (path == copy_path::batch_api && copy_runs_batch_api(runs, s)) return;
   for (const auto& r : runs) {
     DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(r.dst, r.src, r.bytes, cudaMemcpyDeviceToDevice, s));
   }
@@ -534,8 +633,16 @@ inline void copy_same_device(std::span<const copy_run> runs, cudaStream_t s) {
 
 /// Runs on another device `from` -> the block on `to`, on stream `s` (of `to`).
 inline void copy_other_device(std::span<const copy_run> runs, device from, device to, cudaStream_t s) {
-  if (ensure_peer_access(to.ordinal(), from.ordinal())) {
-    // The copy must not start before the source's queued work: callers order that (see place).
+  std::size_t bytes = 0;
+  for (const auto& r : runs) bytes += r.bytes;
+  const bool peer = ensure_peer_access(to.ordinal(), from.ordinal());
+  const copy_path path = plan_copy(copy_direction::peer, runs.size(), bytes, paths_available(s, peer));
+  if (path == copy_path::none) return;
+  // The copy must not start before the source's queued work: callers order that (see place).
+  // With peer access enabled, cudaMemcpyBatchAsync's pointers of both devices are reachable
+  // through unified addressing as cudaMemcpyAsync's with cudaMemcpyDefault are.
+  if (path == copy_path::batch_api && copy_runs_batch_api(runs, s)) return;
+  if (path != copy_path::staged) {
     for (const auto& r : runs) {
       DEVICEKIT_CUDA_CHECK(cudaMemcpyPeerAsync(r.dst, to.ordinal(), r.src, from.ordinal(), r.bytes, s));
     }
@@ -563,10 +670,11 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
       cudaEvent_t arrived = nullptr;
       {
         scoped_device on(from.ordinal());
+        std::vector<copy_run> down;
         for_each_part(ranges, down_cursor, lo, hi, [&](std::size_t k, std::size_t at, std::size_t into, std::size_t n) {
-          DEVICEKIT_CUDA_CHECK(
-              cudaMemcpyAsync(buf + into, runs[k].src + at, n, cudaMemcpyDeviceToHost, src_stream.native_handle()));
+          down.push_back({runs[k].src + at, from, buf + into, n});
         });
+        copy_runs_batch_or_single(down, cudaMemcpyDeviceToHost, src_stream.native_handle());
         arrived = record_event(src_stream.native_handle());
       }
       // An event may be waited for by a stream of another device (CUDA runtime API,
@@ -574,9 +682,11 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
       const cudaError_t waited = cudaStreamWaitEvent(s, arrived, 0);
       (void)cudaEventDestroy(arrived);
       DEVICEKIT_CUDA_CHECK(waited);
+      std::vector<copy_run> up;
       for_each_part(ranges, up_cursor, lo, hi, [&](std::size_t k, std::size_t at, std::size_t from_buf, std::size_t n) {
-        DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(runs[k].dst + at, buf + from_buf, n, cudaMemcpyHostToDevice, s));
+        up.push_back({buf + from_buf, device::cpu(), runs[k].dst + at, n});
       });
+      copy_runs_batch_or_single(up, cudaMemcpyHostToDevice, s);
       ring.used(buf, record_event(s), s);
     }
   } catch (...) {
@@ -638,6 +748,67 @@ inline void copy_items(std::span<const copy_item> items, device dst, [[maybe_unu
   }
 #else
   throw config_error("cannot copy to " + dst.str() + ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+#endif
+}
+
+/// Copies a list of runs (each: `bytes` from `src` on `src_device` to `dst`) into memory of
+/// `dst_device`, the entry for copies that are not a tree, such as the NCCL layer's bucket packing.
+/// For a cuda `dst_device` the copies are queued on `s` (a stream of that device; its
+/// destinations must not overlap each other or any source) and may still run when this returns;
+/// device sources must be ready (work that writes them on other streams finished or waited for).
+/// Runs are grouped by source device, and each group goes the planner's way (copy_planner.hpp):
+/// same device: CUB, cudaMemcpyBatchAsync or single copies; other devices: peer copies, batched
+/// where several, else staged through host memory when the pair has no peer access; host
+/// sources: packed into one pinned buffer (up to single_stage_limit) and scattered from it in one
+/// batch, else one staged transfer per run. For a cpu `dst_device` the copies are done on return.
+inline void copy_runs(std::span<const copy_run> runs, device dst_device, [[maybe_unused]] native_stream_handle s) {
+  std::vector<copy_item> items;
+  items.reserve(runs.size());
+  for (const auto& r : runs) {
+    if (r.bytes != 0) items.push_back({r.src, r.src_device, nullptr, r.dst, r.bytes});
+  }
+  if (dst_device.is_cpu()) return copy_items(items, dst_device, s);
+#if DEVICEKIT_HAS_CUDA
+  scoped_device on(dst_device.ordinal());
+  std::vector<copy_item> on_device;
+  std::vector<copy_item> host;
+  std::size_t host_bytes = 0;
+  for (const auto& it : items) {
+    if (it.src_device.is_cpu()) {
+      host.push_back(it);
+      host_bytes += it.bytes;
+    } else {
+      on_device.push_back(it);
+    }
+  }
+  if (!host.empty() && host_bytes <= single_stage_limit && host.size() > 1) {
+    // One pack, one submission: the pieces go from pinned staging to their places, freed in
+    // stream order after them.
+    device_memory& staging = staging_memory();
+    auto* buf = static_cast<std::byte*>(staging.allocate(host_bytes));
+    std::vector<copy_run> pieces;
+    std::size_t at = 0;
+    for (const auto& it : host) {
+      bulk_copy(buf + at, it.src, it.bytes);
+      pieces.push_back({buf + at, device::cpu(), it.dst, it.bytes});
+      at += it.bytes;
+    }
+    try {
+      copy_runs_batch_or_single(pieces, cudaMemcpyHostToDevice, s);
+      staging.deallocate_async(buf, host_bytes, 256, s);
+    } catch (...) {
+      (void)cudaStreamSynchronize(s);  // queued pieces still read the buffer
+      staging.deallocate(buf, host_bytes);
+      throw;
+    }
+    stats().host_to_device_transfers.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    for (const auto& it : host) copy_host_items_to_device(std::span<const copy_item>(&it, 1), s);
+  }
+  copy_items(on_device, dst_device, s);
+#else
+  throw config_error("cannot copy to " + dst_device.str() +
+                     ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
 #endif
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -395,6 +396,305 @@ template <class T, class F>
   return out;
 }
 
+// --- shards of a tree that is already on a device ----------------------------------------------
+//
+// A tree on a GPU is sharded without a host detour (jax.device_put of a committed array onto a
+// NamedSharding moves it between devices likewise): each device's block is filled by copies from
+// the source device (same device: device-to-device; other devices: peer copies, batched by the
+// copy planner), and padding is zeroed on the device with cudaMemsetAsync. Only a pair without
+// peer access passes through host memory, as every copy between such devices must
+// (cudaDeviceCanAccessPeer; the copy engine's staged path, place/detail/copy.hpp).
+
+/// One copy of a leaf's shard, in bytes from the leaf's data and from the shard leaf's start.
+struct shard_byte_run {
+  std::size_t src = 0;
+  std::size_t dst = 0;
+  std::size_t bytes = 0;
+};
+
+/// Shard runs beyond this many for one leaf (a split that leaves only tiny pieces) go through
+/// the host path instead: their submissions would cost more than the host gather.
+inline constexpr std::size_t max_device_shard_runs = std::size_t{1} << 16;
+
+/// The runs that copy the box [begin, begin + count) of a strided source (element strides
+/// `src_stride`) into a dense destination of strides `dst_stride`, both in elements of `esize`
+/// bytes. Dimensions are walked fastest first; the innermost ones are merged into one run while
+/// both sides stay contiguous (a layout_right leaf split along dimension 0 is one run). False when
+/// the fastest dimension is not contiguous on both sides, or when there would be too many runs.
+[[nodiscard]] inline bool box_runs(std::span<const std::size_t> src_stride, std::span<const std::size_t> dst_stride,
+                                   std::span<const std::size_t> begin, std::span<const std::size_t> count,
+                                   std::size_t esize, std::vector<shard_byte_run>& out) {
+  const std::size_t rank = count.size();
+  for (const auto c : count) {
+    if (c == 0) return true;
+  }
+  if (rank == 0) {
+    out.push_back({0, 0, esize});
+    return true;
+  }
+  std::vector<std::size_t> order(rank);
+  for (std::size_t d = 0; d < rank; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return src_stride[a] < src_stride[b]; });
+  const std::size_t f = order[0];
+  if ((src_stride[f] != 1 || dst_stride[f] != 1) && count[f] != 1) return false;
+  std::size_t run = count[f];
+  std::size_t merged = 1;
+  while (merged < rank && src_stride[order[merged]] == run && dst_stride[order[merged]] == run) {
+    run *= count[order[merged]];
+    ++merged;
+  }
+  std::size_t runs = 1;
+  for (std::size_t k = merged; k < rank; ++k) runs *= count[order[k]];
+  if (runs > max_device_shard_runs) return false;
+  std::size_t base = 0;
+  for (std::size_t d = 0; d < rank; ++d) base += begin[d] * src_stride[d];
+  std::vector<std::size_t> idx(rank, 0);
+  for (;;) {
+    std::size_t s = base;
+    std::size_t t = 0;
+    for (std::size_t k = merged; k < rank; ++k) {
+      s += idx[order[k]] * src_stride[order[k]];
+      t += idx[order[k]] * dst_stride[order[k]];
+    }
+    out.push_back({s * esize, t * esize, run * esize});
+    std::size_t k = merged;
+    while (k < rank && ++idx[order[k]] == count[order[k]]) {
+      idx[order[k]] = 0;
+      ++k;
+    }
+    if (k == rank) return true;
+  }
+}
+
+/// The shard of one array leaf as laid out on the device: its element count, the runs that fill
+/// it from the leaf's data, and whether it has padding (zeroed on the device).
+struct device_leaf_shard {
+  std::size_t elements = 0;
+  std::size_t element_bytes = 0;
+  std::vector<shard_byte_run> runs;
+  bool padded = false;
+};
+
+/// Plans the shard of `leaf` for `split`, laid out as slice_leaf lays the host slice out
+/// (contiguous: 1-D; shaped: layout_left stays, others become layout_right). False when its
+/// layout asks for a copy per element (the host path gathers those).
+template <class L>
+[[nodiscard]] bool plan_device_leaf_shard(const L& leaf, const leaf_split& split, device_leaf_shard& out) {
+  using traits = leaf_traits<L>;
+  using E = typename traits::element_type;
+  out.element_bytes = sizeof(E);
+  if constexpr (traits::kind == leaf_kind::contiguous) {
+    const std::size_t n = traits::size(leaf);
+    const part_range r = split.dims.empty() ? part_range{0, n, n} : split.dims[0];
+    out.elements = r.size;
+    out.padded = r.size != r.valid;
+    const std::size_t one = 1;
+    return box_runs(std::span(&one, 1), std::span(&one, 1), std::span(&r.begin, 1), std::span(&r.valid, 1), sizeof(E),
+                    out.runs);
+#if DEVICEKIT_HAS_MDSPAN
+  } else if constexpr (traits::kind == leaf_kind::shaped) {
+    const auto& sm = leaf.mapping();
+    using src_layout = typename std::remove_cvref_t<decltype(sm)>::layout_type;
+    constexpr std::size_t R = std::remove_cvref_t<decltype(sm)>::extents_type::rank();
+    std::vector<std::size_t> src_stride(R), dst_stride(R), begin(R), valid(R), size(R);
+    for (std::size_t d = 0; d < R; ++d) {
+      const auto full = static_cast<std::size_t>(sm.extents().extent(d));
+      const part_range r = d < split.dims.size() ? split.dims[d] : part_range{0, full, full};
+      begin[d] = r.begin;
+      valid[d] = r.valid;
+      size[d] = r.size;
+      if (r.size != r.valid) out.padded = true;
+      src_stride[d] = static_cast<std::size_t>(sm.stride(d));
+    }
+    out.elements = 1;
+    for (std::size_t d = 0; d < R; ++d) out.elements *= size[d];
+    std::size_t step = 1;
+    for (std::size_t k = 0; k < R; ++k) {  // the shard's dense strides
+      const std::size_t d = std::is_same_v<src_layout, md::layout_left> ? k : R - 1 - k;
+      dst_stride[d] = step;
+      step *= size[d];
+    }
+    return box_runs(src_stride, dst_stride, begin, valid, sizeof(E), out.runs);
+#endif
+  } else {
+    (void)leaf;
+    (void)split;
+    return false;
+  }
+}
+
+/// The placed form of a leaf's shard at `p` on `dev` (the type shard_host_tree's placement gives).
+template <class L>
+[[nodiscard]] auto make_shard_leaf(const L& leaf, const leaf_split& split, std::byte* p,
+                                   const std::shared_ptr<void>& owner, device dev) {
+  using traits = leaf_traits<L>;
+  using E = typename traits::element_type;
+  if constexpr (traits::kind == leaf_kind::scalar) {
+    (void)split;
+    (void)p;
+    (void)owner;
+    (void)dev;
+    return leaf;
+  } else if constexpr (traits::kind == leaf_kind::contiguous) {
+    const std::size_t n = traits::size(leaf);
+    const part_range r = split.dims.empty() ? part_range{0, n, n} : split.dims[0];
+    return device_array<E>(owner, reinterpret_cast<E*>(p), r.size, dev);
+#if DEVICEKIT_HAS_MDSPAN
+  } else {
+    using src_extents = typename std::remove_cvref_t<decltype(leaf.mapping())>::extents_type;
+    using src_layout = typename std::remove_cvref_t<decltype(leaf.mapping())>::layout_type;
+    constexpr std::size_t R = src_extents::rank();
+    using index_type = typename src_extents::index_type;
+    using out_extents = md::dextents<index_type, R>;
+    using out_layout =
+        std::conditional_t<std::is_same_v<src_layout, md::layout_left>, md::layout_left, md::layout_right>;
+    using out_array = shaped_array<E, out_extents, out_layout>;
+    md::array<index_type, R> size{};
+    for (std::size_t d = 0; d < R; ++d) {
+      const auto full = static_cast<std::size_t>(leaf.mapping().extents().extent(d));
+      size[d] = static_cast<index_type>(d < split.dims.size() ? split.dims[d].size : full);
+    }
+    return out_array(owner, reinterpret_cast<E*>(p), typename out_array::mapping_type{out_extents(size)}, dev);
+#else
+  } else {
+    static_assert(sizeof(L) == 0, "shard: shaped leaves need mdspan");
+#endif
+  }
+}
+
+#if DEVICEKIT_HAS_CUDA
+/// shard's body for a tree on a GPU: the same steps as shard_host_tree, then per device one block
+/// from its resource, its padding zeroed and its runs copied from the source on the device's
+/// placement stream (copy_runs: the planner's paths), and one wait for all. Returns nullopt,
+/// having done nothing, when a mesh device is a cpu or a leaf's layout would need a copy per
+/// element: the caller takes the host path then.
+template <class T, class F>
+[[nodiscard]] auto shard_device_tree(const T& tree, const mesh& m, const partition_spec& spec, uneven policy,
+                                     std::optional<std::size_t> strict_axis, F& resource_for,
+                                     std::span<const std::size_t> batch_counts)
+    -> std::optional<decltype(shard_host_tree(tree, m, spec, policy, strict_axis, resource_for))> {
+  const axis_plan p = plan_axes(m, spec);
+  const auto info = leaves(tree);
+  const std::size_t batch_size = agreed_batch_size(info, p, strict_axis);
+  check_split(info, p, m, policy, batch_size, batch_counts, spec);
+  for (const device d : m.devices()) {
+    if (!d.is_cuda()) return std::nullopt;
+  }
+
+  // Plan every device's shards before anything is allocated or queued.
+  struct device_plan {
+    std::vector<leaf_split> splits;
+    std::vector<device_leaf_shard> leaves;
+    std::vector<std::size_t> offsets;
+    std::size_t total = 0;
+  };
+  std::vector<device_plan> plans(m.size());
+  for (std::size_t f = 0; f < m.size(); ++f) {
+    const auto coords = m.coords(f);
+    device_plan& dp = plans[f];
+    std::size_t li = 0;
+    bool ok = true;
+    for_each_leaf(
+        [&](const auto& leaf) {
+          const leaf_split split = split_for(info[li++], p, m, coords, policy, batch_counts);
+          if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(leaf)>>) {
+            device_leaf_shard ls;
+            ok = ok && plan_device_leaf_shard(leaf, split, ls);
+            dp.offsets.push_back(dp.total);
+            dp.total +=
+                (ls.elements * ls.element_bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
+            dp.leaves.push_back(std::move(ls));
+          }
+          dp.splits.push_back(split);
+        },
+        tree);
+    if (!ok) return std::nullopt;
+  }
+
+  using result_t = decltype(shard_host_tree(tree, m, spec, policy, strict_axis, resource_for));
+  result_t out;
+  out.policy = policy;
+  out.batch_axis = p.batch_dim;
+  out.batch_size = batch_size;
+  for (std::size_t f = 0; f < m.size(); ++f) {
+    const device dev = m.devices()[f];
+    const auto coords = m.coords(f);
+    device_plan& dp = plans[f];
+    auto& resource = resource_for(dev);
+    using R = std::remove_reference_t<decltype(resource)>;
+    const stream& s = placement_stream(dev);
+    std::byte* base =
+        dp.total != 0 ? static_cast<std::byte*>(resource.allocate(dp.total, placement_alignment)) : nullptr;
+    placed_block_release<R> release{&resource, dp.total};
+    try {
+      scoped_device on(dev.ordinal());
+      std::vector<copy_run> runs;
+      std::size_t k = 0;
+      for_each_leaf(
+          [&](const auto& leaf) {
+            using L = std::remove_cvref_t<decltype(leaf)>;
+            if constexpr (!is_scalar_leaf_v<L>) {
+              const device_leaf_shard& ls = dp.leaves[k];
+              std::byte* dst = base + dp.offsets[k++];
+              const std::size_t leaf_bytes = ls.elements * ls.element_bytes;
+              if (ls.padded && leaf_bytes != 0) {
+                // Padding is zero (flax's rule, as the host path's zero-filled gather): the tail
+                // when the valid part is one run at the start, else the whole leaf before its runs.
+                const bool tail = ls.runs.size() == 1 && ls.runs[0].dst == 0;
+                const std::size_t from = tail ? ls.runs[0].bytes : 0;
+                if (from < leaf_bytes) {
+                  DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(dst + from, 0, leaf_bytes - from, s.native_handle()));
+                  stats().device_memsets.fetch_add(1, std::memory_order_relaxed);
+                }
+              }
+              const auto* src = reinterpret_cast<const std::byte*>(leaf_traits<L>::data(leaf));
+              for (const auto& r : ls.runs) runs.push_back({src + r.src, memory_device_of(leaf), dst + r.dst, r.bytes});
+            }
+          },
+          tree);
+      copy_runs(runs, dev, s.native_handle());
+      if (base != nullptr) release.copied = record_event(s.native_handle());
+    } catch (...) {
+      if (base != nullptr) {
+        {
+          scoped_device on(dev.ordinal(), std::nothrow);
+          (void)cudaStreamSynchronize(s.native_handle());  // queued copies still write the block
+        }
+        resource.deallocate(base, dp.total, placement_alignment);
+      }
+      throw;
+    }
+    std::shared_ptr<void> owner;
+    if (base != nullptr) owner = std::shared_ptr<void>(base, release);
+    std::size_t li = 0;
+    std::size_t k = 0;
+    out.trees.push_back(tree_map(
+        [&](const auto& leaf) {
+          const leaf_split& split = dp.splits[li++];
+          if constexpr (is_scalar_leaf_v<std::remove_cvref_t<decltype(leaf)>>) {
+            return make_shard_leaf(leaf, split, nullptr, owner, dev);
+          } else {
+            return make_shard_leaf(leaf, split, base == nullptr ? nullptr : base + dp.offsets[k++], owner, dev);
+          }
+        },
+        tree));
+    out.devices.push_back(dev);
+    out.mesh_coords.push_back(coords);
+    out.valid.push_back(p.batch_dim ? batch_part(batch_size, m.axis_size(*p.dim_axis[*p.batch_dim]),
+                                                 coords[*p.dim_axis[*p.batch_dim]], policy, batch_counts)
+                                          .valid
+                                    : 0);
+  }
+  if (p.batch_dim && batch_counts.empty() && policy == uneven::pad) {
+    const std::size_t parts = m.axis_size(*p.dim_axis[*p.batch_dim]);
+    out.pad = (batch_size + parts - 1) / parts * parts - batch_size;
+  }
+  finish_on(out.devices);
+  return out;
+}
+#endif
+
 template <class T, class F>
 [[nodiscard]] auto shard_tree(const T& tree, const mesh& m, const partition_spec& spec, uneven policy,
                               std::optional<std::size_t> strict_axis, F& resource_for,
@@ -403,7 +703,15 @@ template <class T, class F>
   scoped_range range("devicekit.shard");
   const auto src = source_device(tree, "shard");
   if (src) {
-    // Split on the host: bring the tree down first.
+#if DEVICEKIT_HAS_CUDA
+    if (src->is_cuda()) {
+      if (auto on_devices = shard_device_tree(tree, m, spec, policy, strict_axis, resource_for, batch_counts)) {
+        return std::move(*on_devices);
+      }
+    }
+#endif
+    // Split on the host (a cpu device in the mesh, or a layout needing a copy per element): bring
+    // the tree down first.
     auto out = shard_host_tree(to_host(tree), m, spec, policy, strict_axis, resource_for, batch_counts);
     using direct = decltype(shard_host_tree(tree, m, spec, policy, strict_axis, resource_for));
     static_assert(std::is_same_v<direct, decltype(out)>, "shard: a device tree and its host copy shard differently");

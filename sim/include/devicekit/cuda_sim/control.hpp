@@ -74,4 +74,21 @@ void nccl_hang_after(int device, int ops);
 /// (cudaEventCreateWithFlags). A test can assert that a path waits without burning a core.
 std::size_t spinning_host_waits();
 
+/// Copies accepted so far, by where their two ends are (device memory of which device, or host
+/// memory, pinned or not), counted once per copy whether it came alone (cudaMemcpy,
+/// cudaMemcpyAsync, cudaMemcpyPeerAsync) or in a cudaMemcpyBatchAsync; batch calls and the
+/// copies they carried are counted apart too. A test can show that a path stayed on the devices
+/// (no device_to_host) or took the batched API.
+struct copy_counters {
+  std::size_t host_to_device = 0;
+  std::size_t device_to_host = 0;
+  std::size_t device_to_device = 0;  ///< both ends in memory of one device
+  std::size_t peer = 0;              ///< ends on two different devices
+  std::size_t host_to_host = 0;
+  std::size_t batch_calls = 0;     ///< accepted cudaMemcpyBatchAsync calls
+  std::size_t batched_copies = 0;  ///< the copies those calls carried (also counted by direction)
+};
+/// The counts since the process started (subtract two readings to see one operation's copies).
+copy_counters copies();
+
 }  // namespace devicekit::cuda_sim
