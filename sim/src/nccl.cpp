@@ -14,6 +14,7 @@
 // for it in the rendezvous, also until the abort.
 #include "state.hpp"
 
+#include <cuda_fp8.h>  // host conversions of the fp8 formats (host-compilable)
 #include <nccl.h>
 
 #include <algorithm>
@@ -98,8 +99,19 @@ void stall(state& g, std::unique_lock<std::mutex>& lock, clique& c, int rank, in
   while (!c.aborted && !g.stopping) nccl_cv.wait_for(lock, std::chrono::milliseconds(20));
 }
 
+// ncclFloat8e4m3 and ncclFloat8e5m2 appeared in NCCL 2.24.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+#  define DEVICEKIT_SIM_NCCL_FP8 1
+#else
+#  define DEVICEKIT_SIM_NCCL_FP8 0
+#endif
+
 std::size_t type_size(ncclDataType_t t) {
   switch (t) {
+#if DEVICEKIT_SIM_NCCL_FP8
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+#endif
     case ncclInt8:
     case ncclUint8: return 1;
     case ncclFloat16:
@@ -164,6 +176,20 @@ std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>(x >> 16);
 }
 
+#if DEVICEKIT_SIM_NCCL_FP8
+/// An fp8 value (E4M3 or E5M2, `kind`) as float, through CUDA's exact fp8 -> half conversion.
+float fp8_to_float(std::uint8_t v, __nv_fp8_interpretation_t kind) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), kind);
+  return half_to_float(h.x);
+}
+
+/// A float rounded to fp8 (nearest even), saturating to the largest finite value as NCCL's fp8
+/// reductions do (they convert with __NV_SATFINITE).
+std::uint8_t float_to_fp8(float f, __nv_fp8_interpretation_t kind) {
+  return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, kind));
+}
+#endif
+
 template <class T>
 T combine(T a, T b, ncclRedOp_t op) {
   switch (op) {
@@ -213,6 +239,22 @@ void reduce_into(void* out, const std::vector<const void*>& in, std::size_t coun
           float{}, [](const void* p, std::size_t i) { return bf16_to_float(static_cast<const std::uint16_t*>(p)[i]); },
           [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_bf16(v); });
       break;
+#if DEVICEKIT_SIM_NCCL_FP8
+    // Computed in float over all ranks and rounded once (real NCCL accumulates in half on the
+    // way round the ring; sums exact in half, as the tests use, agree bit for bit).
+    case ncclFloat8e4m3:
+      run(
+          float{},
+          [](const void* p, std::size_t i) { return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], __NV_E4M3); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint8_t*>(p)[i] = float_to_fp8(v, __NV_E4M3); });
+      break;
+    case ncclFloat8e5m2:
+      run(
+          float{},
+          [](const void* p, std::size_t i) { return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], __NV_E5M2); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint8_t*>(p)[i] = float_to_fp8(v, __NV_E5M2); });
+      break;
+#endif
     default: break;
   }
 }

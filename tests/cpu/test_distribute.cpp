@@ -319,6 +319,27 @@ TEST_CASE("structure summaries tell leaf lists apart", "[distribute][leaf]") {
         dk::summarize(std::span<const dk::leaf_span>(y), false).hash);
 }
 
+TEST_CASE("structure summaries tell float16 from bfloat16 and the two fp8 formats", "[distribute][leaf]") {
+  // Same sizes, same counts: only the element type differs, and the hash must see it (a rank
+  // passing bf16 gradients where another passes fp16 would otherwise sum garbage).
+  std::vector<dk::float16_t> h(4);
+  std::vector<dk::bfloat16_t> b(4);
+  std::vector<dk::float8_e4m3_t> e4(4);
+  std::vector<dk::float8_e5m2_t> e5(4);
+  const std::vector<dk::leaf_span> lh = {dk::leaf_span::of(h)}, lb = {dk::leaf_span::of(b)},
+                                   l4 = {dk::leaf_span::of(e4)}, l5 = {dk::leaf_span::of(e5)};
+  const auto sh = dk::summarize(std::span<const dk::leaf_span>(lh));
+  const auto sb = dk::summarize(std::span<const dk::leaf_span>(lb));
+  CHECK(sh.total_bytes == sb.total_bytes);
+  CHECK(sh.hash != sb.hash);
+  CHECK(dk::summarize(std::span<const dk::leaf_span>(l4)).hash !=
+        dk::summarize(std::span<const dk::leaf_span>(l5)).hash);
+  // Through a tree too: the tree tag (node kinds, lengths) is the same for both.
+  std::tuple<std::vector<dk::float16_t>> th{h};
+  std::tuple<std::vector<dk::bfloat16_t>> tb{b};
+  CHECK(dk::structure_hash(th) == dk::structure_hash(tb));
+}
+
 TEST_CASE("bucket planning: by type, bounded size, large leaves alone, empty leaves skipped", "[distribute][bucket]") {
   using et = dk::element_type;
   const std::vector<et> types = {et::float32, et::float32, et::int64, et::float32, et::float32, et::float32, et::int64};
@@ -391,6 +412,72 @@ TEST_CASE("self communicator: every collective on a tree, bucketed and not", "[d
     std::get<2>(out).assign(2, 0);
     dk::scatter(comm, t, out);
     CHECK(out == copy);
+  }
+}
+
+namespace {
+/// Values of `T` from floats, and back.
+template <class T>
+std::vector<T> narrowed(const std::vector<float>& v) {
+  std::vector<T> out;
+  for (const float x : v) out.push_back(dk::narrow_to<T>(x));
+  return out;
+}
+template <class T>
+std::vector<float> widened(const std::vector<T>& v) {
+  std::vector<float> out;
+  for (const T x : v) out.push_back(dk::widen(x));
+  return out;
+}
+
+/// The reduction of one rank's leaf as a widened loop computes it: each element widened to
+/// float, reduced over the one rank (itself), divided for the average, narrowed once.
+template <class T>
+std::vector<float> expected_one_rank(const std::vector<T>& v, dk::reduce_op op) {
+  std::vector<float> out;
+  for (const T x : v) {
+    float acc = dk::widen(x);  // the reduction over one rank starts and ends here
+    if (op == dk::reduce_op::average) acc /= 1.0f;
+    out.push_back(dk::widen(dk::narrow_to<T>(acc)));
+  }
+  return out;
+}
+
+template <class T>
+void check_reduced_float_self(dk::self_communicator& comm) {
+  const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f, -0.125f, 6.0f, 0.0f, 2.5f};
+  for (const auto op : {dk::reduce_op::sum, dk::reduce_op::max, dk::reduce_op::min, dk::reduce_op::average}) {
+    std::tuple<std::vector<T>, std::vector<float>, std::vector<T>> t{narrowed<T>(values), values,
+                                                                     narrowed<T>({4.0f, -1.0f})};
+    const auto want = expected_one_rank(std::get<0>(t), op);
+    dk::all_reduce(comm, t, op);
+    CHECK(widened(std::get<0>(t)) == want);
+    CHECK(widened(std::get<2>(t)) == std::vector<float>{4.0f, -1.0f});
+    CHECK(std::get<1>(t) == values);
+  }
+  // reduce_scatter on one rank: the whole leaf is this rank's part.
+  const auto in = narrowed<T>(values);
+  std::vector<T> out(values.size());
+  comm.reduce_scatter(std::vector<dk::const_leaf_span>{dk::const_leaf_span::of(in)},
+                      std::vector<dk::leaf_span>{dk::leaf_span::of(out)});
+  CHECK(widened(out) == widened(in));
+}
+}  // namespace
+
+TEST_CASE("self communicator: float16, bfloat16 and fp8 leaves reduce (in float, rounded once)",
+          "[distribute][collectives][float_types]") {
+  CHECK(dk::detail::self_backend::can_reduce(dk::element_type::float16));
+  CHECK(dk::detail::self_backend::can_reduce(dk::element_type::bfloat16));
+  CHECK(dk::detail::self_backend::can_reduce(dk::element_type::float8_e4m3fn));
+  CHECK(dk::detail::self_backend::can_reduce(dk::element_type::float8_e5m2));
+  CHECK_FALSE(dk::detail::self_backend::can_reduce(dk::element_type::opaque));
+  for (const std::size_t bucket : {dk::default_bucket_bytes, std::size_t{0}, std::size_t{4}}) {
+    dk::self_communicator comm;
+    comm.set_bucket_bytes(bucket);
+    check_reduced_float_self<dk::float16_t>(comm);
+    check_reduced_float_self<dk::bfloat16_t>(comm);
+    check_reduced_float_self<dk::float8_e4m3_t>(comm);
+    check_reduced_float_self<dk::float8_e5m2_t>(comm);
   }
 }
 

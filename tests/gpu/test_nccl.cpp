@@ -7,6 +7,7 @@
 #include <devicekit/distribute/tree_collectives.hpp>
 #include <memory>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -219,6 +220,101 @@ TEST_CASE("ncclCommInitAll across every GPU: exact collectives per local rank", 
   // A local rank with a different tree: the mismatch is reported, nothing hangs.
   per_rank.back().pop_back();
   CHECK_THROWS_AS(comm.all_reduce(per_rank), dk::structure_mismatch_error);
+}
+
+namespace {
+
+/// Rank g's value i of a reduced-precision leaf: multiples of 1/2 in [0, 1], so that sums over
+/// up to 4 ranks are exact in float and in every format here (fp8 E5M2 included), on the
+/// simulator (float, rounded once) and on NCCL (half-precision accumulation) alike.
+float half_steps(int g, std::size_t i) { return 0.5f * static_cast<float>((g + static_cast<int>(i)) % 3); }
+
+template <class T>
+void check_reduced_all_reduce(int n, dk::reduce_op op) {
+  std::vector<dk::device> devs;
+  for (int g = 0; g < n; ++g) devs.push_back(dk::device::cuda(g));
+  auto comm = dk::nccl_communicator::init_all(devs);
+  comm.set_bucket_bytes(64);  // several buckets, and leaves packed together
+  std::vector<std::unique_ptr<dev_vec<T>>> a, b;
+  std::vector<std::vector<dk::leaf_span>> per_rank;
+  for (int g = 0; g < n; ++g) {
+    std::vector<T> ha, hb;
+    for (std::size_t i = 0; i < 29; ++i) ha.push_back(dk::narrow_to<T>(half_steps(g, i)));
+    for (std::size_t i = 0; i < 5; ++i) hb.push_back(dk::narrow_to<T>(half_steps(g, i + 1)));
+    a.push_back(std::make_unique<dev_vec<T>>(g, ha));
+    b.push_back(std::make_unique<dev_vec<T>>(g, hb));
+    per_rank.push_back({a.back()->span(), b.back()->span()});
+  }
+  comm.all_reduce(per_rank, op);
+  const auto expected = [&](std::size_t i) {
+    float acc = 0;
+    for (int g = 0; g < n; ++g) {
+      const float x = half_steps(g, i);
+      acc = op == dk::reduce_op::max ? (g == 0 ? x : std::max(acc, x)) : acc + x;
+    }
+    return dk::widen(dk::narrow_to<T>(acc));
+  };
+  for (int g = 0; g < n; ++g) {
+    const auto ha = a[static_cast<std::size_t>(g)]->host();
+    const auto hb = b[static_cast<std::size_t>(g)]->host();
+    for (std::size_t i = 0; i < ha.size(); ++i) CHECK(dk::widen(ha[i]) == expected(i));
+    for (std::size_t i = 0; i < hb.size(); ++i) CHECK(dk::widen(hb[i]) == expected(i + 1));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ncclCommInitAll: float16, bfloat16 and fp8 leaves all-reduce (sum, max)", "[nccl][gpu][multi]") {
+  int n = 0;
+  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (n < 2) {
+    WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
+    return;
+  }
+  for (const auto op : {dk::reduce_op::sum, dk::reduce_op::max}) {
+    check_reduced_all_reduce<dk::float16_t>(n, op);
+    check_reduced_all_reduce<dk::bfloat16_t>(n, op);
+#  if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    check_reduced_all_reduce<dk::float8_e4m3_t>(n, op);
+    check_reduced_all_reduce<dk::float8_e5m2_t>(n, op);
+#  endif
+  }
+}
+
+namespace {
+/// A batched-copy hook that counts its calls and copies with one cudaMemcpyAsync per buffer (what
+/// CUB's batched kernel does in one launch).
+std::size_t hook_calls = 0;
+std::size_t hook_buffers = 0;
+bool counting_hook(const void* const* srcs, void* const* dsts, const std::size_t* sizes, std::size_t count,
+                   dk::native_stream_handle s) {
+  ++hook_calls;
+  hook_buffers += count;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s) != cudaSuccess) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("NCCL packs and unpacks a bucket of many small leaves in one batched copy each", "[nccl][gpu]") {
+  auto comm = dk::nccl_communicator::one_rank(dk::device::cuda(0));
+  constexpr std::size_t leaves = 200;
+  std::vector<std::unique_ptr<dev_vec<float>>> v;
+  std::vector<dk::leaf_span> spans;
+  for (std::size_t k = 0; k < leaves; ++k) {
+    v.push_back(std::make_unique<dev_vec<float>>(0, ramp<float>(8, static_cast<float>(k), 0.5f)));
+    spans.push_back(v.back()->span());
+  }
+  const auto previous = dk::detail::batched_copy_hook.exchange(&counting_hook);
+  hook_calls = hook_buffers = 0;
+  const auto launches = dk::detail::stats().batched_launches.load();
+  comm.all_reduce(spans, dk::reduce_op::sum);  // one bucket (25 MiB): one pack, one unpack
+  dk::detail::batched_copy_hook.store(previous);
+  CHECK(hook_calls == 2);
+  CHECK(hook_buffers == 2 * leaves);
+  CHECK(dk::detail::stats().batched_launches.load() - launches == 2);
+  for (std::size_t k = 0; k < leaves; ++k) CHECK(v[k]->host() == ramp<float>(8, static_cast<float>(k), 0.5f));
 }
 
 TEST_CASE("ncclCommInitAll: the façade checks the lists per local rank and each rank's memory", "[nccl][gpu][multi]") {

@@ -24,9 +24,8 @@ class self_backend {
   [[nodiscard]] int size() const noexcept { return 1; }
   [[nodiscard]] int rank(std::size_t = 0) const noexcept { return 0; }
   [[nodiscard]] static std::string_view name() noexcept { return "self"; }
-  [[nodiscard]] static bool can_reduce(element_type t) noexcept {
-    return t != element_type::opaque && t != element_type::float16 && t != element_type::bfloat16;
-  }
+  /// Every arithmetic type, the reduced-precision floats included (see all_reduce).
+  [[nodiscard]] static bool can_reduce(element_type t) noexcept { return t != element_type::opaque; }
   [[nodiscard]] bool accepts(device d, std::size_t = 0) const noexcept { return d.is_cpu(); }
   [[nodiscard]] std::string memory_description(std::size_t = 0) const {
     return "the self communicator cannot use: it works on host (cpu) memory";
@@ -44,7 +43,10 @@ class self_backend {
   }
   void exchange(const void* mine, std::size_t bytes_each, void* all) noexcept { copy(0, all, mine, bytes_each); }
   void broadcast(std::size_t, void*, std::size_t, element_type, int) noexcept {}
-  // One rank: the sum, minimum, maximum, product and average of one value is that value.
+  // One rank: the sum, minimum, maximum, product and average of one value is that value. For the
+  // reduced-precision floats this is also what reducing in float gives: widening is exact, the
+  // reduction of one float (x / 1 for the average) is that float, and narrowing a value the type
+  // holds exactly returns its bits, so the copy is the widened computation, rounded once.
   void all_reduce(std::size_t, const void* s, void* r, std::size_t count, element_type t, reduce_op) noexcept {
     copy(0, r, s, count * size_of(t));
   }

@@ -10,17 +10,24 @@
 
 namespace devicekit {
 
-/// FNV-1a, 64 bits: stable across processes and builds (std::hash is not).
+/// FNV-1a, 64 bits: stable across processes and builds (std::hash is not). Strings go in byte
+/// by byte; a 64-bit value in one step (xor, multiply by the FNV prime, fold the high half
+/// down), since summarize() adds two per leaf on every collective: byte-wise that was about
+/// 18 us for 1000 leaves, a tenth of a small all-reduce.
 class structure_hasher {
  public:
   void add_bytes(const void* p, std::size_t n) noexcept {
     const auto* b = static_cast<const unsigned char*>(p);
     for (std::size_t i = 0; i < n; ++i) {
       h_ ^= b[i];
-      h_ *= 1099511628211ull;
+      h_ *= prime;
     }
   }
-  void add(std::uint64_t v) noexcept { add_bytes(&v, sizeof v); }
+  void add(std::uint64_t v) noexcept {
+    h_ ^= v;
+    h_ *= prime;
+    h_ ^= h_ >> 32;
+  }
   void add(std::string_view s) noexcept {
     add(static_cast<std::uint64_t>(s.size()));
     add_bytes(s.data(), s.size());
@@ -28,6 +35,7 @@ class structure_hasher {
   [[nodiscard]] std::uint64_t value() const noexcept { return h_; }
 
  private:
+  static constexpr std::uint64_t prime = 1099511628211ull;
   std::uint64_t h_ = 14695981039346656037ull;
 };
 

@@ -11,6 +11,7 @@
 #include <devicekit/distribute/structure.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -65,6 +66,38 @@ void broadcast(B& b, per_participant<leaf_span> parts, int root, const collectiv
 
 // --- all-reduce -------------------------------------------------------------------------------------
 
+/// A backend that reduces packed buckets in slices of B::slice_bytes() (the MPI backend).
+template <class B>
+concept sliced_all_reduce_backend = requires {
+  { B::slice_bytes() } -> std::convertible_to<std::size_t>;
+};
+
+/// A packed bucket of one participant all-reduced through `buf` in slices of about
+/// B::slice_bytes() (on leaf boundaries): each slice is packed, reduced and unpacked before the
+/// next, so its bytes are still in cache for the reduction and the unpack (see
+/// mpi_backend::slice_bytes for the measurements behind this).
+template <class B>
+void all_reduce_sliced(B& b, const bucket& bk, void* buf, std::span<const leaf_span> leaves, reduce_op rop) {
+  const std::size_t es = size_of(bk.type);
+  std::size_t first = 0;
+  while (first < bk.leaves.size()) {
+    std::size_t last = first, bytes = 0;
+    while (last < bk.leaves.size() && (bytes == 0 || bytes < B::slice_bytes())) {
+      const auto& l = leaves[bk.leaves[last++]];
+      b.copy(0, byte_at(buf, bytes), l.data, l.bytes());
+      bytes += l.bytes();
+    }
+    b.all_reduce(0, buf, buf, bytes / es, bk.type, rop);
+    std::size_t off = 0;
+    for (std::size_t j = first; j < last; ++j) {
+      const auto& l = leaves[bk.leaves[j]];
+      b.copy(0, l.data, byte_at(buf, off), l.bytes());
+      off += l.bytes();
+    }
+    first = last;
+  }
+}
+
 template <class B>
 void all_reduce(B& b, per_participant<leaf_span> parts, reduce_op rop, const collective_options& o,
                 std::span<const tree_info> info = {}) {
@@ -87,6 +120,12 @@ void all_reduce(B& b, per_participant<leaf_span> parts, reduce_op rop, const col
       }
       b.group_end();
       continue;
+    }
+    if constexpr (sliced_all_reduce_backend<B>) {
+      if (np == 1) {
+        all_reduce_sliced(b, bk, b.scratch(0, 0, bk.bytes()), parts[0], rop);  // each slice from its start
+        continue;
+      }
     }
     for (std::size_t p = 0; p < np; ++p) {
       buf[p] = b.scratch(p, 0, bk.bytes());

@@ -15,6 +15,7 @@
 #  include <devicekit/distribute/detail/pack.hpp>
 #  include <devicekit/distribute/errors.hpp>
 #  include <devicekit/distribute/options.hpp>
+#  include <devicekit/place/detail/copy.hpp>
 
 #  include <nccl.h>
 
@@ -28,7 +29,9 @@
 
 namespace devicekit {
 
-/// The NCCL datatype of an element type, or false for the 16-bit integers, which NCCL lacks.
+/// The NCCL datatype of an element type, or false for the 16-bit integers, which NCCL lacks, and
+/// for fp8 before NCCL 2.24 (which added ncclFloat8e4m3 and ncclFloat8e5m2; NCCL computes their
+/// reductions in half precision on sm_90 and later).
 [[nodiscard]] inline bool nccl_datatype(element_type t, ncclDataType_t& out) noexcept {
   switch (t) {
     case element_type::opaque:
@@ -42,6 +45,10 @@ namespace devicekit {
     case element_type::bfloat16: out = ncclBfloat16; return true;
     case element_type::float32: out = ncclFloat32; return true;
     case element_type::float64: out = ncclFloat64; return true;
+#  if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    case element_type::float8_e4m3fn: out = ncclFloat8e4m3; return true;
+    case element_type::float8_e5m2: out = ncclFloat8e5m2; return true;
+#  endif
     default: return false;
   }
 }
@@ -127,6 +134,27 @@ class nccl_transport {
   void copy(std::size_t p, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, part(p).stream), "cudaMemcpyAsync", p);
+  }
+  /// A bucket's pack or unpack, every leaf of it, as one list of device-to-device runs on the
+  /// local rank's stream through placement's multi-run copy (place/detail/copy.hpp:
+  /// copy_same_device): one batched launch (CUB's DeviceMemcpy::Batched when a .cu file of the
+  /// program includes place/batched_copy.cuh) instead of a cudaMemcpyAsync per leaf, whose
+  /// few microseconds of launch each would dominate a bucket of many small leaves (the reason
+  /// PyTorch DDP flattens a bucket's gradients with one kernel).
+  void copy_batch(std::size_t p, std::span<const copy_span> runs) {
+    if (runs.empty()) return;
+    auto& q = part(p);
+    std::vector<copy_run> list;
+    list.reserve(runs.size());
+    for (const auto& r : runs) {
+      list.push_back({static_cast<const std::byte*>(r.src), q.dev, static_cast<std::byte*>(r.dst), r.bytes});
+    }
+    try {
+      scoped_device on(q.dev.ordinal());
+      copy_same_device(std::span<const copy_run>(list), q.stream);
+    } catch (const cuda_error& e) {
+      throw communication_error("NCCL", op_, e.call(), q.rank, size_, e.code(), e.what());
+    }
   }
   void broadcast(std::size_t p, void* buf, std::size_t count, element_type t, int root) {
     auto& q = part(p);
