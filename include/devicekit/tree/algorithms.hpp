@@ -253,19 +253,104 @@ struct call_stream {
 
 /// Runs `job` over the leaves of `out` and the tree arguments among `args` (broadcast scalars are
 /// in the job already).
+/// Where each argument of a transform goes: broadcast positions, and for tree positions which of
+/// the trees walked together holds them.
+template <class... Args>
+struct arg_layout {
+  static constexpr std::size_t n = sizeof...(Args);
+  static constexpr std::array<bool, n> broadcast{is_broadcast_v<Args>...};
+  static constexpr std::array<std::size_t, n> tree_index = [] {
+    std::array<std::size_t, n> t{};
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < n; ++i) t[i] = broadcast[i] ? 0 : j++;
+    return t;
+  }();
+};
+
+/// The leaf (or broadcast value) at position P.
+template <class Layout, std::size_t P, class ArgsTuple, class InTuple>
+const auto& leaf_at(const ArgsTuple& args, const InTuple& in) {
+  if constexpr (Layout::broadcast[P]) {
+    return std::get<P>(args);
+  } else {
+    return std::get<Layout::tree_index[P]>(in);
+  }
+}
+template <class Layout, std::size_t P, class ArgsTuple, class InTuple>
+using position_element_t =
+    element_of_t<decltype(leaf_at<Layout, P>(std::declval<const ArgsTuple&>(), std::declval<const InTuple&>()))>;
+
+template <class Layout, std::size_t P, class ArgsTuple, class InTuple>
+const position_element_t<Layout, P, ArgsTuple, InTuple>* position_data(const ArgsTuple& args, const InTuple& in) {
+  if constexpr (Layout::broadcast[P]) {
+    (void)args;
+    (void)in;
+    return nullptr;
+  } else {
+    const auto& l = std::get<Layout::tree_index[P]>(in);
+    return leaf_traits<std::remove_cvref_t<decltype(l)>>::data(l);
+  }
+}
+
+template <class Layout, std::size_t P, class InTuple>
+void check_position(const char* operation, const tree_path& path, const InTuple& in, std::size_t n, bool out_scalar) {
+  if constexpr (!Layout::broadcast[P]) {
+    const auto& l = std::get<Layout::tree_index[P]>(in);
+    using IL = std::remove_cvref_t<decltype(l)>;
+    constexpr bool in_scalar = leaf_traits<IL>::kind == leaf_kind::scalar;
+    if (in_scalar != out_scalar || leaf_traits<IL>::size(l) != n) {
+      throw tree_structure_error(std::string(operation) + ": leaf '" + path.display() + "' has " + std::to_string(n) +
+                                 " elements in the output but " + std::to_string(leaf_traits<IL>::size(l)) +
+                                 " in input " + std::to_string(P + 1) +
+                                 (in_scalar != out_scalar ? " (a scalar and an array leaf)" : ""));
+    }
+  } else {
+    (void)operation;
+    (void)path;
+    (void)in;
+    (void)n;
+    (void)out_scalar;
+  }
+}
+
+/// One leaf of a transform: runs it on the host, or adds it to the plan.
+template <class Layout, class Job, std::size_t K, class OutLeaf, class ArgsTuple, class InTuple, std::size_t... I>
+void transform_leaf(const char* operation, const tree_path& path, const Job& job, bool on_device,
+                    tree_launch_plan<K>& plan, const OutLeaf& out_leaf, const ArgsTuple& args, const InTuple& in,
+                    std::index_sequence<I...> seq) {
+  using Eout = element_of_t<OutLeaf>;
+  constexpr bool out_scalar = leaf_traits<OutLeaf>::kind == leaf_kind::scalar;
+  using types = type_list<Eout, position_element_t<Layout, I, ArgsTuple, InTuple>...>;
+  static_assert(std::is_invocable_v<const decltype(job.f)&,
+                                    decltype(widen_element(
+                                        std::declval<position_element_t<Layout, I, ArgsTuple, InTuple>>()))...>,
+                "tree_transform(out, f, in...): f must be callable with the element values of the inputs (float for "
+                "float16/bfloat16/fp8 elements, the element type otherwise; broadcast scalars as given)");
+  const std::size_t n = leaf_traits<OutLeaf>::size(out_leaf);
+  (check_position<Layout, I>(operation, path, in, n, out_scalar), ...);
+  Eout* const o = mutable_data(out_leaf);
+  if (!on_device || out_scalar) {
+    if (n == 0) return;
+    const slots<std::index_sequence<I...>, const position_element_t<Layout, I, ArgsTuple, InTuple>*...> ptrs{
+        {position_data<Layout, I>(args, in)}...};
+    host_loop(n, [&job, o, ptrs, seq](std::size_t i) { job.run(seq, o, ptrs, i); });
+  } else {
+    check_kernel_leaf(operation, path, out_leaf);
+    std::apply([&](const auto&... l) { (check_kernel_leaf(operation, path, l), ...); }, in);
+    const std::array<void*, K> ptrs{static_cast<void*>(o),
+                                    const_cast<void*>(static_cast<const void*>(position_data<Layout, I>(args, in)))...};
+    const std::array<std::size_t, K> sizes{sizeof(Eout), sizeof(position_element_t<Layout, I, ArgsTuple, InTuple>)...};
+    plan.template add_leaf<types>(ptrs, sizes, n, &launch_group<Job, types, K>);
+  }
+}
+
+/// Runs `job` over the leaves of `out` and the tree arguments among `args` (broadcast scalars are
+/// in the job already).
 template <class Job, class Out, class... Args>
 void run_transform(const char* operation, const std::optional<stream_ref>& s, const Job& job, Out& out,
                    const Args&... args) {
-  constexpr std::size_t n_in = sizeof...(Args);
-  constexpr std::size_t K = n_in + 1;
-  constexpr std::array<bool, n_in> broadcast{is_broadcast_v<Args>...};
-  // Tree position I is tree argument tree_index[I] (the walk sees the tree arguments only).
-  constexpr std::array<std::size_t, n_in> tree_index = [&] {
-    std::array<std::size_t, n_in> t{};
-    std::size_t j = 0;
-    for (std::size_t i = 0; i < n_in; ++i) t[i] = broadcast[i] ? 0 : j++;
-    return t;
-  }();
+  using layout = arg_layout<Args...>;
+  constexpr std::size_t K = sizeof...(Args) + 1;
   auto trees = std::tuple_cat([](const auto& a) {
     if constexpr (is_broadcast_v<decltype(a)>) {
       return std::tuple<>();
@@ -278,71 +363,10 @@ void run_transform(const char* operation, const std::optional<stream_ref>& s, co
   if (on_device && !tree_kernels_available(kernel_priority<1>{}, &job)) throw_no_kernels(operation, dev);
 
   tree_launch_plan<K> plan;
+  const auto arg_refs = std::forward_as_tuple(args...);
   auto visit = [&](const tree_path& path, const auto& out_leaf, const auto&... in_leaves) {
-    using OL = std::remove_cvref_t<decltype(out_leaf)>;
-    using Eout = element_of_t<OL>;
-    constexpr bool out_scalar = leaf_traits<OL>::kind == leaf_kind::scalar;
-    const std::size_t n = leaf_traits<OL>::size(out_leaf);
-    auto in_tuple = std::forward_as_tuple(in_leaves...);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      // The leaf (or the broadcast value's type) at each position.
-      [[maybe_unused]] auto leaf_at = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) -> const auto& {
-        if constexpr (broadcast[P]) {
-          return std::get<P>(std::forward_as_tuple(args...));
-        } else {
-          return std::get<tree_index[P]>(in_tuple);
-        }
-      };
-      using types = type_list<Eout, element_of_t<decltype(leaf_at(std::integral_constant<std::size_t, I>{}))>...>;
-      static_assert(
-          std::is_invocable_v<
-              const decltype(job.f)&,
-              decltype(widen_element(
-                  std::declval<element_of_t<decltype(leaf_at(std::integral_constant<std::size_t, I>{}))>>()))...>,
-          "tree_transform(out, f, in...): f must be callable with the element values of the inputs (float for "
-          "float16/bfloat16/fp8 elements, the element type otherwise; broadcast scalars as given)");
-      [[maybe_unused]] auto check = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-        if constexpr (!broadcast[P]) {
-          const auto& l = std::get<tree_index[P]>(in_tuple);
-          using IL = std::remove_cvref_t<decltype(l)>;
-          if ((leaf_traits<IL>::kind == leaf_kind::scalar) != out_scalar || leaf_traits<IL>::size(l) != n) {
-            throw tree_structure_error(
-                std::string(operation) + ": leaf '" + path.display() + "' has " + std::to_string(n) +
-                " elements in the output but " + std::to_string(leaf_traits<IL>::size(l)) + " in input " +
-                std::to_string(P + 1) +
-                (leaf_traits<IL>::kind == leaf_kind::scalar || out_scalar ? " (a scalar and an array leaf)" : ""));
-          }
-        }
-      };
-      (check(std::integral_constant<std::size_t, I>{}), ...);
-      [[maybe_unused]] auto in_ptr = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-        using E = element_of_t<decltype(leaf_at(std::integral_constant<std::size_t, P>{}))>;
-        if constexpr (broadcast[P]) {
-          return static_cast<const E*>(nullptr);
-        } else {
-          return leaf_traits<std::remove_cvref_t<decltype(std::get<tree_index[P]>(in_tuple))>>::data(
-              std::get<tree_index[P]>(in_tuple));
-        }
-      };
-      Eout* const o = mutable_data(out_leaf);
-      if (!on_device || out_scalar) {
-        if (n == 0) return;
-        const slots<std::index_sequence<I...>,
-                    const element_of_t<decltype(leaf_at(std::integral_constant<std::size_t, I>{}))>*...>
-            in{{in_ptr(std::integral_constant<std::size_t, I>{})}...};
-        host_loop(n, [&job, o, in](std::size_t i) { job.run(std::index_sequence<I...>{}, o, in, i); });
-      } else {
-        check_kernel_leaf(operation, path, out_leaf);
-        (check_kernel_leaf(operation, path, in_leaves), ...);
-        const std::array<void*, K> ptrs{
-            static_cast<void*>(o),
-            const_cast<void*>(static_cast<const void*>(in_ptr(std::integral_constant<std::size_t, I>{})))...};
-        const std::array<std::size_t, K> sizes{
-            sizeof(Eout), sizeof(element_of_t<decltype(leaf_at(std::integral_constant<std::size_t, I>{}))>)...};
-        plan.template add_leaf<types>(ptrs, sizes, n, &launch_group<Job, types, K>);
-      }
-    }
-    (std::make_index_sequence<n_in>{});
+    transform_leaf<layout>(operation, path, job, on_device, plan, out_leaf, arg_refs,
+                           std::forward_as_tuple(in_leaves...), std::index_sequence_for<Args...>{});
   };
   std::apply([&](const auto&... ts) { for_each_leaf_with_path(visit, out, ts...); }, trees);
   if (plan.chunk_count() == 0) return;
