@@ -15,3 +15,6 @@
 #include <devicekit/place.hpp>
 #include <devicekit/report.hpp>
 #include <devicekit/tree.hpp>
+// Above tree.hpp on purpose: the algorithms need pools and placement, which the tree layer's
+// umbrella stays without.
+#include <devicekit/tree/algorithms.hpp>

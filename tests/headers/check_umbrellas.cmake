@@ -4,9 +4,12 @@
 #   cmake -DROOT=<include dir> -P check_umbrellas.cmake
 # Left out on purpose: report/json.hpp (nlohmann-json: included where JSON is written) and
 # tree/hana.hpp (included by tree.hpp only where Boost.Hana is available, outside nvcc).
+# Headers in `top_level` sit in a layer's folder but need layers above it: devicekit.hpp includes
+# them instead of the layer's umbrella (tree/algorithms.hpp uses memory/ and place/).
 cmake_minimum_required(VERSION 3.24)
 set(layers core detect tree memory place distribute report)
 set(left_out report/json.hpp)
+set(top_level tree/algorithms.hpp)
 get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 if(NOT EXISTS ${ROOT}/devicekit/devicekit.hpp)
   message(FATAL_ERROR "ROOT=${ROOT} is not devicekit's include directory (no devicekit/devicekit.hpp there)")
@@ -23,6 +26,15 @@ foreach(layer IN LISTS layers)
     string(APPEND problems "  no headers found in ${ROOT}/devicekit/${layer}\n")
   endif()
   foreach(h IN LISTS headers)
+    if(h IN_LIST top_level)
+      if(NOT all MATCHES "#include <devicekit/${h}>")
+        string(APPEND problems "  devicekit.hpp does not include <devicekit/${h}>\n")
+      endif()
+      if(umbrella MATCHES "#include <devicekit/${h}>")
+        string(APPEND problems "  ${layer}.hpp includes ${h}, which belongs in devicekit.hpp\n")
+      endif()
+      continue()
+    endif()
     if(h IN_LIST left_out)
       if(umbrella MATCHES "#include <devicekit/${h}>")
         string(APPEND problems "  ${layer}.hpp includes ${h}, which is left out on purpose\n")

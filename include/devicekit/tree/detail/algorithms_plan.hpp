@@ -1,0 +1,267 @@
+#pragma once
+/// \file
+/// The host side of the tree algorithms (tree/algorithms.hpp): the element operations shared by
+/// the host loops and the kernels (tree/algorithms.cuh), the chunk table that lets one launch
+/// cover every leaf, and the stream-ordered plumbing that stages the table to a device.
+///
+/// One launch for many leaves is apex's multi_tensor_apply and PyTorch's `_foreach` kernels
+/// (aten/src/ATen/native/cuda/MultiTensorApply.cuh): a table of (pointer, length) chunks goes to
+/// the device and each block takes chunks, so a thousand small leaves cost one launch instead of
+/// a thousand (about 3-5 us each), and a long leaf is split so that blocks stay balanced. Like
+/// those, one launch serves one combination of element types: a tree that mixes float and bf16
+/// leaves takes one launch per combination (`tree_launch_plan::groups`).
+#include <devicekit/core/config.hpp>
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/float_types.hpp>
+#include <devicekit/core/stream.hpp>
+#include <devicekit/memory/registry.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#if defined(__CUDACC__)
+#  define DEVICEKIT_HOST_DEVICE __host__ __device__
+#else
+#  define DEVICEKIT_HOST_DEVICE
+#endif
+
+namespace devicekit {
+
+/// Reductions of tree_reduce: tag values `reduce::sum`, `reduce::max`, `reduce::sumsq`.
+namespace reduce {
+/// The sum of all elements.
+struct sum_t {};
+/// The largest element (-infinity for a tree without elements). NaN is not propagated reliably:
+/// ask tree_all_finite for that.
+struct max_t {};
+/// The sum of squares (tree_global_norm is its square root: the global gradient norm that
+/// torch.nn.utils.clip_grad_norm_ computes).
+struct sumsq_t {};
+inline constexpr sum_t sum{};
+inline constexpr max_t max{};
+inline constexpr sumsq_t sumsq{};
+}  // namespace reduce
+
+namespace detail {
+
+/// Elements per chunk: apex's multi_tensor_apply uses 65536 (2048 * 32) for the same reason, a
+/// block's worth of work large enough to hide its start and small enough to balance.
+inline constexpr std::size_t tree_chunk_elements = std::size_t{1} << 16;
+
+/// Counters of the tree algorithms (tests and benchmarks read them): kernel launches, chunk
+/// tables staged to a device and their bytes, and host-side (cpu) leaf passes.
+struct tree_algorithm_counters {
+  std::atomic<std::uint64_t> launches{0};
+  std::atomic<std::uint64_t> tables{0};
+  std::atomic<std::uint64_t> table_bytes{0};
+  std::atomic<std::uint64_t> host_leaf_passes{0};
+};
+[[nodiscard]] inline tree_algorithm_counters& tree_counters() noexcept {
+  static tree_algorithm_counters c;
+  return c;
+}
+
+/// One chunk: K pointers (position 0 the output, then the inputs; null for broadcast scalars),
+/// each already advanced to the chunk's first element, and its length.
+template <std::size_t K>
+struct tree_chunk {
+  void* p[K];
+  std::size_t n;
+};
+
+/// The value a kernel or host loop computes with: float for the reduced-precision floats (CUDA's
+/// conversions are __host__ __device__), the element itself otherwise.
+template <class E>
+DEVICEKIT_HOST_DEVICE inline auto widen_element(E x) {
+  if constexpr (is_reduced_float_v<E>) {
+    return static_cast<float>(x);
+  } else {
+    return x;
+  }
+}
+template <class E, class V>
+DEVICEKIT_HOST_DEVICE inline E narrow_element(V v) {
+  if constexpr (is_reduced_float_v<E>) {
+    return E(static_cast<float>(v));
+  } else {
+    return static_cast<E>(v);
+  }
+}
+
+/// The reductions as element maps and a combine. Accumulation is in double whatever the leaves
+/// (exact for integers below 2^53, and fp32 gradient norms over 10^9 elements keep their digits).
+template <class Op>
+struct reduction;
+template <>
+struct reduction<reduce::sum_t> {
+  DEVICEKIT_HOST_DEVICE static double map(double x) { return x; }
+  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
+  static double init() { return 0.0; }
+};
+template <>
+struct reduction<reduce::sumsq_t> {
+  DEVICEKIT_HOST_DEVICE static double map(double x) { return x * x; }
+  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
+  static double init() { return 0.0; }
+};
+template <>
+struct reduction<reduce::max_t> {
+  DEVICEKIT_HOST_DEVICE static double map(double x) { return x; }
+  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return b > a ? b : a; }
+  static double init() { return -__builtin_huge_val(); }
+};
+/// Counts the elements that are NaN or infinite (tree_all_finite): x - x is 0 for every finite x
+/// and NaN otherwise (IEEE 754), which needs no <cmath> on the device.
+struct nonfinite_t {};
+template <>
+struct reduction<nonfinite_t> {
+  DEVICEKIT_HOST_DEVICE static double map(double x) { return (x - x) == 0.0 ? 0.0 : 1.0; }
+  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
+  static double init() { return 0.0; }
+};
+
+/// Combine as a functor (CUB's BlockReduce and DeviceReduce take one).
+template <class Op>
+struct combine_fn {
+  DEVICEKIT_HOST_DEVICE double operator()(double a, double b) const { return reduction<Op>::combine(a, b); }
+};
+
+template <class... E>
+struct type_list {};
+
+/// A chunk table for one combination of element types: chunks of all leaves with those types,
+/// and where their partial results go (reductions: one double per chunk, in table order).
+template <std::size_t K>
+struct tree_chunk_group {
+  const std::type_info* types = nullptr;
+  std::vector<tree_chunk<K>> chunks;
+  /// Queues this group's kernel (set by the algorithm, for the combination's types).
+  /// Returns the launch's cudaError_t as an int (this header compiles without CUDA too).
+  using launch_fn = int (*)(const tree_chunk<K>* d_chunks, std::size_t count, const void* job, double* d_partials,
+                            double init, native_stream_handle s);
+  launch_fn launch = nullptr;
+};
+
+/// Every leaf of a call split into chunks of at most `chunk_elements`, grouped by element types.
+template <std::size_t K>
+class tree_launch_plan {
+ public:
+  explicit tree_launch_plan(std::size_t chunk_elements = tree_chunk_elements) : chunk_(chunk_elements) {
+    if (chunk_ == 0) throw config_error("tree algorithms: the chunk length must be positive");
+  }
+
+  /// Adds one leaf of `n` elements; `ptrs[k]` is position k's first element and `sizes[k]` its
+  /// element size (ignored for null pointers: broadcast scalars). Zero-length leaves add nothing.
+  template <class Types>
+  void add_leaf(const std::array<void*, K>& ptrs, const std::array<std::size_t, K>& sizes, std::size_t n,
+                typename tree_chunk_group<K>::launch_fn launch) {
+    if (n == 0) return;
+    auto& g = group_for(typeid(Types), launch);
+    for (std::size_t at = 0; at < n; at += chunk_) {
+      tree_chunk<K> c{};
+      for (std::size_t k = 0; k < K; ++k) {
+        c.p[k] = ptrs[k] == nullptr ? nullptr : static_cast<std::byte*>(ptrs[k]) + at * sizes[k];
+      }
+      c.n = std::min(chunk_, n - at);
+      g.chunks.push_back(c);
+    }
+  }
+
+  [[nodiscard]] const std::vector<tree_chunk_group<K>>& groups() const noexcept { return groups_; }
+  [[nodiscard]] std::size_t chunk_count() const noexcept {
+    std::size_t n = 0;
+    for (const auto& g : groups_) n += g.chunks.size();
+    return n;
+  }
+  /// The groups' chunks one after the other: what goes to the device.
+  [[nodiscard]] std::vector<tree_chunk<K>> table() const {
+    std::vector<tree_chunk<K>> t;
+    t.reserve(chunk_count());
+    for (const auto& g : groups_) t.insert(t.end(), g.chunks.begin(), g.chunks.end());
+    return t;
+  }
+
+ private:
+  tree_chunk_group<K>& group_for(const std::type_info& types, typename tree_chunk_group<K>::launch_fn launch) {
+    for (auto& g : groups_) {
+      if (*g.types == types) return g;
+    }
+    groups_.push_back({&types, {}, launch});
+    return groups_.back();
+  }
+
+  std::size_t chunk_;
+  std::vector<tree_chunk_group<K>> groups_;
+};
+
+#if DEVICEKIT_HAS_CUDA
+
+/// Stages `table_bytes` at `table` to device `dev` and takes `extra_bytes` more of scratch
+/// there, then calls `launch(d_table, d_extra)` (which queues kernels on `s` and returns their
+/// error). As batched_copy_plumbing (place/detail/copy.hpp) does: the table goes up through
+/// pinned staging (staging_memory()), freed in stream order after the upload, and the device
+/// memory is one scratch block of the device's devicekit pool (default_memory, counted in
+/// scratch_memory_stats), given back in stream order after the kernels: nothing waits on the
+/// host, and the memory is cached instead of going back to the driver at every synchronisation
+/// (CUDA runtime API, cudaMemPoolAttrReleaseThreshold). Runs on `dev` whatever is current.
+template <class Launch>
+void tree_launch_plumbing(device dev, native_stream_handle s, const void* table, std::size_t table_bytes,
+                          std::size_t extra_bytes, Launch&& launch) {
+  scoped_device on(dev.ordinal());
+  const std::size_t table_span = (table_bytes + 255) / 256 * 256;
+  device_memory& staging = staging_memory();
+  std::byte* host = nullptr;
+  if (table_bytes != 0) {
+    host = static_cast<std::byte*>(staging.allocate(table_bytes));
+    std::memcpy(host, table, table_bytes);
+  }
+  std::optional<scratch_block> scratch;
+  try {
+    scratch.emplace(dev, std::max<std::size_t>(table_span + extra_bytes, 256), s);
+  } catch (...) {
+    if (host != nullptr) staging.deallocate(host, table_bytes);
+    throw;
+  }
+  auto* d = static_cast<std::byte*>(scratch->get());
+  if (host != nullptr) {
+    const cudaError_t up = cudaMemcpyAsync(d, host, table_bytes, cudaMemcpyHostToDevice, s);
+    if (up != cudaSuccess) {
+      staging.deallocate(host, table_bytes);
+      scratch->release(s);
+      DEVICEKIT_CUDA_CHECK(up);
+    }
+    try {
+      staging.deallocate_async(host, table_bytes, 256, s);  // after the upload, in stream order
+    } catch (...) {
+      (void)cudaStreamSynchronize(s);  // the upload still reads the staging
+      staging.deallocate(host, table_bytes);
+      scratch->release(s);
+      throw;
+    }
+    tree_counters().tables.fetch_add(1, std::memory_order_relaxed);
+    tree_counters().table_bytes.fetch_add(table_bytes, std::memory_order_relaxed);
+  }
+  cudaError_t run = cudaSuccess;
+  try {
+    run = launch(d, d + table_span);
+  } catch (...) {
+    scratch->release(s);
+    throw;
+  }
+  scratch->release(s);  // after the kernels, in stream order
+  DEVICEKIT_CUDA_CHECK(run);
+}
+
+#endif  // DEVICEKIT_HAS_CUDA
+
+}  // namespace detail
+}  // namespace devicekit

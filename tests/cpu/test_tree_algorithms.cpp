@@ -1,0 +1,211 @@
+// The tree algorithms (tree/algorithms.hpp) on the cpu device: every algorithm and element type
+// against a plain loop, broadcast scalars, zero-length leaves, a 1,000-leaf tree, Hana structs,
+// tuples and vectors of leaves, and the errors for mismatched structures and devices.
+#include <catch2/catch.hpp>
+
+#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/tree/hana.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace tree_algorithms_test {
+struct params {
+  BOOST_HANA_DEFINE_STRUCT(params, (std::vector<float>, w), (std::vector<float>, b), (float, scale));
+};
+
+template <class T>
+std::vector<T> ramp(std::size_t n, float start, float step = 1.f) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = dk::narrow_to<T>(start + step * static_cast<float>(i));
+  return v;
+}
+}  // namespace tree_algorithms_test
+using namespace tree_algorithms_test;
+
+TEMPLATE_TEST_CASE("tree_transform matches a plain loop for every element type", "[tree_algorithms]", int, float,
+                   double, dk::float16_t, dk::bfloat16_t, dk::float8_e4m3_t, dk::float8_e5m2_t) {
+  using T = TestType;
+  std::tuple<std::vector<T>, std::vector<T>> x{ramp<T>(100, -3.f, 0.25f), ramp<T>(7, 1.f)};
+  std::tuple<std::vector<T>, std::vector<T>> y{ramp<T>(100, 2.f, 0.5f), ramp<T>(7, -2.f)};
+  auto out = dk::zeros_like(x, dk::device::cpu());
+  dk::tree_transform(
+      out, [](auto a, float c, auto b) { return a * c + b; }, x, 0.5f, y);
+  auto check = [](const auto& o, const auto& a, const auto& b) {
+    REQUIRE(o.size() == a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const auto want = dk::narrow_to<T>(dk::widen(a[i]) * 0.5f + dk::widen(b[i]));
+      CHECK(dk::widen(o.data()[i]) == dk::widen(want));
+    }
+  };
+  check(std::get<0>(out), std::get<0>(x), std::get<0>(y));
+  check(std::get<1>(out), std::get<1>(x), std::get<1>(y));
+}
+
+TEMPLATE_TEST_CASE("tree_reduce, tree_global_norm and tree_axpy match plain loops", "[tree_algorithms]", int, float,
+                   double, dk::float16_t, dk::bfloat16_t, dk::float8_e4m3_t) {
+  using T = TestType;
+  std::vector<std::vector<T>> t{ramp<T>(50, -4.f, 0.25f), ramp<T>(3, 2.f), {}};
+  double sum = 0, sumsq = 0, max = -std::numeric_limits<double>::infinity();
+  for (const auto& leaf : t) {
+    for (const T& e : leaf) {
+      const double v = static_cast<double>(dk::widen(e));
+      sum += v;
+      sumsq += v * v;
+      max = std::max(max, v);
+    }
+  }
+  CHECK(dk::tree_reduce(t, dk::reduce::sum) == Approx(sum));
+  CHECK(dk::tree_reduce(t, dk::reduce::sumsq) == Approx(sumsq));
+  CHECK(dk::tree_reduce(t, dk::reduce::max) == max);
+  CHECK(dk::tree_global_norm(t) == Approx(std::sqrt(sumsq)));
+  CHECK(dk::tree_all_finite(t));
+
+  auto y = t;
+  dk::tree_axpy(2, t, y);  // y = 3 t
+  for (std::size_t l = 0; l < t.size(); ++l) {
+    for (std::size_t i = 0; i < t[l].size(); ++i) {
+      const auto want = dk::narrow_to<T>(2 * dk::widen(t[l][i]) + dk::widen(t[l][i]));
+      CHECK(dk::widen(y[l][i]) == dk::widen(want));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("tree_all_finite finds NaN and infinity", "[tree_algorithms]", float, double, dk::float16_t,
+                   dk::bfloat16_t, dk::float8_e5m2_t) {
+  using T = TestType;
+  std::tuple<std::vector<T>, std::vector<T>> t{ramp<T>(1000, 0.f, 0.01f), ramp<T>(5, 1.f)};
+  CHECK(dk::tree_all_finite(t));
+  std::get<1>(t)[3] = dk::narrow_to<T>(std::numeric_limits<float>::quiet_NaN());
+  CHECK_FALSE(dk::tree_all_finite(t));
+  std::get<1>(t)[3] = T{};
+  CHECK(dk::tree_all_finite(t));
+  if constexpr (sizeof(T) == 1) {
+    const std::uint8_t minus_inf = 0xFC;  // E5M2: conversions saturate, so write the bits
+    std::memcpy(&std::get<0>(t)[999], &minus_inf, 1);
+  } else {
+    std::get<0>(t)[999] = dk::narrow_to<T>(-std::numeric_limits<float>::infinity());
+  }
+  REQUIRE(std::isinf(dk::widen(std::get<0>(t)[999])));
+  CHECK_FALSE(dk::tree_all_finite(t));
+}
+
+TEST_CASE("fp8 e4m3 has no infinity: its NaN is still found", "[tree_algorithms]") {
+  std::vector<dk::float8_e4m3_t> v = ramp<dk::float8_e4m3_t>(16, 0.f);
+  CHECK(dk::tree_all_finite(v));
+  v[2] = dk::narrow_to<dk::float8_e4m3_t>(std::numeric_limits<float>::quiet_NaN());
+  CHECK_FALSE(dk::tree_all_finite(v));
+}
+
+TEST_CASE("integer leaves are always finite; bool leaves reduce as 0/1", "[tree_algorithms]") {
+  std::tuple<std::vector<std::int64_t>, std::vector<bool>> t{{1, -2, 3}, {true, false, true}};
+  CHECK(dk::tree_all_finite(std::get<0>(t)));
+  CHECK(dk::tree_reduce(std::get<0>(t), dk::reduce::sum) == 2.0);
+  CHECK(dk::tree_reduce(std::get<0>(t), dk::reduce::max) == 3.0);
+}
+
+TEST_CASE("tree_fill, zeros_like and tree_cast keep the structure", "[tree_algorithms]") {
+  params p{ramp<float>(6, 1.f), ramp<float>(2, -1.f), 3.f};
+  auto z = dk::zeros_like(p, dk::device::cpu());
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(z.get<0>())>, dk::device_array<float>>);
+  CHECK(z.get<0>().size() == 6);
+  CHECK(z.get<1>().size() == 2);
+  CHECK(z.get<2>() == 0.f);
+  CHECK(dk::tree_reduce(z, dk::reduce::sumsq) == 0.0);
+  CHECK(dk::same_structure(z, p));
+
+  dk::tree_fill(z, 1.5);
+  for (float e : z.get<0>().span()) CHECK(e == 1.5f);
+  CHECK(z.get<2>() == 1.5f);
+
+  auto h = dk::tree_cast<dk::bfloat16_t>(p);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(h.get<0>())>, dk::device_array<dk::bfloat16_t>>);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(h.get<2>())>, dk::bfloat16_t>);
+  for (std::size_t i = 0; i < p.w.size(); ++i) CHECK(dk::widen(h.get<0>().data()[i]) == p.w[i]);
+  CHECK(dk::widen(h.get<2>()) == 3.f);
+  // In place: back to fp32 master weights.
+  auto back = dk::zeros_like(p, dk::device::cpu());
+  dk::tree_cast(back, h);
+  CHECK(dk::tree_reduce(back, dk::reduce::sum) == Approx(dk::tree_reduce(p, dk::reduce::sum)));
+}
+
+TEST_CASE("shaped leaves and zero-length leaves", "[tree_algorithms]") {
+#if DEVICEKIT_HAS_MDSPAN
+  using img_t = dk::shaped_array<float, dk::md::dextents<std::size_t, 2>>;
+  std::tuple<img_t, std::vector<double>> t{img_t(dk::md::dextents<std::size_t, 2>(3, 4)), {}};
+  dk::tree_fill(t, 2);
+  CHECK(dk::tree_reduce(t, dk::reduce::sum) == 24.0);
+  auto c = dk::tree_cast<dk::float16_t>(t);
+  static_assert(std::is_same_v<std::tuple_element_t<0, decltype(c)>,
+                               dk::shaped_array<dk::float16_t, dk::md::dextents<std::size_t, 2>>>);
+  CHECK(std::get<0>(c).extent(1) == 4);
+  CHECK(std::get<1>(c).size() == 0);
+  CHECK(dk::tree_reduce(c, dk::reduce::max) == 2.0);
+#endif
+  std::vector<std::vector<float>> empty_leaves(3);
+  dk::tree_fill(empty_leaves, 1.f);
+  CHECK(dk::tree_reduce(empty_leaves, dk::reduce::sum) == 0.0);
+  CHECK(dk::tree_reduce(empty_leaves, dk::reduce::max) == -std::numeric_limits<double>::infinity());
+  CHECK(dk::tree_all_finite(empty_leaves));
+}
+
+TEST_CASE("a 1,000-leaf tree", "[tree_algorithms]") {
+  std::vector<std::vector<float>> g;
+  double sumsq = 0;
+  for (std::size_t l = 0; l < 1000; ++l) {
+    g.push_back(ramp<float>(l % 17, static_cast<float>(l) * 0.001f, 0.5f));
+    for (float e : g.back()) sumsq += static_cast<double>(e) * e;
+  }
+  CHECK(dk::tree_global_norm(g) == Approx(std::sqrt(sumsq)));
+  // Gradient clipping to norm 1, the way clip_grad_norm_ scales: g *= max_norm / norm.
+  const double norm = dk::tree_global_norm(g);
+  dk::tree_transform(
+      g, [](float e, float scale) { return e * scale; }, g, static_cast<float>(1.0 / norm));
+  CHECK(dk::tree_global_norm(g) == Approx(1.0));
+}
+
+TEST_CASE("placed cpu trees and host trees mix on the cpu device", "[tree_algorithms]") {
+  std::vector<float> host = ramp<float>(10, 0.f);
+  auto placed = dk::place(host, dk::device::cpu());
+  dk::tree_axpy(1.f, host, placed);
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(placed.data()[i] == 2 * host[i]);
+  const dk::stream cpu_stream;
+  dk::tree_fill(cpu_stream, placed, 0.f);
+  CHECK(dk::tree_reduce(cpu_stream, placed, dk::reduce::sumsq) == 0.0);
+}
+
+TEST_CASE("trees of different structure or devices are refused", "[tree_algorithms]") {
+  std::vector<std::vector<float>> a{{1, 2}, {3}};
+  std::vector<std::vector<float>> fewer{{1, 2}};
+  std::vector<std::vector<float>> shorter{{1, 2}, {}};
+  CHECK_THROWS_AS(dk::tree_transform(
+                      a, [](float x) { return x; }, fewer),
+                  dk::tree_structure_error);
+  CHECK_THROWS_WITH(dk::tree_axpy(1.f, shorter, a), Catch::Contains("'[1]'") && Catch::Contains("1 elements"));
+
+  // A leaf that claims another device: device_mismatch before anything runs.
+  std::vector<float> x{1, 2, 3};
+  auto on_gpu = dk::device_array<float>::view(x.data(), x.size(), dk::device::cuda(0));
+  std::vector<float> y{0, 0, 0};
+  CHECK_THROWS_AS(dk::tree_axpy(1.f, on_gpu, y), dk::device_mismatch);
+  std::tuple<std::vector<float>, dk::device_array<float>> mixed{y, on_gpu};
+  CHECK_THROWS_AS(dk::tree_fill(mixed, 1.f), dk::device_mismatch);
+  CHECK(y == std::vector<float>{0, 0, 0});
+}
+
+TEST_CASE("a cuda tree in a translation unit without the kernels is a clear error", "[tree_algorithms]") {
+  std::vector<float> x{1, 2, 3};
+  auto on_gpu = dk::device_array<float>::view(x.data(), x.size(), dk::device::cuda(0));
+  CHECK_THROWS_WITH(dk::tree_fill(on_gpu, 1.f), Catch::Contains("nvcc") && Catch::Contains("algorithms.cuh"));
+  CHECK_THROWS_AS(dk::tree_global_norm(on_gpu), dk::config_error);
+  CHECK(x == std::vector<float>{1, 2, 3});
+}

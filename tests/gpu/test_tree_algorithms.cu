@@ -1,0 +1,136 @@
+// The tree algorithms on cuda:0 (tree/algorithms.cuh): the same checks as the cpu tests, that one
+// launch covers every leaf of a tree whose leaves share an element type, and that the chunk
+// table and the reduction's scratch come from the device's devicekit pool (runs only where a
+// CUDA device is present).
+#include <catch2/catch.hpp>
+
+#include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.cuh>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace {
+template <class T>
+std::vector<T> ramp(std::size_t n, float start, float step = 1.f) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = dk::narrow_to<T>(start + step * static_cast<float>(i));
+  return v;
+}
+struct scale_add {
+  __host__ __device__ float operator()(float a, float c, float b) const { return a * c + b; }
+  __host__ __device__ double operator()(double a, float c, double b) const { return a * c + b; }
+  __host__ __device__ int operator()(int a, float c, int b) const { return static_cast<int>(a * c + b); }
+};
+struct times {
+  __host__ __device__ float operator()(float e, float s) const { return e * s; }
+};
+}  // namespace
+
+TEMPLATE_TEST_CASE("tree_transform on cuda:0 matches a plain loop", "[tree_algorithms][gpu]", int, float, double,
+                   dk::float16_t, dk::bfloat16_t, dk::float8_e4m3_t) {
+  using T = TestType;
+  const dk::device gpu = dk::device::cuda(0);
+  std::tuple<std::vector<T>, std::vector<T>> hx{ramp<T>(100000, -3.f, 0.001f), ramp<T>(7, 1.f)};
+  std::tuple<std::vector<T>, std::vector<T>> hy{ramp<T>(100000, 2.f, 0.5f), ramp<T>(7, -2.f)};
+  auto x = dk::place(hx, gpu);
+  auto y = dk::place(hy, gpu);
+  auto out = dk::zeros_like(x, gpu);
+  const auto launches = dk::detail::tree_counters().launches.load();
+  dk::tree_transform(out, scale_add{}, x, 0.5f, y);
+  CHECK(dk::detail::tree_counters().launches.load() == launches + 1);  // both leaves, one kernel
+  auto back = dk::to_host(out);
+  auto check = [](const auto& o, const auto& a, const auto& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const auto want = dk::narrow_to<T>(scale_add{}(dk::widen(a[i]), 0.5f, dk::widen(b[i])));
+      CHECK(dk::widen(o[i]) == dk::widen(want));
+    }
+  };
+  check(std::get<0>(back), std::get<0>(hx), std::get<0>(hy));
+  check(std::get<1>(back), std::get<1>(hx), std::get<1>(hy));
+  double sum = 0, sumsq = 0;
+  for (const T& e : std::get<0>(hx)) {
+    sum += dk::widen(e);
+    sumsq += static_cast<double>(dk::widen(e)) * dk::widen(e);
+  }
+  for (const T& e : std::get<1>(hx)) {
+    sum += dk::widen(e);
+    sumsq += static_cast<double>(dk::widen(e)) * dk::widen(e);
+  }
+  CHECK(dk::tree_reduce(x, dk::reduce::sum) == Approx(sum));
+  CHECK(dk::tree_global_norm(x) == Approx(std::sqrt(sumsq)));
+  CHECK(dk::tree_all_finite(x));
+}
+
+TEST_CASE("a 1,000-leaf tree takes one launch; table and scratch come from the pool", "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream s(gpu);
+  std::vector<std::vector<float>> h;
+  double sumsq = 0;
+  for (std::size_t l = 0; l < 1000; ++l) {
+    h.push_back(ramp<float>(1 + l % 300, static_cast<float>(l) * 0.01f, 0.25f));
+    for (float e : h.back()) sumsq += static_cast<double>(e) * e;
+  }
+  auto g = dk::place(h, gpu, s);
+  const auto before = dk::detail::tree_counters().launches.load();
+  const auto tables = dk::detail::tree_counters().tables.load();
+  const auto scratch = dk::scratch_memory_stats(gpu).allocations;
+  const double norm = dk::tree_global_norm(s, g);
+  CHECK(norm == Approx(std::sqrt(sumsq)));
+  CHECK(dk::detail::tree_counters().launches.load() == before + 1);
+  CHECK(dk::detail::tree_counters().tables.load() == tables + 1);
+  CHECK(dk::scratch_memory_stats(gpu).allocations == scratch + 1);
+  dk::tree_transform(s, g, times{}, g, static_cast<float>(1.0 / norm));
+  CHECK(dk::tree_global_norm(s, g) == Approx(1.0));
+  CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == 0);
+
+  double* d = nullptr;
+  REQUIRE(cudaMalloc(&d, sizeof(double)) == cudaSuccess);
+  dk::tree_reduce_async(s, g, dk::reduce::sumsq, d);
+  double back = 0;
+  REQUIRE(cudaMemcpyAsync(&back, d, sizeof(double), cudaMemcpyDeviceToHost, s.native_handle()) == cudaSuccess);
+  s.synchronize();
+  CHECK(back == Approx(1.0));
+  (void)cudaFree(d);
+}
+
+TEST_CASE("tree_all_finite, tree_cast, tree_axpy and tree_fill on cuda:0", "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  std::tuple<std::vector<float>, std::vector<float>, std::vector<float>> h{
+      ramp<float>(300000, 0.f, 0.001f), ramp<float>(5, 1.f), {}};
+  auto t = dk::place(h, gpu);
+  CHECK(dk::tree_all_finite(t));
+  std::get<1>(h)[2] = std::numeric_limits<float>::infinity();
+  auto bad = dk::place(h, gpu);
+  CHECK_FALSE(dk::tree_all_finite(bad));
+  std::get<1>(h)[2] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(dk::tree_all_finite(dk::place(h, gpu)));
+
+  auto half = dk::tree_cast<dk::bfloat16_t>(t);
+  auto hb = dk::to_host(half);
+  for (std::size_t i = 0; i < std::get<0>(hb).size(); i += 997) {
+    CHECK(dk::widen(std::get<0>(hb)[i]) == dk::widen(dk::narrow_to<dk::bfloat16_t>(std::get<0>(h)[i])));
+  }
+  auto y = dk::zeros_like(t, gpu);
+  dk::tree_fill(y, 1.f);
+  dk::tree_axpy(2.f, t, y);
+  auto hy = dk::to_host(y);
+  for (std::size_t i = 0; i < std::get<0>(hy).size(); i += 991)
+    CHECK(std::get<0>(hy)[i] == 1.f + 2.f * std::get<0>(h)[i]);
+  CHECK(dk::tree_reduce(y, dk::reduce::max) == Approx(1.0 + 2.0 * std::get<0>(h).back()));
+}
+
+TEST_CASE("trees on different devices are refused on cuda:0 too", "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  auto on_gpu = dk::place(ramp<float>(10, 0.f), gpu);
+  std::vector<float> on_host = ramp<float>(10, 0.f);
+  CHECK_THROWS_AS(dk::tree_axpy(1.f, on_host, on_gpu), dk::device_mismatch);
+  const dk::stream cpu_stream;
+  CHECK_THROWS_AS(dk::tree_fill(cpu_stream, on_gpu, 0.f), dk::device_mismatch);
+}
