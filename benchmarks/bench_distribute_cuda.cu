@@ -71,8 +71,8 @@ void pack_entry(const bench::options& opt, bench::report& report, dk::device gpu
   run_per_leaf();
   const double t_batched = bench::median_seconds(samples, run_batched);
   const double t_per_leaf = bench::median_seconds(samples, run_per_leaf);
-  report.add({"collective.pack.vs_per_leaf", "cuda", "time", t_batched * 1e3, "ms",
-              "one cudaMemcpyAsync per leaf", t_per_leaf * 1e3, t_per_leaf / t_batched,
+  report.add({"collective.pack.vs_per_leaf", "cuda", "time", t_batched * 1e3, "ms", "one cudaMemcpyAsync per leaf",
+              t_per_leaf * 1e3, t_per_leaf / t_batched,
               "1000 x 1 KiB device leaves packed into one bucket buffer (the NCCL backend's pack)"});
   for (auto* p : src) (void)cudaFree(p);
   (void)cudaFree(buf);
