@@ -1,31 +1,38 @@
-// data_parallel: replicate the weights, shard the batch, compute, all-reduce the gradients.
+// data_parallel: replicate the weights, shard the batch, compute the gradients on the devices,
+// all-reduce them in reduced precision, clip by the global norm, update - on devicekit's pieces.
 //
-// A linear model y = w.x + b learns from synthetic batches. Every replica holds the same
-// weights (broadcast from rank 0), gets its own rows of each batch (scatter, uneven when the
-// batch does not divide), computes gradient sums on its rows, and the sums are all-reduced so
-// every replica takes the same step. At the end the replicas compare their weights (all_gather)
-// and the program fails if they differ or the loss did not fall.
+// The model is a diagonal linear one (two layers of per-feature gains, y = gain * x element by
+// element), so that every step is a tree operation: each replica computes its rows' gradients
+// with tree_transform (one launch over every leaf per row), casts them to the precision the
+// generative-model preset chose (bf16 on GPUs that have it, like PyTorch DDP's bf16 compression
+// hook), all-reduces them over every replica, clips them by the global norm (tree_global_norm:
+// clip_grad_norm_'s rule) and updates its fp32 master weights with tree_axpy. At the end the
+// replicas compare their weights (all_gather) and the program fails if they differ or the loss
+// did not fall.
 //
 // It runs on what it finds:
-//   mpirun -np 2 build/examples/data_parallel   CPU processes over MPI (gradients: MPI all-reduce)
-//   build/examples/data_parallel                one process: the self communicator (no MPI)
-//   with GPUs                                   gradients go through NCCL: one rank per process
-//                                               (device = visible[local_rank % n], NCCL id sent
-//                                               through MPI), or, in one process, one rank per GPU
-//                                               (ncclCommInitAll) with the batch sharded over them
-//                                               by the manager's shard_batch plan.
+//   build/examples/data_parallel                one process (the self communicator, no MPI)
+//   mpirun -np 2 build/examples/data_parallel   CPU processes; gradients by MPI all-reduce
+//   --grads bf16|fp16|fp32                      the gradients' precision instead of the preset's
+//   with GPUs                                   one replica per GPU of the process (dm.replicate,
+//                                               dm.distribute); gradients through NCCL. The
+//                                               kernels need this file compiled by nvcc (CMake
+//                                               does so when it has a CUDA compiler): compiled
+//                                               by g++, the replicas compute on the CPU instead.
 #include <devicekit/devicekit.hpp>
+#if DEVICEKIT_CUDA_COMPILER
+#  include <devicekit/tree/algorithms.cuh>
+#endif
 
-#include <boost/hana/define_struct.hpp>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -33,218 +40,290 @@ namespace dk = devicekit;
 
 namespace {
 
-constexpr std::size_t features = 8;
+constexpr std::size_t encoder_width = 8;
+constexpr std::size_t decoder_width = 24;
 constexpr std::size_t rows_per_batch = 30;  // 30 rows over 4 processes: 8, 8, 7, 7
 constexpr int steps = 60;
-constexpr float learning_rate = 0.1f;
+constexpr float learning_rate = 0.3f;
+constexpr double max_grad_norm = 2.0;  // of the batch-mean gradient, as clip_grad_norm_'s max_norm
 
-struct model {
-  BOOST_HANA_DEFINE_STRUCT(model, (std::vector<float>, w), (float, b));
-};
-struct batch {
-  BOOST_HANA_DEFINE_STRUCT(batch, (std::vector<float>, x), (std::vector<float>, y));  // x: rows x features
-};
-/// Gradient sums over a replica's rows, and its loss sum (a tree, all-reduced in one call).
-struct gradients {
-  BOOST_HANA_DEFINE_STRUCT(gradients, (std::vector<float>, dw), (float, db), (float, loss));
+/// Whether this translation unit has the kernels of the tree algorithms (compiled by nvcc).
+constexpr bool kernels_here = DEVICEKIT_CUDA_COMPILER != 0;
+
+using matrix = dk::md::mdspan<float, dk::md::dextents<std::size_t, 2>>;
+
+// The trees are tuples: nvcc compiles this file for the kernels, and Boost.Hana structs are
+// host-only (tree/hana.hpp). Element 0 is the encoder layer, element 1 the decoder layer.
+
+/// The fp32 master weights: each layer's per-feature gains.
+using params = std::tuple<std::vector<float>, std::vector<float>>;
+/// A batch's inputs (or targets) for each layer, rows x width: host views that placement turns into
+/// shaped arrays and shard_batch splits by rows.
+using features = std::tuple<matrix, matrix>;
+/// Inputs x and targets y.
+using batch = std::tuple<features, features>;
+
+/// The host memory behind a batch of `rows` rows.
+struct batch_storage {
+  std::size_t rows;
+  std::vector<float> xe = std::vector<float>(rows * encoder_width), xd = std::vector<float>(rows * decoder_width),
+                     ye = std::vector<float>(rows * encoder_width), yd = std::vector<float>(rows * decoder_width);
+  batch view() {
+    return {{matrix(xe.data(), rows, encoder_width), matrix(xd.data(), rows, decoder_width)},
+            {matrix(ye.data(), rows, encoder_width), matrix(yd.data(), rows, decoder_width)}};
+  }
 };
 
-/// The batch of step `step`, made on rank 0 only: y = w_true . x + b_true.
-batch make_batch(int step) {
+/// The true gain of feature f of a layer (what the model must learn).
+float true_gain(std::size_t f, std::size_t width) { return 1.5f - 2.f * static_cast<float>(f) / float(width); }
+
+/// The batch of step `step` (made on rank 0 only): y = true_gain * x + a little noise.
+batch_storage make_batch(int step) {
   std::mt19937 rng(1234u + static_cast<unsigned>(step));
   std::normal_distribution<float> n(0.f, 1.f);
-  batch out;
-  out.x.resize(rows_per_batch * features);
-  out.y.resize(rows_per_batch);
-  for (std::size_t r = 0; r < rows_per_batch; ++r) {
-    float y = 0.5f;  // b_true
-    for (std::size_t f = 0; f < features; ++f) {
-      const float x = n(rng);
-      out.x[r * features + f] = x;
-      y += x * (static_cast<float>(f) * 0.25f - 1.0f);  // w_true
+  batch_storage b{rows_per_batch};
+  const auto fill = [&](std::vector<float>& x, std::vector<float>& y, std::size_t width) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] = n(rng);
+      y[i] = true_gain(i % width, width) * x[i] + 0.01f * n(rng);
     }
-    out.y[r] = y;
-  }
-  return out;
+  };
+  fill(b.xe, b.ye, encoder_width);
+  fill(b.xd, b.yd, decoder_width);
+  return b;
 }
 
-/// Gradient sums of the squared error over rows [begin, begin + count) of `b`.
-gradients compute(const model& m, const batch& b, std::size_t begin, std::size_t count) {
-  gradients g{std::vector<float>(features, 0.f), 0.f, 0.f};
-  for (std::size_t r = begin; r < begin + count; ++r) {
-    float pred = m.b;
-    for (std::size_t f = 0; f < features; ++f) pred += m.w[f] * b.x[r * features + f];
-    const float err = pred - b.y[r];
-    for (std::size_t f = 0; f < features; ++f) g.dw[f] += err * b.x[r * features + f];
-    g.db += err;
-    g.loss += err * err;
-  }
-  return g;
+// The elementwise steps, as __host__ __device__ functors (lambdas work too, with nvcc
+// --extended-lambda): one definition runs on the GPU and on the CPU.
+struct residual {  // err = w * x - y
+  DEVICEKIT_HOST_DEVICE float operator()(float w, float x, float y) const { return w * x - y; }
+};
+struct accumulate_gradient {  // g += err * x: the gradient of err^2 / 2
+  DEVICEKIT_HOST_DEVICE float operator()(float g, float err, float x) const { return g + err * x; }
+};
+
+/// Row `r` of every leaf of a placed `features` shard, as views (no copy): a tree with params'
+/// structure, so it meets the weights in tree_transform.
+template <class Shard>
+auto row_of(const Shard& m, std::size_t r) {
+  return dk::tree_map(
+      [r](const auto& leaf) {
+        const std::size_t width = leaf.extent(1);
+        return dk::device_array<float>::view(leaf.data() + r * width, width, leaf.device());
+      },
+      m);
 }
 
-/// Sums the replicas' gradients. `host` is the process communicator (MPI or self); with NCCL the
-/// sums go through the GPUs instead, as they would if the gradients had been computed there.
+/// What the command line asks for the gradients' precision ("" = the preset's choice).
+std::string_view requested_precision(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string_view(argv[i]) == "--grads") return argv[i + 1];
+  return {};
+}
+
+/// Adds up the replicas' gradients over every replica of every process: NCCL when they are on
+/// GPUs (one communicator for the process's GPUs, or one rank per process through MPI), the
+/// process communicator (MPI, or self) otherwise. `staging_gpu`: replicas on the CPU in a program
+/// that has GPUs but not the kernels (compiled by g++) still add their gradients up on that GPU
+/// through NCCL, placed there and back.
 template <class HostComm>
 class gradient_reducer {
  public:
-  gradient_reducer(HostComm& host, std::vector<dk::device> gpus_here) : host_(host), gpus_(std::move(gpus_here)) {
+  gradient_reducer(HostComm& host, const std::vector<dk::device>& replicas, std::optional<dk::device> staging_gpu)
+      : host_(host) {
 #if DEVICEKIT_HAS_NCCL
-    if (gpus_.empty()) return;
-    if (host_.size() > 1) {
-#  if DEVICEKIT_HAS_MPI
-      if constexpr (std::is_same_v<HostComm, dk::mpi_communicator>) {
-        try {
-          nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus_.front()));
-        } catch (const dk::config_error& e) {
-          // More processes than GPUs on a node (every rank sees this alike): reduce over MPI.
-          if (host_.rank() == 0) std::printf("data_parallel: not using NCCL: %s\n", e.what());
-          gpus_.clear();
-        }
-      }
-#  endif
-    } else {
-      nccl_.emplace(dk::nccl_communicator::init_all(gpus_));
+    std::vector<dk::device> gpus = replicas;
+    if (staging_gpu) {
+      gpus = {*staging_gpu};
+      staging_ = staging_gpu;
     }
+    if (!gpus.front().is_cuda()) return;
+    if (host_.size() == 1) {
+      nccl_.emplace(dk::nccl_communicator::init_all(gpus));
+      return;
+    }
+#  if DEVICEKIT_HAS_MPI
+    if constexpr (std::is_same_v<HostComm, dk::mpi_communicator>) {
+      if (gpus.size() == 1) nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
+    }
+#  endif
+#else
+    (void)replicas;
+    (void)staging_gpu;
 #endif
   }
 
   [[nodiscard]] std::string engine() const {
 #if DEVICEKIT_HAS_NCCL
-    if (nccl_) return "NCCL over " + std::to_string(gpus_.size()) + " GPU(s) in this process";
+    if (nccl_ && staging_) return "NCCL on " + staging_->str();
+    if (nccl_) return "NCCL";
 #endif
     return host_.size() > 1 ? "MPI" : "the self communicator";
   }
 
-  /// One gradient tree per local replica in, their sum over every replica everywhere out.
-  gradients reduce(std::vector<gradients> local) {
+  /// `grads[i]`: replica i's gradients (on its device); on return every one holds the sum.
+  template <class Tree>
+  void all_reduce(std::vector<Tree>& grads) {
 #if DEVICEKIT_HAS_NCCL
-    if (nccl_) return reduce_on_gpus(local);
+    if (nccl_ && !staging_) {
+      if (grads.size() == 1) {
+        dk::all_reduce(*nccl_, grads.front(), dk::reduce_op::sum);
+      } else {
+        dk::all_reduce(*nccl_, dk::one_per_device(grads), dk::reduce_op::sum);
+      }
+      return;
+    }
 #endif
-    for (std::size_t i = 1; i < local.size(); ++i) add(local[0], local[i]);
-    dk::all_reduce(host_, local[0], dk::reduce_op::sum);
-    return local[0];
+    // Host memory: add the process's replicas, all-reduce over the processes, hand the sum back.
+    for (std::size_t i = 1; i < grads.size(); ++i) dk::tree_axpy(1.f, grads[i], grads[0]);
+#if DEVICEKIT_HAS_NCCL
+    if (staging_) {
+      auto on_gpu = dk::place(grads[0], *staging_);
+      dk::all_reduce(*nccl_, on_gpu, dk::reduce_op::sum);
+      dk::tree_cast(grads[0], dk::to_host(on_gpu));
+    } else
+#endif
+    {
+      dk::all_reduce(host_, grads[0], dk::reduce_op::sum);
+    }
+    for (std::size_t i = 1; i < grads.size(); ++i) dk::tree_cast(grads[i], grads[0]);
   }
 
  private:
-  static void add(gradients& a, const gradients& b) {
-    for (std::size_t f = 0; f < features; ++f) a.dw[f] += b.dw[f];
-    a.db += b.db;
-    a.loss += b.loss;
-  }
-
-#if DEVICEKIT_HAS_NCCL
-  /// Copies each replica's gradients to its GPU (as one flat buffer), all-reduces there, and
-  /// copies replica 0's result back. A real program computes them on the GPU to begin with.
-  gradients reduce_on_gpus(const std::vector<gradients>& local) {
-    const std::size_t n = features + 2;
-    std::vector<std::unique_ptr<float, std::function<void(float*)>>> bufs;
-    std::vector<std::vector<dk::leaf_span>> leaves;
-    for (std::size_t i = 0; i < gpus_.size(); ++i) {
-      dk::scoped_device on(gpus_[i].ordinal());
-      // From the process's pool of the GPU (what placement uses too): inside its budget and stats.
-      dk::device_memory& pool = dk::default_memory(gpus_[i]);
-      auto* p = static_cast<float*>(pool.allocate(n * sizeof(float)));
-      bufs.emplace_back(p, [&pool, n](float* q) { pool.deallocate(q, n * sizeof(float)); });
-      std::vector<float> flat(local[i].dw);
-      flat.push_back(local[i].db);
-      flat.push_back(local[i].loss);
-      DEVICEKIT_CUDA_CHECK(cudaMemcpy(p, flat.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-      leaves.push_back({dk::leaf_span{p, n, dk::element_type::float32}});
-    }
-    if (leaves.size() == 1) {
-      nccl_->all_reduce(std::span<const dk::leaf_span>(leaves[0]));
-    } else {
-      nccl_->all_reduce(std::span<const std::vector<dk::leaf_span>>(leaves));
-    }
-    std::vector<float> flat(n);
-    DEVICEKIT_CUDA_CHECK(cudaMemcpy(flat.data(), bufs[0].get(), n * sizeof(float), cudaMemcpyDeviceToHost));
-    return {std::vector<float>(flat.begin(), flat.begin() + static_cast<std::ptrdiff_t>(features)), flat[features],
-            flat[features + 1]};
-  }
-  std::optional<dk::nccl_communicator> nccl_;
-#endif
   HostComm& host_;
-  std::vector<dk::device> gpus_;
+#if DEVICEKIT_HAS_NCCL
+  std::optional<dk::nccl_communicator> nccl_;
+  std::optional<dk::device> staging_;
+#endif
 };
 
-template <class Comm>
-int train(Comm& comm) {
+/// One training run on `dm`'s devices, with gradients all-reduced in precision `Grad`.
+template <class Grad, class Comm, class Manager>
+int train(Comm& comm, Manager& dm, std::string_view precision, std::optional<dk::device> staging_gpu) {
   const int rank = comm.rank(), size = comm.size();
-  // The manager shards the process's rows over its own devices (several GPUs in one process).
-  dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced, dk::shard_batch> dm;
-  std::vector<dk::device> gpus_here;
-  if (dm.has_gpu()) {
-    if (size > 1) {
-      gpus_here = {dk::assign_device(dm.gpu_devices())};  // one GPU per process
-    } else {
-      gpus_here = dm.gpu_devices();  // every GPU, one replica each
-    }
-  }
-#if !DEVICEKIT_HAS_NCCL
-  gpus_here.clear();  // no NCCL: the gradients stay on the host
-#endif
-  gradient_reducer<Comm> reducer(comm, gpus_here);
+  const std::vector<dk::device> replicas = dm.devices();
+  gradient_reducer<Comm> reducer(comm, replicas, staging_gpu);
   if (rank == 0) {
-    std::printf("data_parallel: %d process(es), %zu replica(s) in each; gradients via %s\n", size,
-                std::max<std::size_t>(1, gpus_here.size()), reducer.engine().c_str());
-    if (gpus_here.size() > 1)
-      std::printf("device assignment: %s\n", dm.plan({rows_per_batch, 2, 0}).assignment().str().c_str());
+    std::printf("data_parallel: %d process(es) x %zu replica(s) on %s; gradients in %.*s via %s\n", size,
+                replicas.size(), replicas.front().str().c_str(), static_cast<int>(precision.size()), precision.data(),
+                reducer.engine().c_str());
   }
 
-  // Replicate the weights: rank 0 initialises, everyone receives the same.
-  model m{std::vector<float>(features, 0.f), 0.f};
+  // The fp32 master weights: rank 0 initialises them, every process receives them, and the
+  // manager replicates them onto each of its devices.
+  params init{std::vector<float>(encoder_width, 0.f), std::vector<float>(decoder_width, 0.f)};
   if (rank == 0) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-    for (auto& w : m.w) w = u(rng);
+    for (auto& w : std::get<0>(init)) w = u(rng);
+    for (auto& w : std::get<1>(init)) w = u(rng);
   }
-  dk::broadcast(comm, m, 0);
+  dk::broadcast(comm, init, 0);
+  auto weights = dm.replicate(init);
 
   const auto counts = dk::split_counts(rows_per_batch, static_cast<std::size_t>(size));
-  const std::size_t mine = counts[static_cast<std::size_t>(rank)];
+  batch_storage part{counts[static_cast<std::size_t>(rank)]};
   float first_loss = 0, last_loss = 0;
   for (int step = 0; step < steps; ++step) {
-    // Shard the batch: rank 0 makes it, every rank receives its rows (uneven when they do not divide).
-    const batch full = rank == 0 ? make_batch(step) : batch{};
-    batch part{std::vector<float>(mine * features), std::vector<float>(mine)};
-    dk::scatter(comm, full, part, 0);
+    // Rank 0 makes the batch; each process receives its rows, and the manager shards them over
+    // its devices (shard_batch: rows in balanced, ragged shares).
+    batch_storage full = rank == 0 ? make_batch(step) : batch_storage{0};
+    batch mine_rows = part.view();
+    dk::scatter(comm, full.view(), mine_rows, 0);
+    auto shards = dm.distribute(mine_rows);
 
-    // Compute: one gradient tree per local replica, over its rows of this process's part.
-    std::vector<gradients> local;
-    if (gpus_here.size() > 1) {
-      for (const auto& share : dm.plan({mine, 2, 0}).shares)
-        local.push_back(compute(m, part, share.begin, share.count));
-    } else {
-      local.push_back(compute(m, part, 0, mine));
+    // Each replica: its rows' gradients, one tree_transform over every leaf per row.
+    std::vector<decltype(dk::tree_cast<Grad>(weights[0]))> grads;
+    double loss = 0;
+    for (std::size_t i = 0; i < replicas.size(); ++i) {
+      const auto& w = weights[i];
+      const auto& shard = shards[i];
+      auto g = dk::zeros_like(w, replicas[i]);
+      auto err = dk::zeros_like(w, replicas[i]);
+      const auto& [x_rows, y_rows] = shard;
+      for (std::size_t r = 0; r < std::get<0>(x_rows).extent(0); ++r) {
+        const auto x = row_of(x_rows, r);
+        dk::tree_transform(err, residual{}, w, x, row_of(y_rows, r));
+        dk::tree_transform(g, accumulate_gradient{}, g, err, x);
+        loss += dk::tree_reduce(err, dk::reduce::sumsq) / 2;
+      }
+      grads.push_back(dk::tree_cast<Grad>(g));  // fp32 -> the communication precision
     }
 
-    // All-reduce the gradients, then every replica takes the same step.
-    const gradients g = reducer.reduce(std::move(local));
-    const float scale = learning_rate / static_cast<float>(rows_per_batch);
-    for (std::size_t f = 0; f < features; ++f) m.w[f] -= scale * g.dw[f];
-    m.b -= scale * g.db;
-    const float loss = g.loss / static_cast<float>(rows_per_batch);
-    if (step == 0) first_loss = loss;
-    last_loss = loss;
-    if (rank == 0 && (step % 15 == 0 || step == steps - 1)) std::printf("step %2d  loss %.5f\n", step, loss);
+    // All-reduce the gradients over every replica, clip by the global norm, update.
+    reducer.all_reduce(grads);
+    const double mean_norm = dk::tree_global_norm(grads[0]) / rows_per_batch;
+    const double clip = std::min(1.0, max_grad_norm / (mean_norm + 1e-6));
+    const auto scale = static_cast<float>(-learning_rate * clip / rows_per_batch);
+    for (std::size_t i = 0; i < replicas.size(); ++i) dk::tree_axpy(scale, grads[i], weights[i]);
+
+    // The loss is each replica's, added over the processes (a scalar tree).
+    dk::all_reduce(comm, loss, dk::reduce_op::sum);
+    loss /= rows_per_batch;
+    if (step == 0) first_loss = static_cast<float>(loss);
+    last_loss = static_cast<float>(loss);
+    if (rank == 0 && (step % 15 == 0 || step == steps - 1))
+      std::printf("step %2d  loss %.5f  gradient norm %.4f%s\n", step, loss, mean_norm, clip < 1 ? " (clipped)" : "");
   }
 
-  // Every replica must hold the same weights.
-  const auto all = dk::all_gathered(comm, m);
+  // Every replica of every process must hold the same weights.
   bool same = true;
-  const auto& w_all = all.template get<"w">();
-  const auto& b_all = all.template get<"b">();
-  for (int r = 0; r < size; ++r) {
-    for (std::size_t f = 0; f < features; ++f)
-      same = same && w_all[static_cast<std::size_t>(r) * features + f] == m.w[f];
-    same = same && b_all[static_cast<std::size_t>(r)] == m.b;
+  const params mine = dk::to_host(weights[0]);
+  for (std::size_t i = 1; i < replicas.size(); ++i) {
+    const params other = dk::to_host(weights[i]);
+    same = same && other == mine;
+  }
+  const params all = dk::all_gathered(comm, mine);  // each leaf: every process's, rank-major
+  for (std::size_t r = 0; r < static_cast<std::size_t>(size); ++r) {
+    for (std::size_t f = 0; f < encoder_width; ++f)
+      same = same && std::get<0>(all)[r * encoder_width + f] == std::get<0>(mine)[f];
+    for (std::size_t f = 0; f < decoder_width; ++f)
+      same = same && std::get<1>(all)[r * decoder_width + f] == std::get<1>(mine)[f];
   }
   const bool learned = last_loss < 0.1f * first_loss;
   if (rank == 0) {
-    std::printf("loss %.5f -> %.5f (%s); weights identical on all %d process(es): %s\n", first_loss, last_loss,
-                learned ? "learned" : "NOT learned", size, same ? "yes" : "NO");
+    std::printf("loss %.5f -> %.5f (%s); weights identical on every replica: %s\n", first_loss, last_loss,
+                learned ? "learned" : "NOT learned", same ? "yes" : "NO");
   }
   return same && learned ? 0 : 1;
+}
+
+/// Picks the gradients' precision (the generative-model preset's, unless --grads says) and runs.
+template <class Comm, class Manager>
+int train_with_precision(Comm& comm, Manager& dm, std::string_view requested, const dk::generative_preset& preset,
+                         std::optional<dk::device> staging_gpu = std::nullopt) {
+  const std::string_view precision = requested.empty() ? preset.compute_dtype : requested;
+  if (precision == "bf16") return train<dk::bfloat16_t>(comm, dm, precision, staging_gpu);
+  if (precision == "fp16") return train<dk::float16_t>(comm, dm, precision, staging_gpu);
+  if (precision == "fp32") return train<float>(comm, dm, precision, staging_gpu);
+  throw dk::config_error("--grads takes bf16, fp16 or fp32, not '" + std::string(precision) + "'");
+}
+
+template <class Comm>
+int run(Comm& comm, std::string_view requested) {
+  // The replicas compute where the tree algorithms can run: the GPUs when this file has the
+  // kernels, the CPU otherwise.
+  using gpu_or_cpu =
+      dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced, dk::shard_batch>;
+  gpu_or_cpu dm;
+  // The precision the hardware suits (bf16 where every GPU has it), whatever computes.
+  const dk::generative_preset preset = dk::generative_model_preset(dm);
+  if (dm.has_gpu() && (!kernels_here || !DEVICEKIT_HAS_NCCL)) {
+    if (comm.rank() == 0) {
+      std::printf("data_parallel: %s: the replicas compute on the CPU\n",
+                  kernels_here ? "no NCCL to all-reduce GPU memory" : "compiled without the CUDA kernels (g++)");
+    }
+    dk::device_manager<dk::cpu_detector, dk::balanced, dk::shard_batch> cpu;
+    std::optional<dk::device> staging;
+    if (DEVICEKIT_HAS_NCCL) staging = comm.size() > 1 ? dk::assign_device(dm.gpu_devices()) : dm.gpu_devices().front();
+    return train_with_precision(comm, cpu, requested, preset, staging);
+  }
+  if (dm.has_gpu() && comm.size() > 1 && dm.devices().size() > 1) {
+    throw dk::config_error("each process sees " + std::to_string(dm.devices().size()) +
+                           " GPUs; NCCL over MPI takes one GPU per process: give each its own (CUDA_VISIBLE_DEVICES) "
+                           "or run one process for all of them");
+  }
+  return train_with_precision(comm, dm, requested, preset);
 }
 
 /// True when an MPI launcher started this process.
@@ -258,19 +337,18 @@ bool launched_by_mpi() {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  const std::string_view requested = requested_precision(argc, argv);
 #if DEVICEKIT_HAS_MPI
   if (launched_by_mpi()) {
     dk::mpi_environment env(&argc, &argv);
     dk::mpi_communicator comm;
-    return train(comm);
+    return run(comm, requested);
   }
 #else
   if (launched_by_mpi()) std::printf("data_parallel: built without MPI; running as one process\n");
 #endif
-  (void)argc;
-  (void)argv;
   dk::self_communicator comm;
-  return train(comm);
+  return run(comm, requested);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "data_parallel: %s\n", e.what());
   return 1;
