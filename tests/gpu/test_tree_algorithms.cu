@@ -134,3 +134,25 @@ TEST_CASE("trees on different devices are refused on cuda:0 too", "[tree_algorit
   const dk::stream cpu_stream;
   CHECK_THROWS_AS(dk::tree_fill(cpu_stream, on_gpu, 0.f), dk::device_mismatch);
 }
+
+// An extended lambda (nvcc --extended-lambda, which the devicekit target passes; CUDA C++
+// Programming Guide, "Extended Lambdas"): the same closure type instantiates the kernel for the
+// cuda tree and runs the host loop for the cpu one.
+TEST_CASE("a __host__ __device__ lambda with tree_transform on cuda:0 and on the host", "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const std::tuple<std::vector<float>, std::vector<double>> h{ramp<float>(70000, -1.f, 0.01f), ramp<double>(9, 3.f)};
+  auto x = dk::place(h, gpu);
+  auto out = dk::zeros_like(x, gpu);
+  const float shift = 0.25f;
+  // Not generic (nvcc refuses generic extended lambdas): float elements widen to double.
+  auto f = [shift] __host__ __device__(double e, float k) { return e * k + shift; };
+  const auto launches = dk::detail::tree_counters().launches.load();
+  dk::tree_transform(out, f, x, 2.f);
+  CHECK(dk::detail::tree_counters().launches.load() == launches + 2);  // float and double leaves
+  auto host_out = h;
+  dk::tree_transform(host_out, f, h, 2.f);
+  const auto back = dk::to_host(out);
+  CHECK(std::get<0>(back) == std::get<0>(host_out));
+  CHECK(std::get<1>(back) == std::get<1>(host_out));
+  CHECK(std::get<1>(host_out)[4] == 7.0 * 2.0 + 0.25);
+}

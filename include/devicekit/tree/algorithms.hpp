@@ -466,8 +466,14 @@ template <class T, class Tree>
     try {
 #if DEVICEKIT_HAS_CUDA
       if (dev.is_cuda()) {
+        // Not cudaMemset: it is asynchronous for device memory and runs on the legacy default
+        // stream (CUDA runtime API, "API synchronization behavior"), which devicekit's
+        // non-blocking streams do not wait for, so later work could read the block before it is
+        // zeroed. Queued on the placement stream and waited for: zeroed on return, as documented.
         scoped_device on(dev.ordinal());
-        DEVICEKIT_CUDA_CHECK(cudaMemset(base, 0, total));
+        const stream_ref s(placement_stream(dev));
+        DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(base, 0, total, s.native_handle()));
+        host_wait(s);
       } else {
         std::memset(base, 0, total);
       }

@@ -1,0 +1,134 @@
+// The tree algorithms on a GPU (tree/algorithms.cuh: one launch per element-type group over a
+// chunk table, apex's multi_tensor_apply scheme, which PyTorch's _foreach ops use) against the
+// per-leaf calls they replace, on the same stream. Every ratio is baseline time / devicekit time,
+// both measured in this run (run only with a GPU; without one it prints what is owed, exit 0):
+//
+//   tree.transform.vs_per_leaf.<shape>   tree_axpy (y += a x, one launch) vs one thrust::transform
+//                                        per leaf (thrust::cuda::par_nosync.on(s): a launch per
+//                                        leaf and no synchronisation between them, the fastest a
+//                                        per-leaf loop gets)
+//   tree.reduce_norm.vs_per_leaf.<shape> tree_global_norm (one launch, then cub::DeviceReduce over
+//                                        the chunks' partials) vs one thrust::transform_reduce per
+//                                        leaf (double accumulator; each returns its value to the
+//                                        host, so it waits for the stream once per leaf, as a
+//                                        per-tensor norm loop does)
+//
+// shapes, with the goals of both entries: .small_leaves 1,000 leaves x 4 KiB, where launch
+// overhead dominates (goal >= 20: a launch costs about 3-5 us, the leaf's work well under one);
+// .large_leaves 8 leaves x 64 MiB, memory-bound either way (goal >= 0.95: the chunk table and
+// the partials must cost nothing noticeable).
+#include "bench_common.hpp"
+
+#include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.cuh>
+
+#include <thrust/system/cuda/execution_policy.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dk = devicekit;
+
+namespace {
+
+struct axpy {
+  float a;
+  __host__ __device__ float operator()(float x, float y) const { return a * x + y; }
+};
+struct square {
+  __host__ __device__ double operator()(float e) const { return static_cast<double>(e) * e; }
+};
+struct plus {
+  __host__ __device__ double operator()(double u, double v) const { return u + v; }
+};
+
+std::vector<std::vector<float>> make_tree(std::size_t leaves, std::size_t elements) {
+  std::vector<std::vector<float>> t(leaves);
+  for (std::size_t l = 0; l < leaves; ++l) {
+    t[l].resize(elements);
+    for (std::size_t i = 0; i < elements; ++i) t[l][i] = 1.f + 1e-6f * static_cast<float>((i + l) % 1000);
+  }
+  return t;
+}
+
+double sink = 0;  // keeps the norms alive
+
+void entries(const bench::options& opt, bench::report& report, dk::device gpu, std::size_t leaves, std::size_t elements,
+             const std::string& shape, double goal) {
+  const dk::stream s(gpu);
+  auto x = dk::place(make_tree(leaves, elements), gpu, s);
+  auto y = dk::zeros_like(x, gpu);
+  dk::tree_fill(s, y, 2.f);
+  s.synchronize();
+  const float a = 1e-7f;  // keeps y bounded over many rounds
+  const int samples = opt.quick ? 9 : 31;
+  const auto policy = thrust::cuda::par_nosync.on(s.native_handle());
+
+  auto ours = [&] {
+    dk::tree_axpy(s, a, x, y);
+    s.synchronize();
+  };
+  auto per_leaf = [&] {
+    for (std::size_t l = 0; l < leaves; ++l) {
+      const float* xs = x[l].data();
+      float* ys = const_cast<float*>(y[l].data());
+      thrust::transform(policy, xs, xs + x[l].size(), ys, ys, axpy{a});
+    }
+    s.synchronize();
+  };
+  const auto [t, b] = bench::interleaved_medians(samples, ours, per_leaf);
+  const auto launches = dk::detail::tree_counters().launches.load();
+  ours();
+  const auto per_call = dk::detail::tree_counters().launches.load() - launches;
+  report.add({"tree.transform.vs_per_leaf" + shape, "cuda", "time of y += a x over the tree (tree_axpy)", t * 1e6, "us",
+              "one thrust::transform (par_nosync, same stream) per leaf", b * 1e6, b / t,
+              "goal >= " + std::to_string(goal).substr(0, 4) + "; " + std::to_string(per_call) + " launch(es) for " +
+                  std::to_string(leaves) + " leaves; medians of " + std::to_string(samples)});
+
+  double ours_norm = 0;
+  double their_norm = 0;
+  auto norm_ours = [&] {
+    ours_norm = dk::tree_global_norm(s, x);
+    sink += ours_norm;
+  };
+  auto norm_per_leaf = [&] {
+    double acc = 0;
+    for (std::size_t l = 0; l < leaves; ++l) {
+      const float* xs = x[l].data();
+      acc += thrust::transform_reduce(thrust::cuda::par.on(s.native_handle()), xs, xs + x[l].size(), square{}, 0.0,
+                                      plus{});
+    }
+    their_norm = std::sqrt(acc);
+    sink += their_norm;
+  };
+  const auto [tn, bn] = bench::interleaved_medians(samples, norm_ours, norm_per_leaf);
+  report.add({"tree.reduce_norm.vs_per_leaf" + shape, "cuda", "time of the global norm (tree_global_norm)", tn * 1e6,
+              "us", "one thrust::transform_reduce (double) per leaf, same stream", bn * 1e6, bn / tn,
+              "goal >= " + std::to_string(goal).substr(0, 4) + "; relative difference of the norms " +
+                  std::to_string(std::abs(ours_norm - their_norm) / their_norm)});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto opt = bench::parse(argc, argv);
+  bench::report report;
+  if (dk::cuda_detector{}.detect(dk::settings{}).gpu_count > 0) {
+    const dk::device gpu = dk::device::cuda(0);
+    dk::scoped_device on(gpu.ordinal());
+    entries(opt, report, gpu, 1000, 1024, ".small_leaves", 20.0);                // 1,000 x 4 KiB
+    entries(opt, report, gpu, 8, std::size_t{16} << 20, ".large_leaves", 0.95);  // 8 x 64 MiB
+    std::printf("(checksum %g)\n", sink);
+  } else {
+    std::printf(
+        "bench_tree_cuda: no GPU, nothing to measure; owed on a GPU: tree.transform.vs_per_leaf.small_leaves and "
+        "tree.reduce_norm.vs_per_leaf.small_leaves (goal >= 20), tree.transform.vs_per_leaf.large_leaves and "
+        "tree.reduce_norm.vs_per_leaf.large_leaves (goal >= 0.95)\n");
+  }
+  report.write(opt.json_path);
+  return 0;
+}
