@@ -11,6 +11,7 @@
 #include "bench_common.hpp"
 
 #include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.hpp>
 
 #include <cmath>
 #include <cstdio>

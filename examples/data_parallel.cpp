@@ -20,6 +20,7 @@
 //                                               does so when it has a CUDA compiler): compiled
 //                                               by g++, the replicas compute on the CPU instead.
 #include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.hpp>
 #if DEVICEKIT_CUDA_COMPILER
 #  include <devicekit/tree/algorithms.cuh>
 #endif

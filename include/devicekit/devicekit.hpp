@@ -6,7 +6,8 @@
 /// needs one layer pays for that layer only (scripts/compile-times measures each).
 ///
 /// Not included here: <devicekit/report/json.hpp> (nlohmann-json, the most expensive header to
-/// compile; include it where JSON is written) and the CUDA-only headers (.cuh).
+/// compile; include it where JSON is written), <devicekit/tree/algorithms.hpp> (Thrust's host
+/// algorithms; include it where trees are computed on) and the CUDA-only headers (.cuh).
 #include <devicekit/core.hpp>
 #include <devicekit/detect.hpp>
 #include <devicekit/distribute.hpp>
@@ -15,6 +16,3 @@
 #include <devicekit/place.hpp>
 #include <devicekit/report.hpp>
 #include <devicekit/tree.hpp>
-// Above tree.hpp on purpose: the algorithms need pools and placement, which the tree layer's
-// umbrella stays without.
-#include <devicekit/tree/algorithms.hpp>

@@ -11,6 +11,7 @@
 
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.hpp>
 
 #include "sim_test_support.hpp"
 

@@ -1,4 +1,5 @@
 #include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.hpp>
 
 #include <cstdio>
 #include <vector>
