@@ -347,6 +347,24 @@ inline void check_split(std::span<const leaf_info> info, const axis_plan& p, con
   return split;
 }
 
+/// The real (not padding) batch rows of the shard at `coords`, as sharded::valid records them
+/// (0 when no dimension is the batch's).
+[[nodiscard]] inline std::size_t valid_rows(const axis_plan& p, const mesh& m, std::span<const std::size_t> coords,
+                                            std::size_t batch_size, uneven policy,
+                                            std::span<const std::size_t> batch_counts) {
+  if (!p.batch_dim) return 0;
+  const std::size_t axis = *p.dim_axis[*p.batch_dim];
+  return batch_part(batch_size, m.axis_size(axis), coords[axis], policy, batch_counts).valid;
+}
+
+/// The rows uneven::pad adds to the batch, as sharded::pad records them.
+[[nodiscard]] inline std::size_t pad_rows(const axis_plan& p, const mesh& m, std::size_t batch_size, uneven policy,
+                                          std::span<const std::size_t> batch_counts) {
+  if (!p.batch_dim || !batch_counts.empty() || policy != uneven::pad) return 0;
+  const std::size_t parts = m.axis_size(*p.dim_axis[*p.batch_dim]);
+  return (batch_size + parts - 1) / parts * parts - batch_size;
+}
+
 /// Step 5: the host slice of `tree` for the device at `coords` (views where contiguous).
 template <class T>
 [[nodiscard]] auto slice_for(const T& tree, std::span<const leaf_info> info, const axis_plan& p, const mesh& m,
@@ -383,15 +401,9 @@ template <class T, class F>
         place_queued(slice_for(tree, info, p, m, coords, policy, batch_counts), dev, resource_for(dev)));
     out.devices.push_back(dev);
     out.mesh_coords.push_back(coords);
-    out.valid.push_back(p.batch_dim ? batch_part(batch_size, m.axis_size(*p.dim_axis[*p.batch_dim]),
-                                                 coords[*p.dim_axis[*p.batch_dim]], policy, batch_counts)
-                                          .valid
-                                    : 0);
+    out.valid.push_back(valid_rows(p, m, coords, batch_size, policy, batch_counts));
   }
-  if (p.batch_dim && batch_counts.empty() && policy == uneven::pad) {
-    const std::size_t parts = m.axis_size(*p.dim_axis[*p.batch_dim]);
-    out.pad = (batch_size + parts - 1) / parts * parts - batch_size;
-  }
+  out.pad = pad_rows(p, m, batch_size, policy, batch_counts);
   finish_on(out.devices);
   return out;
 }
@@ -681,15 +693,9 @@ template <class T, class F>
         tree));
     out.devices.push_back(dev);
     out.mesh_coords.push_back(coords);
-    out.valid.push_back(p.batch_dim ? batch_part(batch_size, m.axis_size(*p.dim_axis[*p.batch_dim]),
-                                                 coords[*p.dim_axis[*p.batch_dim]], policy, batch_counts)
-                                          .valid
-                                    : 0);
+    out.valid.push_back(valid_rows(p, m, coords, batch_size, policy, batch_counts));
   }
-  if (p.batch_dim && batch_counts.empty() && policy == uneven::pad) {
-    const std::size_t parts = m.axis_size(*p.dim_axis[*p.batch_dim]);
-    out.pad = (batch_size + parts - 1) / parts * parts - batch_size;
-  }
+  out.pad = pad_rows(p, m, batch_size, policy, batch_counts);
   finish_on(out.devices);
   return out;
 }
