@@ -215,8 +215,7 @@ template <class L>
 
 /// The device the call runs on (trees and leaves checked to agree), and the stream checked.
 template <class... Trees>
-[[nodiscard]] device algorithm_device(const char* operation, const std::optional<stream_ref>& s,
-                                      const Trees&... trees) {
+[[nodiscard]] device algorithm_device(const char* operation, const stream_ref* s, const Trees&... trees) {
   std::optional<device> found;
   if constexpr (sizeof...(Trees) == 1) {
     found = device_of(trees...);
@@ -224,7 +223,7 @@ template <class... Trees>
     found = same_device(trees...);
   }
   const device dev = found.value_or(device::cpu());
-  if (s) check_stream(*s, dev, operation);
+  if (s != nullptr) check_stream(*s, dev, operation);
   return dev;
 }
 
@@ -245,8 +244,8 @@ struct call_stream {
   stream_ref s;
   bool wait;
 };
-[[nodiscard]] inline call_stream stream_for(device dev, const std::optional<stream_ref>& s) {
-  if (s) return {*s, false};
+[[nodiscard]] inline call_stream stream_for(device dev, const stream_ref* s) {
+  if (s != nullptr) return {*s, false};
   return {stream_ref(placement_stream(dev)), true};
 }
 #endif
@@ -347,8 +346,7 @@ void transform_leaf(const char* operation, const tree_path& path, const Job& job
 /// Runs `job` over the leaves of `out` and the tree arguments among `args` (broadcast scalars are
 /// in the job already).
 template <class Job, class Out, class... Args>
-void run_transform(const char* operation, const std::optional<stream_ref>& s, const Job& job, Out& out,
-                   const Args&... args) {
+void run_transform(const char* operation, const stream_ref* s, const Job& job, Out& out, const Args&... args) {
   using layout = arg_layout<Args...>;
   constexpr std::size_t K = sizeof...(Args) + 1;
   auto trees = std::tuple_cat([](const auto& a) {
@@ -384,7 +382,7 @@ void run_transform(const char* operation, const std::optional<stream_ref>& s, co
 }
 
 template <class Op, class T>
-double run_reduce(const char* operation, const std::optional<stream_ref>& s, const T& tree, double* d_out) {
+double run_reduce(const char* operation, const stream_ref* s, const T& tree, double* d_out) {
   static_assert(require_tree<T>(), "tree_reduce(tree, op): tree must be a tree (see devicekit/tree/tree.hpp)");
   const device dev = algorithm_device(operation, s, tree);
   const bool on_device = dev.is_cuda();
@@ -523,7 +521,7 @@ using transform_job_for =
                   std::conditional_t<is_broadcast_v<Args>, std::remove_cvref_t<Args>, tree_position>...>;
 
 template <class F, class Out, class... Args>
-void transform_entry(const char* operation, const std::optional<stream_ref>& s, Out& out, F&& f, const Args&... args) {
+void transform_entry(const char* operation, const stream_ref* s, Out& out, F&& f, const Args&... args) {
   static_assert(require_tree<Out>(), "tree_transform(out, f, in...): out must be a tree (see devicekit/tree/tree.hpp)");
 #if defined(__CUDACC__)
   static_assert(!__nv_is_extended_device_lambda_closure_type(std::remove_cvref_t<F>),
@@ -549,24 +547,24 @@ void transform_entry(const char* operation, const std::optional<stream_ref>& s, 
 template <class Out, class F, class... In>
 requires detail::transform_args_ok<Out, In...>
 void tree_transform(Out&& out, F&& f, const In&... in) {
-  detail::transform_entry("tree_transform", std::nullopt, out, std::forward<F>(f), in...);
+  detail::transform_entry("tree_transform", nullptr, out, std::forward<F>(f), in...);
 }
 /// tree_transform queued on `s` (a stream of the trees' device).
 template <class Out, class F, class... In>
 void tree_transform(stream_ref s, Out&& out, F&& f, const In&... in) {
-  detail::transform_entry("tree_transform", s, out, std::forward<F>(f), in...);
+  detail::transform_entry("tree_transform", &s, out, std::forward<F>(f), in...);
 }
 
 /// Sets every element of `tree` to `value` (converted to each leaf's element type).
 template <class T, class V>
 requires leaf_element<V>
 void tree_fill(T&& tree, V value) {
-  detail::transform_entry("tree_fill", std::nullopt, tree, detail::constant_fn<V>{value});
+  detail::transform_entry("tree_fill", nullptr, tree, detail::constant_fn<V>{value});
 }
 template <class T, class V>
 requires leaf_element<V>
 void tree_fill(stream_ref s, T&& tree, V value) {
-  detail::transform_entry("tree_fill", s, tree, detail::constant_fn<V>{value});
+  detail::transform_entry("tree_fill", &s, tree, detail::constant_fn<V>{value});
 }
 
 /// A new tree of the same structure, shapes and element types on `dev`, zeroed: array leaves in
@@ -589,34 +587,32 @@ requires leaf_element<E>
 template <class Out, class In>
 requires detail::transform_args_ok<Out, In>
 void tree_cast(Out&& out, const In& in) {
-  detail::transform_entry("tree_cast", std::nullopt, out, detail::identity_fn{}, in);
+  detail::transform_entry("tree_cast", nullptr, out, detail::identity_fn{}, in);
 }
 template <class Out, class In>
 void tree_cast(stream_ref s, Out&& out, const In& in) {
-  detail::transform_entry("tree_cast", s, out, detail::identity_fn{}, in);
+  detail::transform_entry("tree_cast", &s, out, detail::identity_fn{}, in);
 }
 
 /// y += a * x over every leaf (x and y of one structure; `a` a scalar).
 template <class A, class X, class Y>
 requires leaf_element<A>
-void tree_axpy(A a, const X& x, Y&& y) {
-  detail::transform_entry("tree_axpy", std::nullopt, y, detail::axpy_fn{}, a, x, y);
-}
+void tree_axpy(A a, const X& x, Y&& y) { detail::transform_entry("tree_axpy", nullptr, y, detail::axpy_fn{}, a, x, y); }
 template <class A, class X, class Y>
 requires leaf_element<A>
 void tree_axpy(stream_ref s, A a, const X& x, Y&& y) {
-  detail::transform_entry("tree_axpy", s, y, detail::axpy_fn{}, a, x, y);
+  detail::transform_entry("tree_axpy", &s, y, detail::axpy_fn{}, a, x, y);
 }
 
 /// The reduction `op` (reduce::sum, reduce::max, reduce::sumsq) of every element, accumulated
 /// in double. On a cuda device it waits for `s` (or the placement stream).
 template <class T, class Op>
 [[nodiscard]] double tree_reduce(const T& tree, Op) {
-  return detail::run_reduce<Op>("tree_reduce", std::nullopt, tree, nullptr);
+  return detail::run_reduce<Op>("tree_reduce", nullptr, tree, nullptr);
 }
 template <class T, class Op>
 [[nodiscard]] double tree_reduce(stream_ref s, const T& tree, Op) {
-  return detail::run_reduce<Op>("tree_reduce", s, tree, nullptr);
+  return detail::run_reduce<Op>("tree_reduce", &s, tree, nullptr);
 }
 
 /// The reduction of the tree's device leaves written to `d_out` (one double in the device's
@@ -627,7 +623,7 @@ void tree_reduce_async(stream_ref s, const T& tree, Op, double* d_out) {
   if (!s.get_device().is_cuda() || d_out == nullptr) {
     throw config_error("tree_reduce_async: needs a stream of a cuda device and a device pointer for the result");
   }
-  (void)detail::run_reduce<Op>("tree_reduce_async", s, tree, d_out);
+  (void)detail::run_reduce<Op>("tree_reduce_async", &s, tree, d_out);
 }
 
 /// sqrt of the sum of squares: the global norm that gradient clipping scales by.
@@ -644,11 +640,11 @@ template <class T>
 /// loss scaling checks before it applies a step (torch.cuda.amp.GradScaler skips on overflow).
 template <class T>
 [[nodiscard]] bool tree_all_finite(const T& tree) {
-  return detail::run_reduce<detail::nonfinite_t>("tree_all_finite", std::nullopt, tree, nullptr) == 0.0;
+  return detail::run_reduce<detail::nonfinite_t>("tree_all_finite", nullptr, tree, nullptr) == 0.0;
 }
 template <class T>
 [[nodiscard]] bool tree_all_finite(stream_ref s, const T& tree) {
-  return detail::run_reduce<detail::nonfinite_t>("tree_all_finite", s, tree, nullptr) == 0.0;
+  return detail::run_reduce<detail::nonfinite_t>("tree_all_finite", &s, tree, nullptr) == 0.0;
 }
 
 }  // namespace devicekit
