@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -188,12 +189,16 @@ void copy(const Src& src, Dst& dst, stream_ref s) {
   detail::copy_into(src, dst, s);
 }
 
-/// copy on an internal stream of dst's device, finished on return.
+/// copy on an internal stream of dst's device, finished on return: a call without a stream,
+/// ordered after the legacy default streams of dst's and src's devices as cudaMemcpy is (README,
+/// "Calls without a stream").
 template <class Src, class Dst>
 void copy(const Src& src, Dst& dst) {
 #if DEVICEKIT_HAS_CUDA
   if (const auto d = device_of(dst); d && d->is_cuda()) {
-    const stream& s = detail::placement_stream(*d);
+    const auto from = detail::source_device(src, "copy");
+    const stream& s =
+        detail::default_ordered_stream(*d, from ? std::span<const device>(&*from, 1) : std::span<const device>());
     detail::copy_into(src, dst, s);
     detail::host_wait(s);
     return;

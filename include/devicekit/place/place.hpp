@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -366,12 +367,16 @@ template <class T>
   return place(tree, dev, s, default_placement_resource(dev));
 }
 
-/// place with `resource`, finished on return (an internal stream of `dev`, synchronized).
+/// place with `resource`, finished on return: a call without a stream (an internal stream of
+/// `dev`, ordered after the legacy default streams of `dev` and of the tree's device as cudaMemcpy
+/// is, then waited for; README, "Calls without a stream").
 template <class T, placement_resource R>
 [[nodiscard]] auto place(const T& tree, device dev, R& resource) {
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
-    stream_ref s = detail::placement_stream(dev);
+    const auto from = detail::source_device(tree, "place");
+    stream_ref s =
+        detail::default_ordered_stream(dev, from ? std::span<const device>(&*from, 1) : std::span<const device>());
     auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished);
     detail::host_wait(s);
     return out;
@@ -435,14 +440,19 @@ template <class T>
       tree);
 }
 
-/// Brings `tree` to host containers: contiguous leaves become std::vector<T>, shaped leaves host
-/// shaped_arrays, scalars stay; a Hana struct whose members are host containers again is the
-/// original struct type. Returns when the data is there.
+namespace detail {
+/// to_host's work: the host containers, and the copies into them on `*s` (nullptr: a call
+/// without a stream).
 template <class T>
-[[nodiscard]] auto to_host(const T& tree) {
+[[nodiscard]] auto to_host_on(const T& tree, [[maybe_unused]] const stream_ref* s) {
   static_assert(require_tree<T>(), "to_host(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
   detail::scoped_range range("devicekit.to_host");
-  (void)detail::source_device(tree, "to_host");
+  [[maybe_unused]] const auto from = detail::source_device(tree, "to_host");
+  if (s != nullptr && from && s->get_device() != *from) {
+    throw device_mismatch("to_host: the tree is on " + from->str() + " but the stream is on " + s->get_device().str() +
+                              "; pass a stream of " + from->str(),
+                          *from, s->get_device());
+  }
   auto out = tree_map([](const auto& leaf) { return detail::make_host_leaf(leaf); }, tree);
   std::vector<detail::copy_item> items;
   for_each_leaf(
@@ -456,8 +466,40 @@ template <class T>
         }
       },
       tree, out);
+#if DEVICEKIT_HAS_CUDA
+  if (s != nullptr && from && from->is_cuda()) {
+    // Host leaves (host containers or memory_kind::host blocks) are copied on the host; the
+    // device's, on `s`.
+    std::vector<detail::copy_item> host;
+    std::vector<detail::copy_item> on_device;
+    for (const auto& it : items) (it.src_device.is_cpu() ? host : on_device).push_back(it);
+    detail::copy_host_items(host);
+    detail::copy_device_group_to_host(on_device, *from, s);
+    return out;
+  }
+#endif
   detail::copy_items(items, device::cpu(), nullptr);
   return out;
+}
+}  // namespace detail
+
+/// Brings `tree` to host containers: contiguous leaves become std::vector<T>, shaped leaves host
+/// shaped_arrays, scalars stay; a Hana struct whose members are host containers again is the
+/// original struct type. Returns when the data is there. A call without a stream: its copies
+/// start after the work queued before on the legacy default stream of the tree's device (and so
+/// on every blocking stream there), as cudaMemcpy's would; work on a non-blocking stream of yours
+/// is not waited for: pass that stream (README, "Calls without a stream").
+template <class T>
+[[nodiscard]] auto to_host(const T& tree) {
+  return detail::to_host_on(tree, nullptr);
+}
+
+/// to_host with the copies queued on `s`, a stream of the tree's device, after the work queued
+/// there before (a kernel writing the tree, or prefetch's wait for its copy); returns when the
+/// data is there. device_mismatch for a stream of another device.
+template <class T>
+[[nodiscard]] auto to_host(const T& tree, stream_ref s) {
+  return detail::to_host_on(tree, &s);
 }
 
 /// The type `to_host` gives for a tree of type T.

@@ -7,7 +7,10 @@
 ///
 /// A background thread walks the source, places each tree (pinned staging, copies on a copy
 /// stream of its own) and queues it; the consumer's stream waits for that copy on an event, not
-/// the host (pass the stream your kernels run on; by default the legacy default stream). At most
+/// the host (pass the stream your kernels run on; by default the legacy default stream). Read a
+/// tree on the consumer stream: kernels queued there, `to_host(tree, consumer)`, or, with the
+/// default consumer, `to_host(tree)`, which is ordered after the legacy default stream (README,
+/// "Calls without a stream"). A stream of yours that is neither must wait for the consumer first. At most
 /// `depth` trees are placed ahead of the consumer (queued or being placed); on a GPU a tree the
 /// loop has moved past is kept until the consumer stream has got past that point too (at most
 /// `depth` of those), so memory is bounded and a caching pool never reuses memory a kernel reads.
@@ -30,6 +33,7 @@
 #include <mutex>
 #include <optional>
 #include <ranges>
+#include <span>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -151,7 +155,15 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
             if (stop) break;
           }
           if (it == end) break;
-          item next{place(*it, dev, s, *resource)};
+          auto&& tree = *it;
+#if DEVICEKIT_HAS_CUDA
+          // A source tree on a GPU is read as a call without a stream reads it: after the work
+          // queued on its device's legacy default stream (detail::order_after_default_streams).
+          if (const auto from = detail::source_device(tree, "prefetch"); from && s.get_device().is_cuda()) {
+            detail::order_after_default_streams(s.native_handle(), std::span<const device>(&*from, 1));
+          }
+#endif
+          item next{place(tree, dev, s, *resource)};
 #if DEVICEKIT_HAS_CUDA
           if (dev.is_cuda()) next.ready = detail::record_event(s.native_handle());
 #endif

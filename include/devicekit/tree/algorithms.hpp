@@ -239,14 +239,16 @@ void check_kernel_leaf(const char* operation, const tree_path& path, const L& le
 }
 
 #if DEVICEKIT_HAS_CUDA
-/// The stream a call runs on: the caller's, or the device's placement stream (then waited for).
+/// The stream a call runs on: the caller's, or, for a call without a stream, the device's
+/// placement stream ordered after its legacy default stream (default_ordered_stream), then
+/// waited for.
 struct call_stream {
   stream_ref s;
   bool wait;
 };
 [[nodiscard]] inline call_stream stream_for(device dev, const stream_ref* s) {
   if (s != nullptr) return {*s, false};
-  return {stream_ref(placement_stream(dev)), true};
+  return {stream_ref(default_ordered_stream(dev)), true};
 }
 #endif
 
@@ -469,7 +471,7 @@ template <class T, class Tree>
         // non-blocking streams do not wait for, so later work could read the block before it is
         // zeroed. Queued on the placement stream and waited for: zeroed on return, as documented.
         scoped_device on(dev.ordinal());
-        const stream_ref s(placement_stream(dev));
+        const stream_ref s(default_ordered_stream(dev));
         DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(base, 0, total, s.native_handle()));
         host_wait(s);
       } else {

@@ -157,6 +157,42 @@ inline void host_wait(stream_ref s) {
   DEVICEKIT_CUDA_CHECK(cuda_events::wait_for(s.native_handle()));
 }
 
+/// How a call that takes no stream is ordered (README, "Calls without a stream"). Such a call
+/// queues its work on devicekit's own non-blocking stream (placement_stream), which CUDA orders
+/// against nothing, so it is ordered as cudaMemcpy is, by hand: its stream first waits for the
+/// work queued so far on the legacy default stream of each cuda device in `devices`. An event
+/// recorded on the legacy default stream completes only after the work queued before it on every
+/// blocking stream of that device too, the per-thread default streams included (CUDA runtime
+/// API, "Stream synchronization behavior"), so a kernel of the caller's on any of those is seen.
+/// Work on the caller's own non-blocking streams is not, as with cudaMemcpy: pass that stream.
+/// The calls of this kind all finish before they return (or, for prefetch, make the legacy
+/// default stream wait for their copies), so work queued after them is ordered after them too.
+inline void order_after_default_streams(cudaStream_t s, std::span<const device> devices) {
+  std::vector<int> done;
+  for (const device d : devices) {
+    if (!d.is_cuda() || std::find(done.begin(), done.end(), d.ordinal()) != done.end()) continue;
+    done.push_back(d.ordinal());
+    // cudaStreamLegacy names the legacy default stream of the current device: hence the guard.
+    // An event may be waited for by a stream of another device (cudaStreamWaitEvent).
+    scoped_device on(d.ordinal());
+    const cudaEvent_t ev = record_event(cudaStreamLegacy);
+    const cudaError_t r = cudaStreamWaitEvent(s, ev, 0);
+    (void)cudaEventDestroy(ev);  // allowed once the wait is queued (cudaEventDestroy)
+    DEVICEKIT_CUDA_CHECK(r);
+  }
+}
+
+/// The stream of a call without a stream that works on `dev` and reads or writes memory of
+/// `devices` too: dev's placement stream, ordered after the legacy default streams of `dev` and
+/// `devices` (order_after_default_streams).
+[[nodiscard]] inline const stream& default_ordered_stream(device dev, std::span<const device> devices = {}) {
+  const stream& s = placement_stream(dev);
+  std::vector<device> all{dev};
+  all.insert(all.end(), devices.begin(), devices.end());
+  order_after_default_streams(s.native_handle(), all);
+  return s;
+}
+
 /// Whether `dst` can read `src`'s memory directly; enables it the first time (per process),
 /// through enable_peer_access's implementation (core/device_ops.hpp), which also grants access
 /// to devicekit's driver pools on `src`. False when the pair has no peer support or enabling
@@ -445,8 +481,10 @@ inline void copy_staged_host_items_to_device(std::span<const copy_item> items, c
 /// Device items of one device -> host memory (any host destinations), through pinned staging:
 /// items that lie close together in one allocation come down in one copy. Above
 /// single_stage_limit in chunks through two buffers: the host unpacks chunk k while the copy
-/// engine brings chunk k+1. Returns when the bytes are there.
-inline void copy_device_group_to_host(std::span<const copy_item> items, device dev) {
+/// engine brings chunk k+1. The copies are queued on `*s` (a stream of `dev`), or, for nullptr,
+/// on dev's stream for calls without a stream (default_ordered_stream). Returns when the bytes
+/// are there.
+inline void copy_device_group_to_host(std::span<const copy_item> items, device dev, const stream_ref* s = nullptr) {
   struct run {
     const std::byte* src;
     std::size_t bytes;
@@ -475,8 +513,8 @@ inline void copy_device_group_to_host(std::span<const copy_item> items, device d
   if (total == 0) return;
   const std::size_t chunk = staging_buffer_bytes(total);
   const std::size_t chunks = (total + chunk - 1) / chunk;
-  const auto& st = placement_stream(dev);
   scoped_device on(dev.ordinal());
+  const stream_ref st = s != nullptr ? *s : stream_ref(default_ordered_stream(dev));
   // Two buffers: a buffer is free again once the host has unpacked it (its copy had completed), so
   // both go back with synchronous frees.
   device_memory& pool = staging_memory();
@@ -529,7 +567,8 @@ inline void copy_device_group_to_host(std::span<const copy_item> items, device d
   stats().device_to_host_transfers.fetch_add(runs.size(), std::memory_order_relaxed);
 }
 
-/// Device items -> host memory, grouped by source device. Returns when the bytes are there.
+/// Device items -> host memory, grouped by source device, each group on its device's stream for
+/// calls without a stream. Returns when the bytes are there.
 inline void copy_device_items_to_host(std::span<const copy_item> items) {
   std::vector<device> sources;
   for (const auto& it : items) {
@@ -660,6 +699,16 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
   if (total == 0) return;
   const std::size_t chunk = staging_buffer_bytes(total);
   const auto& src_stream = placement_stream(from);
+  {
+    // The caller has ordered `s` after the work that writes the sources; the copies down to the
+    // host run on the source device's stream, which must be ordered after `s` too, or they could
+    // read the sources before that work is done.
+    const cudaEvent_t ordered = record_event(s);
+    scoped_device on(from.ordinal());
+    const cudaError_t r = cudaStreamWaitEvent(src_stream.native_handle(), ordered, 0);
+    (void)cudaEventDestroy(ordered);
+    DEVICEKIT_CUDA_CHECK(r);
+  }
   staging_ring ring(chunk, max_staging_in_flight);
   std::size_t down_cursor = 0;
   std::size_t up_cursor = 0;
