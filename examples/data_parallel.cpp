@@ -7,8 +7,9 @@
 // generative-model preset chose (bf16 on GPUs that have it, like PyTorch DDP's bf16 compression
 // hook), all-reduces them over every replica, clips them by the global norm (tree_global_norm:
 // clip_grad_norm_'s rule) and updates its fp32 master weights with tree_axpy. At the end the
-// replicas compare their weights (all_gather) and the program fails if they differ or the loss
-// did not fall.
+// replicas compare their weights (all_gather), and the program checks them against what a plain
+// host loop says: the first step's loss, and the gains the data was made with. It prints what is
+// wrong and exits with status 1 when the replicas differ, the loss did not fall or a check fails.
 //
 // It runs on what it finds:
 //   build/examples/data_parallel                one process (the self communicator, no MPI)
@@ -46,7 +47,8 @@ constexpr std::size_t decoder_width = 24;
 constexpr std::size_t rows_per_batch = 30;  // 30 rows over 4 processes: 8, 8, 7, 7
 constexpr int steps = 60;
 constexpr float learning_rate = 0.3f;
-constexpr double max_grad_norm = 2.0;  // of the batch-mean gradient, as clip_grad_norm_'s max_norm
+constexpr double max_grad_norm = 2.0;    // of the batch-mean gradient, as clip_grad_norm_'s max_norm
+constexpr float gain_tolerance = 0.01f;  // how close the learned gains must come to true_gain
 
 /// Whether this translation unit has the kernels of the tree algorithms (compiled by nvcc).
 constexpr bool kernels_here = DEVICEKIT_CUDA_COMPILER != 0;
@@ -92,6 +94,21 @@ batch_storage make_batch(int step) {
   fill(b.xe, b.ye, encoder_width);
   fill(b.xd, b.yd, decoder_width);
   return b;
+}
+
+/// The mean loss of weights `w` on batch `b` (sum of err^2 / 2 over rows_per_batch), by a plain
+/// loop on the host: what the replicas must find at step 0, whatever devices they run on.
+double host_loss(const params& w, const batch_storage& b) {
+  double sum = 0;
+  const auto add = [&](const std::vector<float>& gain, const std::vector<float>& x, const std::vector<float>& y) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double err = gain[i % gain.size()] * x[i] - y[i];
+      sum += err * err / 2;
+    }
+  };
+  add(std::get<0>(w), b.xe, b.ye);
+  add(std::get<1>(w), b.xd, b.yd);
+  return sum / rows_per_batch;
 }
 
 // The elementwise steps, as __host__ __device__ functors (lambdas work too, with nvcc
@@ -286,7 +303,32 @@ int train(Comm& comm, Manager& dm, std::string_view precision, std::optional<dk:
     std::printf("loss %.5f -> %.5f (%s); weights identical on every replica: %s\n", first_loss, last_loss,
                 learned ? "learned" : "NOT learned", same ? "yes" : "NO");
   }
-  return same && learned ? 0 : 1;
+
+  // Against the host: the first step's loss as a plain loop computes it from the same weights and
+  // batch (to float rounding: the devices may add up in another order), and the gains the data
+  // was made with, which 60 steps must have found to within the noise's and the gradients'
+  // precision.
+  int failures = 0;
+  const double expected_first_loss = host_loss(init, make_batch(0));
+  if (std::abs(first_loss - expected_first_loss) > 1e-4 * expected_first_loss) {
+    if (rank == 0)
+      std::printf("data_parallel: FAILED: step 0 loss %.7f, expected %.7f\n", first_loss, expected_first_loss);
+    ++failures;
+  }
+  const auto check_gains = [&](const char* layer, const std::vector<float>& gains) {
+    for (std::size_t f = 0; f < gains.size(); ++f) {
+      const float expected = true_gain(f, gains.size());
+      if (std::abs(gains[f] - expected) > gain_tolerance) {
+        if (rank == 0)
+          std::printf("data_parallel: FAILED: %s gain %zu = %.4f, expected %.4f\n", layer, f, gains[f], expected);
+        ++failures;
+        return;
+      }
+    }
+  };
+  check_gains("encoder", std::get<0>(mine));
+  check_gains("decoder", std::get<1>(mine));
+  return same && learned && failures == 0 ? 0 : 1;
 }
 
 /// Picks the gradients' precision (the generative-model preset's, unless --grads says) and runs.
