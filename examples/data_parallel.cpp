@@ -14,6 +14,8 @@
 // It runs on what it finds:
 //   build/examples/data_parallel                one process (the self communicator, no MPI)
 //   mpirun -np 2 build/examples/data_parallel   CPU processes; gradients by MPI all-reduce
+//                                               (so too for processes that share a GPU: NCCL
+//                                               needs a GPU of its own for each rank)
 //   --grads bf16|fp16|fp32                      the gradients' precision instead of the preset's
 //   with GPUs                                   one replica per GPU of the process (dm.replicate,
 //                                               dm.distribute); gradients through NCCL. The
@@ -139,11 +141,44 @@ std::string_view requested_precision(int argc, char** argv) {
   return {};
 }
 
+#if DEVICEKIT_HAS_NCCL && DEVICEKIT_HAS_MPI
+/// Whether two ranks of `world` would give NCCL the same GPU (`gpu` is this rank's). NCCL needs a
+/// distinct GPU for each rank of a communicator (ncclCommInitRank fails on a duplicate, and
+/// nccl_communicator::from_mpi refuses it with a config_error), as when more processes run on a
+/// node than it has GPUs. The ranks of each node (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED:
+/// the processes that can share memory, MPI 3.1 section 6.4.2) compare their GPUs' PCI addresses,
+/// which name a GPU on its node where an ordinal does not (CUDA_VISIBLE_DEVICES renumbers them).
+/// The answer is then all-reduced (max) over every rank: each must take the same path, or the
+/// ranks that chose NCCL would wait forever for those that chose MPI.
+bool ranks_share_a_gpu(dk::mpi_communicator& world, dk::device gpu) {
+  MPI_Comm node_handle = MPI_COMM_NULL;
+  const int rc =
+      MPI_Comm_split_type(world.native_handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node_handle);
+  if (rc != MPI_SUCCESS) {
+    throw dk::communication_error("MPI", "finding the ranks of this node", "MPI_Comm_split_type", world.rank(),
+                                  world.size(), rc, "");
+  }
+  dk::mpi_communicator node(node_handle);  // works on a duplicate of it
+  MPI_Comm_free(&node_handle);
+  std::vector<int> pci(3);
+  DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pci[0], cudaDevAttrPciDomainId, gpu.ordinal()));
+  DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pci[1], cudaDevAttrPciBusId, gpu.ordinal()));
+  DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pci[2], cudaDevAttrPciDeviceId, gpu.ordinal()));
+  const std::vector<int> all = dk::all_gathered(node, pci);  // rank-major: 3 numbers per rank
+  int shared = 0;
+  for (int r = 0; r < node.size(); ++r) {
+    if (r != node.rank() && std::equal(pci.begin(), pci.end(), all.begin() + 3 * r)) shared = 1;
+  }
+  dk::all_reduce(world, shared, dk::reduce_op::max);
+  return shared != 0;
+}
+#endif
+
 /// Adds up the replicas' gradients over every replica of every process: NCCL when they are on
 /// GPUs (one communicator for the process's GPUs, or one rank per process through MPI), the
 /// process communicator (MPI, or self) otherwise. `staging_gpu`: replicas on the CPU in a program
 /// that has GPUs but not the kernels (compiled by g++) still add their gradients up on that GPU
-/// through NCCL, placed there and back.
+/// through NCCL, placed there and back. Processes that share a GPU reduce over MPI instead.
 template <class HostComm>
 class gradient_reducer {
  public:
@@ -162,7 +197,13 @@ class gradient_reducer {
     }
 #  if DEVICEKIT_HAS_MPI
     if constexpr (std::is_same_v<HostComm, dk::mpi_communicator>) {
-      if (gpus.size() == 1) nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
+      if (gpus.size() == 1) {
+        if (ranks_share_a_gpu(host_, gpus.front())) {
+          shared_gpu_ = gpus.front();
+        } else {
+          nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
+        }
+      }
     }
 #  endif
 #else
@@ -175,6 +216,7 @@ class gradient_reducer {
 #if DEVICEKIT_HAS_NCCL
     if (nccl_ && staging_) return "NCCL on " + staging_->str();
     if (nccl_) return "NCCL";
+    if (shared_gpu_) return "MPI on the host: ranks share " + shared_gpu_->str() + ", and NCCL needs a GPU per rank";
 #endif
     return host_.size() > 1 ? "MPI" : "the self communicator";
   }
@@ -195,23 +237,37 @@ class gradient_reducer {
     // Host memory: add the process's replicas, all-reduce over the processes, hand the sum back.
     for (std::size_t i = 1; i < grads.size(); ++i) dk::tree_axpy(1.f, grads[i], grads[0]);
 #if DEVICEKIT_HAS_NCCL
-    if (staging_) {
+    if (nccl_) {  // with staging_: the CPU replicas' sum, added up on the staging GPU
       auto on_gpu = dk::place(grads[0], *staging_);
       dk::all_reduce(*nccl_, on_gpu, dk::reduce_op::sum);
       dk::tree_cast(grads[0], dk::to_host(on_gpu));
     } else
 #endif
     {
-      dk::all_reduce(host_, grads[0], dk::reduce_op::sum);
+      all_reduce_on_host(grads[0]);
     }
     for (std::size_t i = 1; i < grads.size(); ++i) dk::tree_cast(grads[i], grads[0]);
   }
 
  private:
+  /// The host communicator reads host memory only (devicekit does not assume a CUDA-aware MPI):
+  /// a sum on a GPU (replicas of processes that share it) goes to the host and back.
+  template <class Tree>
+  void all_reduce_on_host(Tree& sum) {
+    if (dk::device_of(sum).value_or(dk::device::cpu()).is_cuda()) {
+      auto on_host = dk::to_host(sum);
+      dk::all_reduce(host_, on_host, dk::reduce_op::sum);
+      dk::copy(on_host, sum);
+    } else {
+      dk::all_reduce(host_, sum, dk::reduce_op::sum);
+    }
+  }
+
   HostComm& host_;
 #if DEVICEKIT_HAS_NCCL
   std::optional<dk::nccl_communicator> nccl_;
   std::optional<dk::device> staging_;
+  std::optional<dk::device> shared_gpu_;  // set when the ranks share it: no NCCL
 #endif
 };
 
