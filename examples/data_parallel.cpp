@@ -198,11 +198,8 @@ class gradient_reducer {
 #  if DEVICEKIT_HAS_MPI
     if constexpr (std::is_same_v<HostComm, dk::mpi_communicator>) {
       if (gpus.size() == 1) {
-        if (ranks_share_a_gpu(host_, gpus.front())) {
-          shared_gpu_ = gpus.front();
-        } else {
-          nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
-        }
+        shared_gpu_ = ranks_share_a_gpu(host_, gpus.front());
+        if (!shared_gpu_) nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
       }
     }
 #  endif
@@ -216,7 +213,7 @@ class gradient_reducer {
 #if DEVICEKIT_HAS_NCCL
     if (nccl_ && staging_) return "NCCL on " + staging_->str();
     if (nccl_) return "NCCL";
-    if (shared_gpu_) return "MPI on the host: ranks share " + shared_gpu_->str() + ", and NCCL needs a GPU per rank";
+    if (shared_gpu_) return "MPI on the host: ranks share a GPU, and NCCL needs one per rank";
 #endif
     return host_.size() > 1 ? "MPI" : "the self communicator";
   }
@@ -267,7 +264,7 @@ class gradient_reducer {
 #if DEVICEKIT_HAS_NCCL
   std::optional<dk::nccl_communicator> nccl_;
   std::optional<dk::device> staging_;
-  std::optional<dk::device> shared_gpu_;  // set when the ranks share it: no NCCL
+  bool shared_gpu_ = false;  // some ranks share a GPU: no NCCL
 #endif
 };
 
