@@ -7,12 +7,15 @@
 // generative-model preset chose (bf16 on GPUs that have it, like PyTorch DDP's bf16 compression
 // hook), all-reduces them over every replica, clips them by the global norm (tree_global_norm:
 // clip_grad_norm_'s rule) and updates its fp32 master weights with tree_axpy. At the end the
-// replicas compare their weights (all_gather) and the program fails if they differ or the loss
-// did not fall.
+// replicas compare their weights (all_gather), and the program checks them against what a plain
+// host loop says: the first step's loss, and the gains the data was made with. It prints what is
+// wrong and exits with status 1 when the replicas differ, the loss did not fall or a check fails.
 //
 // It runs on what it finds:
 //   build/examples/data_parallel                one process (the self communicator, no MPI)
 //   mpirun -np 2 build/examples/data_parallel   CPU processes; gradients by MPI all-reduce
+//                                               (so too for processes that share a GPU: NCCL
+//                                               needs a GPU of its own for each rank)
 //   --grads bf16|fp16|fp32                      the gradients' precision instead of the preset's
 //   with GPUs                                   one replica per GPU of the process (dm.replicate,
 //                                               dm.distribute); gradients through NCCL. The
@@ -46,7 +49,8 @@ constexpr std::size_t decoder_width = 24;
 constexpr std::size_t rows_per_batch = 30;  // 30 rows over 4 processes: 8, 8, 7, 7
 constexpr int steps = 60;
 constexpr float learning_rate = 0.3f;
-constexpr double max_grad_norm = 2.0;  // of the batch-mean gradient, as clip_grad_norm_'s max_norm
+constexpr double max_grad_norm = 2.0;    // of the batch-mean gradient, as clip_grad_norm_'s max_norm
+constexpr float gain_tolerance = 0.01f;  // how close the learned gains must come to true_gain
 
 /// Whether this translation unit has the kernels of the tree algorithms (compiled by nvcc).
 constexpr bool kernels_here = DEVICEKIT_CUDA_COMPILER != 0;
@@ -94,6 +98,21 @@ batch_storage make_batch(int step) {
   return b;
 }
 
+/// The mean loss of weights `w` on batch `b` (sum of err^2 / 2 over rows_per_batch), by a plain
+/// loop on the host: what the replicas must find at step 0, whatever devices they run on.
+double host_loss(const params& w, const batch_storage& b) {
+  double sum = 0;
+  const auto add = [&](const std::vector<float>& gain, const std::vector<float>& x, const std::vector<float>& y) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double err = gain[i % gain.size()] * x[i] - y[i];
+      sum += err * err / 2;
+    }
+  };
+  add(std::get<0>(w), b.xe, b.ye);
+  add(std::get<1>(w), b.xd, b.yd);
+  return sum / rows_per_batch;
+}
+
 // The elementwise steps, as __host__ __device__ functors (lambdas work too, with nvcc
 // --extended-lambda): one definition runs on the GPU and on the CPU.
 struct residual {  // err = w * x - y
@@ -122,11 +141,44 @@ std::string_view requested_precision(int argc, char** argv) {
   return {};
 }
 
+#if DEVICEKIT_HAS_NCCL && DEVICEKIT_HAS_MPI
+/// Whether two ranks of `world` would give NCCL the same GPU (`gpu` is this rank's). NCCL needs a
+/// distinct GPU for each rank of a communicator (ncclCommInitRank fails on a duplicate, and
+/// nccl_communicator::from_mpi refuses it with a config_error), as when more processes run on a
+/// node than it has GPUs. The ranks of each node (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED:
+/// the processes that can share memory, MPI 3.1 section 6.4.2) compare their GPUs' PCI addresses,
+/// which name a GPU on its node where an ordinal does not (CUDA_VISIBLE_DEVICES renumbers them).
+/// The answer is then all-reduced (max) over every rank: each must take the same path, or the
+/// ranks that chose NCCL would wait forever for those that chose MPI.
+bool ranks_share_a_gpu(dk::mpi_communicator& world, dk::device gpu) {
+  MPI_Comm node_handle = MPI_COMM_NULL;
+  const int rc =
+      MPI_Comm_split_type(world.native_handle(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node_handle);
+  if (rc != MPI_SUCCESS) {
+    throw dk::communication_error("MPI", "finding the ranks of this node", "MPI_Comm_split_type", world.rank(),
+                                  world.size(), rc, "");
+  }
+  dk::mpi_communicator node(node_handle);  // works on a duplicate of it
+  MPI_Comm_free(&node_handle);
+  std::vector<int> pci(3);
+  DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pci[0], cudaDevAttrPciDomainId, gpu.ordinal()));
+  DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pci[1], cudaDevAttrPciBusId, gpu.ordinal()));
+  DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pci[2], cudaDevAttrPciDeviceId, gpu.ordinal()));
+  const std::vector<int> all = dk::all_gathered(node, pci);  // rank-major: 3 numbers per rank
+  int shared = 0;
+  for (int r = 0; r < node.size(); ++r) {
+    if (r != node.rank() && std::equal(pci.begin(), pci.end(), all.begin() + 3 * r)) shared = 1;
+  }
+  dk::all_reduce(world, shared, dk::reduce_op::max);
+  return shared != 0;
+}
+#endif
+
 /// Adds up the replicas' gradients over every replica of every process: NCCL when they are on
 /// GPUs (one communicator for the process's GPUs, or one rank per process through MPI), the
 /// process communicator (MPI, or self) otherwise. `staging_gpu`: replicas on the CPU in a program
 /// that has GPUs but not the kernels (compiled by g++) still add their gradients up on that GPU
-/// through NCCL, placed there and back.
+/// through NCCL, placed there and back. Processes that share a GPU reduce over MPI instead.
 template <class HostComm>
 class gradient_reducer {
  public:
@@ -145,7 +197,10 @@ class gradient_reducer {
     }
 #  if DEVICEKIT_HAS_MPI
     if constexpr (std::is_same_v<HostComm, dk::mpi_communicator>) {
-      if (gpus.size() == 1) nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
+      if (gpus.size() == 1) {
+        shared_gpu_ = ranks_share_a_gpu(host_, gpus.front());
+        if (!shared_gpu_) nccl_.emplace(dk::nccl_communicator::from_mpi(host_, gpus.front()));
+      }
     }
 #  endif
 #else
@@ -158,6 +213,7 @@ class gradient_reducer {
 #if DEVICEKIT_HAS_NCCL
     if (nccl_ && staging_) return "NCCL on " + staging_->str();
     if (nccl_) return "NCCL";
+    if (shared_gpu_) return "MPI on the host: ranks share a GPU, and NCCL needs one per rank";
 #endif
     return host_.size() > 1 ? "MPI" : "the self communicator";
   }
@@ -178,23 +234,37 @@ class gradient_reducer {
     // Host memory: add the process's replicas, all-reduce over the processes, hand the sum back.
     for (std::size_t i = 1; i < grads.size(); ++i) dk::tree_axpy(1.f, grads[i], grads[0]);
 #if DEVICEKIT_HAS_NCCL
-    if (staging_) {
+    if (nccl_) {  // with staging_: the CPU replicas' sum, added up on the staging GPU
       auto on_gpu = dk::place(grads[0], *staging_);
       dk::all_reduce(*nccl_, on_gpu, dk::reduce_op::sum);
       dk::tree_cast(grads[0], dk::to_host(on_gpu));
     } else
 #endif
     {
-      dk::all_reduce(host_, grads[0], dk::reduce_op::sum);
+      all_reduce_on_host(grads[0]);
     }
     for (std::size_t i = 1; i < grads.size(); ++i) dk::tree_cast(grads[i], grads[0]);
   }
 
  private:
+  /// The host communicator reads host memory only (devicekit does not assume a CUDA-aware MPI):
+  /// a sum on a GPU (replicas of processes that share it) goes to the host and back.
+  template <class Tree>
+  void all_reduce_on_host(Tree& sum) {
+    if (dk::device_of(sum).value_or(dk::device::cpu()).is_cuda()) {
+      auto on_host = dk::to_host(sum);
+      dk::all_reduce(host_, on_host, dk::reduce_op::sum);
+      dk::copy(on_host, sum);
+    } else {
+      dk::all_reduce(host_, sum, dk::reduce_op::sum);
+    }
+  }
+
   HostComm& host_;
 #if DEVICEKIT_HAS_NCCL
   std::optional<dk::nccl_communicator> nccl_;
   std::optional<dk::device> staging_;
+  bool shared_gpu_ = false;  // some ranks share a GPU: no NCCL
 #endif
 };
 
@@ -286,7 +356,32 @@ int train(Comm& comm, Manager& dm, std::string_view precision, std::optional<dk:
     std::printf("loss %.5f -> %.5f (%s); weights identical on every replica: %s\n", first_loss, last_loss,
                 learned ? "learned" : "NOT learned", same ? "yes" : "NO");
   }
-  return same && learned ? 0 : 1;
+
+  // Against the host: the first step's loss as a plain loop computes it from the same weights and
+  // batch (to float rounding: the devices may add up in another order), and the gains the data
+  // was made with, which 60 steps must have found to within the noise's and the gradients'
+  // precision.
+  int failures = 0;
+  const double expected_first_loss = host_loss(init, make_batch(0));
+  if (std::abs(first_loss - expected_first_loss) > 1e-4 * expected_first_loss) {
+    if (rank == 0)
+      std::printf("data_parallel: FAILED: step 0 loss %.7f, expected %.7f\n", first_loss, expected_first_loss);
+    ++failures;
+  }
+  const auto check_gains = [&](const char* layer, const std::vector<float>& gains) {
+    for (std::size_t f = 0; f < gains.size(); ++f) {
+      const float expected = true_gain(f, gains.size());
+      if (std::abs(gains[f] - expected) > gain_tolerance) {
+        if (rank == 0)
+          std::printf("data_parallel: FAILED: %s gain %zu = %.4f, expected %.4f\n", layer, f, gains[f], expected);
+        ++failures;
+        return;
+      }
+    }
+  };
+  check_gains("encoder", std::get<0>(mine));
+  check_gains("decoder", std::get<1>(mine));
+  return same && learned && failures == 0 ? 0 : 1;
 }
 
 /// Picks the gradients' precision (the generative-model preset's, unless --grads says) and runs.
