@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstddef>
 #include <string>
 #include <thread>
@@ -30,6 +31,12 @@ using sim_test::gate;
 using sim_test::set_flag;
 
 constexpr std::size_t bytes = 4096;
+
+/// DEVICEKIT_SIM_RACECHECK=0 turns the detector off: the cases then have nothing to check.
+bool detector_off() {
+  const char* v = std::getenv("DEVICEKIT_SIM_RACECHECK");
+  return v != nullptr && std::string(v) == "0";
+}
 
 /// Device memory, two pinned host buffers and two streams of device 0.
 struct fixture {
@@ -81,6 +88,7 @@ void CUDART_CB declare_access(void* d) {
 }  // namespace
 
 TEST_CASE("races: a copy into device memory and a copy out of it on unordered streams race", "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   sim::expect_violations(2);
   const auto before = sim::violations().size();
@@ -117,6 +125,7 @@ TEST_CASE("races: a copy into device memory and a copy out of it on unordered st
 
 TEST_CASE("races: an event recorded after the first copy and waited for by the second stream orders them",
           "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   const auto before = sim::violations().size();
   cudaEvent_t ev = nullptr;
@@ -143,6 +152,7 @@ TEST_CASE("races: an event recorded after the first copy and waited for by the s
 
 TEST_CASE("races: the legacy default stream and a blocking stream are ordered, a non-blocking one is not",
           "[sim][races]") {
+  if (detector_off()) return;
   SECTION("legacy then blocking, and blocking then legacy: no race") {
     fixture f(cudaStreamDefault, cudaStreamDefault);
     const auto before = sim::violations().size();
@@ -169,6 +179,7 @@ TEST_CASE("races: the legacy default stream and a blocking stream are ordered, a
 }
 
 TEST_CASE("races: cudaStreamSynchronize between the two copies orders them", "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   const auto before = sim::violations().size();
   ok(cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, f.a));
@@ -189,6 +200,7 @@ TEST_CASE("races: cudaStreamSynchronize between the two copies orders them", "[s
 }
 
 TEST_CASE("races: kernel stand-ins (host functions declaring accesses) on two unordered streams race", "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   sim::expect_violations(1);
   const auto before = sim::violations().size();
@@ -213,6 +225,7 @@ TEST_CASE("races: kernel stand-ins (host functions declaring accesses) on two un
 
 TEST_CASE("races: the host reading pinned memory races with the copy that writes it until it synchronises",
           "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   sim::expect_violations(1);
   const auto before = sim::violations().size();
@@ -241,6 +254,7 @@ TEST_CASE("races: the host reading pinned memory races with the copy that writes
 }
 
 TEST_CASE("races: cudaFreeAsync on one stream of memory still read on an unordered stream", "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   sim::expect_violations(1);
   const auto before = sim::violations().size();
@@ -270,6 +284,7 @@ TEST_CASE("races: cudaFreeAsync on one stream of memory still read on an unorder
 
 TEST_CASE("races: a gated host function holding the legacy stream orders the blocking work queued behind it",
           "[sim][races]") {
+  if (detector_off()) return;
   fixture f(cudaStreamDefault, cudaStreamNonBlocking);
   cudaStream_t blocking = nullptr;
   ok(cudaStreamCreate(&blocking));
@@ -294,6 +309,7 @@ TEST_CASE("races: a gated host function holding the legacy stream orders the blo
 }
 
 TEST_CASE("races: NCCL all-reduce reading a buffer written on an unordered stream", "[sim][races]") {
+  if (detector_off()) return;
 #if DEVICEKIT_CUDA_SIM_NCCL
   fixture f;
   ncclComm_t comm = nullptr;
@@ -322,6 +338,7 @@ TEST_CASE("races: NCCL all-reduce reading a buffer written on an unordered strea
 }
 
 TEST_CASE("races: cudaMemcpy and cudaFree synchronise the host", "[sim][races]") {
+  if (detector_off()) return;
   fixture f;
   const auto before = sim::violations().size();
   ok(cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, f.a));
