@@ -355,3 +355,40 @@ TEST_CASE("races: cudaMemcpy and cudaFree synchronise the host", "[sim][races]")
   f.dev = nullptr;
   CHECK(sim::violations().size() == before + 1);
 }
+
+TEST_CASE("races: what one host thread waited for counts for the others (C++ orders threads, unseen)", "[sim][races]") {
+  if (detector_off()) return;
+  fixture f;
+  const auto before = sim::violations().size();
+  std::thread waits([&] {
+    (void)cudaSetDevice(0);
+    (void)cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, f.a);
+    (void)cudaStreamSynchronize(f.a);
+  });
+  waits.join();
+  ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.b));
+  ok(cudaStreamSynchronize(f.b));
+  CHECK(sim::violations().size() == before);
+  // A thread that queued the copy without waiting for it orders nothing.
+  sim::expect_violations(1);
+  std::thread queues([&] {
+    (void)cudaSetDevice(0);
+    (void)cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, f.a);
+  });
+  queues.join();
+  ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.b));
+  races_since(before, 1);
+}
+
+TEST_CASE("races: the per-thread default stream is a blocking stream", "[sim][races]") {
+  if (detector_off()) return;
+  fixture f;
+  const auto before = sim::violations().size();
+  gate g;
+  ok(cudaLaunchHostFunc(nullptr, gate::hold, &g));
+  ok(cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, nullptr));
+  ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread));
+  g.open = true;
+  ok(cudaDeviceSynchronize());
+  CHECK(sim::violations().size() == before);
+}
