@@ -266,8 +266,10 @@ ncclResult_t invalid(ncclComm_t comm, const std::string& why) {
 }
 
 /// Queues one rank's part of a collective; `compute` runs once, on the last rank to arrive,
-/// with every rank's buffers.
+/// with every rank's buffers. The rank's operation reads `send_bytes` of its send buffer and
+/// writes `recv_bytes` of its receive buffer in stream order (what the race detector checks).
 ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, collective_call mine,
+                        std::size_t send_bytes, std::size_t recv_bytes,
                         std::function<void(const std::vector<collective_call>&)> compute) {
   state& g = global();
   bool torn_down = false;
@@ -291,37 +293,40 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   const int device = comm->device;
   int fault_error = 0;
   const bool faulty = take_fault(g, device, fault_error);
-  queue_work(g, s, [c, seq, rank, device, faulty, fault_error, mine, compute = std::move(compute)] {
-    state& gs = global();
-    std::unique_lock lock(gs.m);
-    if (faulty) {
-      stall(gs, lock, *c, rank, device, fault_error);
-      return;
-    }
-    rendezvous& rv = c->collectives[seq];
-    if (rv.calls.empty()) rv.calls.resize(static_cast<std::size_t>(c->nranks));
-    rv.calls[static_cast<std::size_t>(rank)] = mine;
-    if (++rv.arrived == c->nranks) {
-      lock.unlock();
-      compute(rv.calls);
-      lock.lock();
-      rv.done = true;
-      nccl_cv.notify_all();
-    } else {
-      // Polled for the runtime's teardown too: a rank stuck behind a fault must not keep the
-      // process from exiting when a test never aborted it.
-      while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return rv.done || c->aborted; })) {
-        if (gs.stopping) break;
-      }
-      if (!rv.done) {  // a peer aborted: this rank's part is dropped, as ncclCommAbort does
-        c->async_error[static_cast<std::size_t>(rank)] = ncclRemoteError;
-        c->async_text[static_cast<std::size_t>(rank)] = "a peer aborted the communicator during a collective";
-        --rv.arrived;
-        return;
-      }
-    }
-    if (--rv.arrived == 0) c->collectives.erase(seq);  // the last one out
-  });
+  queue_work(g, s,
+             [c, seq, rank, device, faulty, fault_error, mine, compute = std::move(compute)] {
+               state& gs = global();
+               std::unique_lock lock(gs.m);
+               if (faulty) {
+                 stall(gs, lock, *c, rank, device, fault_error);
+                 return;
+               }
+               rendezvous& rv = c->collectives[seq];
+               if (rv.calls.empty()) rv.calls.resize(static_cast<std::size_t>(c->nranks));
+               rv.calls[static_cast<std::size_t>(rank)] = mine;
+               if (++rv.arrived == c->nranks) {
+                 lock.unlock();
+                 compute(rv.calls);
+                 lock.lock();
+                 rv.done = true;
+                 nccl_cv.notify_all();
+               } else {
+                 // Polled for the runtime's teardown too: a rank stuck behind a fault must not keep the
+                 // process from exiting when a test never aborted it.
+                 while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return rv.done || c->aborted; })) {
+                   if (gs.stopping) break;
+                 }
+                 if (!rv.done) {  // a peer aborted: this rank's part is dropped, as ncclCommAbort does
+                   c->async_error[static_cast<std::size_t>(rank)] = ncclRemoteError;
+                   c->async_text[static_cast<std::size_t>(rank)] =
+                       "a peer aborted the communicator during a collective";
+                   --rv.arrived;
+                   return;
+                 }
+               }
+               if (--rv.arrived == 0) c->collectives.erase(seq);  // the last one out
+             },
+             api, {{mine.send, send_bytes, false, "send buffer"}, {mine.recv, recv_bytes, true, "receive buffer"}});
   return ncclSuccess;
 }
 
@@ -495,8 +500,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
   if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps)
     return invalid(comm, "ncclAllReduce: bad type or op");
-  return collective("ncclAllReduce", comm, stream, {sendbuff, recvbuff},
-                    [=](const std::vector<collective_call>& calls) {
+  return collective("ncclAllReduce", comm, stream, {sendbuff, recvbuff}, count * type_size(datatype),
+                    count * type_size(datatype), [=](const std::vector<collective_call>& calls) {
                       std::vector<const void*> in;
                       for (const auto& c : calls) in.push_back(c.send);
                       std::vector<unsigned char> result(count * type_size(datatype));
@@ -510,7 +515,9 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   if (comm == nullptr || root < 0 || root >= comm->group->nranks || type_size(datatype) == 0) {
     return invalid(comm, "ncclBroadcast: bad root or type");
   }
+  // Only the root's send buffer is read ("sendbuff ... is only used on rank root").
   return collective("ncclBroadcast", comm, stream, {sendbuff, recvbuff},
+                    comm->rank == root ? count * type_size(datatype) : 0, count * type_size(datatype),
                     [=](const std::vector<collective_call>& calls) {
                       const std::size_t bytes = count * type_size(datatype);
                       std::vector<unsigned char> data(
@@ -523,34 +530,38 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   if (type_size(datatype) == 0) return invalid(comm, "ncclAllGather: bad type");
-  return collective("ncclAllGather", comm, stream, {sendbuff, recvbuff},
-                    [=](const std::vector<collective_call>& calls) {
-                      const std::size_t bytes = sendcount * type_size(datatype);
-                      std::vector<unsigned char> all;
-                      for (const auto& c : calls) {
-                        all.insert(all.end(), static_cast<const unsigned char*>(c.send),
-                                   static_cast<const unsigned char*>(c.send) + bytes);
-                      }
-                      for (const auto& c : calls) std::memcpy(c.recv, all.data(), all.size());
-                    });
+  return collective(
+      "ncclAllGather", comm, stream, {sendbuff, recvbuff}, sendcount * type_size(datatype),
+      static_cast<std::size_t>(comm != nullptr ? comm->group->nranks : 0) * sendcount * type_size(datatype),
+      [=](const std::vector<collective_call>& calls) {
+        const std::size_t bytes = sendcount * type_size(datatype);
+        std::vector<unsigned char> all;
+        for (const auto& c : calls) {
+          all.insert(all.end(), static_cast<const unsigned char*>(c.send),
+                     static_cast<const unsigned char*>(c.send) + bytes);
+        }
+        for (const auto& c : calls) std::memcpy(c.recv, all.data(), all.size());
+      });
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps)
     return invalid(comm, "ncclReduceScatter: bad type or op");
-  return collective("ncclReduceScatter", comm, stream, {sendbuff, recvbuff},
-                    [=](const std::vector<collective_call>& calls) {
-                      const std::size_t n = calls.size();
-                      std::vector<const void*> in;
-                      for (const auto& c : calls) in.push_back(c.send);
-                      std::vector<unsigned char> result(n * recvcount * type_size(datatype));
-                      reduce_into(result.data(), in, n * recvcount, datatype, op);
-                      for (std::size_t r = 0; r < n; ++r) {
-                        std::memcpy(calls[r].recv, result.data() + r * recvcount * type_size(datatype),
-                                    recvcount * type_size(datatype));
-                      }
-                    });
+  return collective(
+      "ncclReduceScatter", comm, stream, {sendbuff, recvbuff},
+      static_cast<std::size_t>(comm != nullptr ? comm->group->nranks : 0) * recvcount * type_size(datatype),
+      recvcount * type_size(datatype), [=](const std::vector<collective_call>& calls) {
+        const std::size_t n = calls.size();
+        std::vector<const void*> in;
+        for (const auto& c : calls) in.push_back(c.send);
+        std::vector<unsigned char> result(n * recvcount * type_size(datatype));
+        reduce_into(result.data(), in, n * recvcount, datatype, op);
+        for (std::size_t r = 0; r < n; ++r) {
+          std::memcpy(calls[r].recv, result.data() + r * recvcount * type_size(datatype),
+                      recvcount * type_size(datatype));
+        }
+      });
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -570,18 +581,20 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
   const int device = comm->device;
   int fault_error = 0;
   const bool faulty = take_fault(g, device, fault_error);
-  queue_work(g, s, [c, from, peer, sendbuff, bytes, device, faulty, fault_error] {
-    if (faulty) {
-      std::unique_lock lock(global().m);
-      stall(global(), lock, *c, from, device, fault_error);
-      return;
-    }
-    std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff),
-                                   static_cast<const unsigned char*>(sendbuff) + bytes);
-    std::lock_guard lock(global().m);
-    c->channels[{from, peer}].push_back(std::move(msg));
-    nccl_cv.notify_all();
-  });
+  queue_work(g, s,
+             [c, from, peer, sendbuff, bytes, device, faulty, fault_error] {
+               if (faulty) {
+                 std::unique_lock lock(global().m);
+                 stall(global(), lock, *c, from, device, fault_error);
+                 return;
+               }
+               std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff),
+                                              static_cast<const unsigned char*>(sendbuff) + bytes);
+               std::lock_guard lock(global().m);
+               c->channels[{from, peer}].push_back(std::move(msg));
+               nccl_cv.notify_all();
+             },
+             "ncclSend", {{sendbuff, bytes, false, "send buffer"}});
   return ncclSuccess;
 }
 
@@ -602,26 +615,29 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   const int device = comm->device;
   int fault_error = 0;
   const bool faulty = take_fault(g, device, fault_error);
-  queue_work(g, s, [c, to, peer, recvbuff, bytes, device, faulty, fault_error] {
-    std::unique_lock lock(global().m);
-    if (faulty) {
-      stall(global(), lock, *c, to, device, fault_error);
-      return;
-    }
-    auto& q = c->channels[{peer, to}];
-    while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return !q.empty() || c->aborted; })) {
-      if (global().stopping) break;  // the runtime's teardown, as in collective()
-    }
-    if (q.empty()) {
-      c->async_error[static_cast<std::size_t>(to)] = ncclRemoteError;
-      c->async_text[static_cast<std::size_t>(to)] = "a peer aborted the communicator before its send came";
-      return;
-    }
-    std::vector<unsigned char> msg = std::move(q.front());
-    q.pop_front();
-    lock.unlock();
-    std::memcpy(recvbuff, msg.data(), std::min(bytes, msg.size()));
-  });
+  queue_work(
+      g, s,
+      [c, to, peer, recvbuff, bytes, device, faulty, fault_error] {
+        std::unique_lock lock(global().m);
+        if (faulty) {
+          stall(global(), lock, *c, to, device, fault_error);
+          return;
+        }
+        auto& q = c->channels[{peer, to}];
+        while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return !q.empty() || c->aborted; })) {
+          if (global().stopping) break;  // the runtime's teardown, as in collective()
+        }
+        if (q.empty()) {
+          c->async_error[static_cast<std::size_t>(to)] = ncclRemoteError;
+          c->async_text[static_cast<std::size_t>(to)] = "a peer aborted the communicator before its send came";
+          return;
+        }
+        std::vector<unsigned char> msg = std::move(q.front());
+        q.pop_front();
+        lock.unlock();
+        std::memcpy(recvbuff, msg.data(), std::min(bytes, msg.size()));
+      },
+      "ncclRecv", {{recvbuff, bytes, true, "receive buffer"}});
   return ncclSuccess;
 }
 

@@ -165,6 +165,11 @@ void configure(state& g) {
   if (const char* v = env("DEVICEKIT_SIM_SEED")) g.seed = std::strtoull(v, nullptr, 10);
   if (const char* v = env("DEVICEKIT_SIM_MAX_DELAY_US"))
     g.max_delay_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  if (const char* v = env("DEVICEKIT_SIM_RACECHECK")) {
+    const std::string r = v;
+    if (r != "0" && r != "1") bad_config("DEVICEKIT_SIM_RACECHECK='" + r + "' must be 0 or 1");
+    g.racecheck = r == "1";
+  }
   if (const char* v = env("DEVICEKIT_SIM_FAIL")) {
     std::stringstream items(v);
     std::string item;
@@ -228,6 +233,7 @@ stream_obj* make_stream(state& g, int device, unsigned flags, stream_obj::kind k
   s->flags = flags;
   s->type = k;
   s->rng.seed(g.seed * 1'000'003 + g.streams.size());
+  s->agent = g.agents++;
   g.streams.insert(s);
   s->worker = std::thread(worker_loop, s);
   return s;
@@ -271,11 +277,172 @@ stream_obj* resolve(state& g, cudaStream_t h, const char* api, cudaError_t& err)
   return s;
 }
 
+// --- race detector -------------------------------------------------------------------------------
+// Happens-before as the CUDA runtime defines it, with vector clocks. Agents are the streams and
+// the host threads that call the API. An operation queued on a stream is ordered after what came
+// before it on that stream, after what its calling thread did before the call, and after its
+// dependencies: the implicit ones of the legacy default stream ("Stream synchronization
+// behavior") and the event of cudaStreamWaitEvent ("The stream stream will wait only for the
+// completion of the most recent host call to cudaEventRecord() on event"). A host thread is
+// ordered after what it waited for: cudaStreamSynchronize, cudaEventSynchronize, a query that
+// returned cudaSuccess, cudaDeviceSynchronize, and the calls that synchronise (cudaMemcpy,
+// cudaFree...). Every access to device or pinned host memory is checked against the earlier ones
+// of its allocation when it is queued (or when the host makes it), so the verdict depends on the
+// program's order of calls, never on the schedule: two accesses, one a write, ordered neither way
+// are a data race, undefined behaviour.
+
+thread_local host_agent* tl_host = nullptr;
+thread_local const op_info* tl_current_op = nullptr;  // set by a stream worker while it runs an op
+
+allocation* find_allocation(state& g, const void* p);
+
+void join_into(vclock& into, const vclock& from) {
+  if (into.size() < from.size()) into.resize(from.size(), 0);
+  for (std::size_t i = 0; i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+std::uint64_t component(const vclock& c, int agent) {
+  return static_cast<std::size_t>(agent) < c.size() ? c[static_cast<std::size_t>(agent)] : 0;
+}
+
+/// The calling thread as an agent, up to date. Host threads order each other through C++
+/// (thread start and join, mutexes, condition variables), which the simulator cannot see: a
+/// caching pool may take a block on one thread after another thread waited for its last use.
+/// So what any host thread has synchronised with (host_seen) counts as known to every host
+/// thread from its next call on; races between host threads themselves are a C++ matter (a
+/// thread sanitizer's), not the stream order's.
+host_agent& host_of(state& g) {
+  if (tl_host == nullptr) {
+    auto h = std::make_unique<host_agent>();
+    h->id = g.agents++;
+    h->clock.resize(static_cast<std::size_t>(g.agents), 0);
+    h->clock[static_cast<std::size_t>(h->id)] = 1;
+    tl_host = h.get();
+    g.hosts.push_back(std::move(h));
+  }
+  join_into(tl_host->clock, g.host_seen);
+  return *tl_host;
+}
+
+/// The calling thread waited for the operations `c` covers.
+void host_joins(state& g, const vclock& c) {
+  if (!g.racecheck) return;
+  join_into(host_of(g).clock, c);
+  join_into(g.host_seen, c);
+}
+
+/// The host waited for everything queued on `s` so far.
+void host_joins_stream(state& g, const stream_obj* s) { host_joins(g, s->clock); }
+
+std::string describe_agent(const stream_obj* s) {
+  if (s == nullptr) return "the host thread";
+  char text[160];
+  const char* kind = s->type == stream_obj::kind::legacy       ? "legacy default stream"
+                     : s->type == stream_obj::kind::per_thread ? "per-thread default stream"
+                     : s->blocking()                           ? "blocking stream"
+                                                               : "non-blocking stream";
+  std::snprintf(text, sizeof text, "%s %p of device %d", kind, static_cast<const void*>(s), s->device);
+  return text;
+}
+
+std::string describe_access(const access_record& r) {
+  return std::string(r.write ? "write" : "read") + " by " + r.api + " (" + r.what + ") on " + describe_agent(r.stream);
+}
+
+/// x happened before y: x's epoch is covered by y's clock.
+bool ordered_before(const access_record& x, const access_record& y) { return x.epoch <= component(*y.clock, x.agent); }
+
+/// Checks `r` against the earlier accesses of its allocation, then keeps it. A write drops the
+/// records it covers that happened before it, and a read the reads it covers that happened
+/// before it: any later access that races with a dropped record races with `r` too.
+void check_access(state& g, access_record r) {
+  allocation* a = find_allocation(g, reinterpret_cast<const void*>(r.begin));
+  if (a == nullptr || r.end <= r.begin) return;  // pageable host memory: not tracked
+  r.end = std::min<std::uintptr_t>(r.end, a->base + std::max<std::size_t>(a->size, 1));
+  bool reported = false;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < a->accesses.size(); ++i) {
+    const access_record& e = a->accesses[i];
+    const bool overlaps = e.begin < r.end && r.begin < e.end;
+    const bool before = ordered_before(e, r);
+    if (overlaps && !reported && (e.write || r.write) && !before && !ordered_before(r, e)) {
+      reported = true;
+      ++g.races;
+      char range[96];
+      std::snprintf(range, sizeof range, "[%p, %p)", reinterpret_cast<const void*>(std::max(e.begin, r.begin)),
+                    reinterpret_cast<const void*>(std::min(e.end, r.end)));
+      const std::string where = a->kind == mem_kind::device ? "memory of device " + std::to_string(a->device)
+                                                            : std::string("pinned host memory");
+      violation(g, r.api,
+                "stream-order race on " + where + " " + range + ": " + describe_access(e) + " is not ordered with " +
+                    describe_access(r) +
+                    "; record an event after the first and make the second's stream wait for it "
+                    "(cudaEventRecord, cudaStreamWaitEvent), or synchronize");
+    }
+    const bool covered = e.begin >= r.begin && e.end <= r.end;
+    if (covered && before && (r.write || !e.write)) continue;  // dropped
+    if (kept != i) a->accesses[kept] = std::move(a->accesses[i]);
+    ++kept;
+  }
+  a->accesses.resize(kept);
+  a->accesses.push_back(std::move(r));
+}
+
+access_record record_of(const planned_access& p) {
+  access_record r;
+  r.begin = reinterpret_cast<std::uintptr_t>(p.p);
+  r.end = r.begin + p.n;
+  r.write = p.write;
+  r.what = p.what;
+  return r;
+}
+
+/// An access by the calling host thread, now.
+void host_access(state& g, const planned_access& p, const char* api) {
+  if (!g.racecheck || p.p == nullptr || p.n == 0) return;
+  host_agent& h = host_of(g);
+  access_record r = record_of(p);
+  r.agent = h.id;
+  r.epoch = component(h.clock, h.id);
+  r.clock = std::make_shared<const vclock>(h.clock);
+  r.api = api;
+  check_access(g, std::move(r));
+}
+
+/// An access of queued operation `op`.
+void op_access(state& g, const op_info& op, const planned_access& p) {
+  if (!g.racecheck || p.p == nullptr || p.n == 0) return;
+  access_record r = record_of(p);
+  r.agent = op.agent;
+  r.epoch = op.epoch;
+  r.clock = op.clock;
+  r.api = op.api;
+  r.stream = op.stream;
+  check_access(g, std::move(r));
+}
+
+/// Copies by direction, for the text of a race: what the copy does to the end named.
+const char* copy_end(const allocation* d, const allocation* r, bool source) {
+  const bool dst_device = d != nullptr && d->kind == mem_kind::device;
+  const bool src_device = r != nullptr && r->kind == mem_kind::device;
+  if (src_device && dst_device)
+    return d->device == r->device
+               ? (source ? "source of a device-to-device copy" : "destination of a device-to-device copy")
+               : (source ? "source of a peer copy" : "destination of a peer copy");
+  if (src_device) return source ? "source of a device-to-host copy" : "destination of a device-to-host copy";
+  if (dst_device) return source ? "source of a host-to-device copy" : "destination of a host-to-device copy";
+  return source ? "source of a host-to-host copy" : "destination of a host-to-host copy";
+}
+
 /// Queues `run` on `s`. The legacy default stream waits for all work queued before it on the
 /// blocking streams of its device, and a blocking stream waits for the work queued before on the
 /// legacy stream ("Stream synchronization behavior"; non-blocking streams take part in neither).
+/// `accesses` (the memory the operation reads and writes) and the ordering (`waited`: the clock
+/// of an event the stream waits for) go to the race detector.
 std::uint64_t enqueue(state& g, stream_obj* s, std::function<void()> run,
-                      std::vector<std::pair<stream_obj*, std::uint64_t>> deps = {}) {
+                      std::vector<std::pair<stream_obj*, std::uint64_t>> deps = {}, const char* api = "",
+                      const std::vector<planned_access>& accesses = {}, const vclock* waited = nullptr) {
+  const std::size_t explicit_deps = deps.size();
   if (s->type == stream_obj::kind::legacy) {
     for (stream_obj* t : g.streams) {
       if (t != s && !t->destroyed && t->device == s->device && t->blocking() && t->submitted > 0) {
@@ -286,7 +453,31 @@ std::uint64_t enqueue(state& g, stream_obj* s, std::function<void()> run,
     stream_obj* l = g.legacy[static_cast<std::size_t>(s->device)];
     if (l != nullptr && l->submitted > 0) deps.emplace_back(l, l->submitted);
   }
-  s->queue.push_back({std::move(deps), std::move(run)});
+  std::shared_ptr<op_info> info;
+  if (g.racecheck) {
+    host_agent& h = host_of(g);
+    for (const planned_access& p : accesses) {
+      if (p.by_host_at_call) host_access(g, p, api);
+    }
+    join_into(s->clock, h.clock);
+    for (std::size_t i = explicit_deps; i < deps.size(); ++i) join_into(s->clock, deps[i].first->clock);
+    if (waited != nullptr) join_into(s->clock, *waited);
+    if (s->clock.size() <= static_cast<std::size_t>(s->agent))
+      s->clock.resize(static_cast<std::size_t>(s->agent) + 1, 0);
+    ++s->clock[static_cast<std::size_t>(s->agent)];
+    info = std::make_shared<op_info>();
+    info->agent = s->agent;
+    info->epoch = s->clock[static_cast<std::size_t>(s->agent)];
+    info->clock = std::make_shared<const vclock>(s->clock);
+    info->api = api;
+    info->stream = s;
+    // What the thread does after this call is not ordered before the operation.
+    ++h.clock[static_cast<std::size_t>(h.id)];
+    for (const planned_access& p : accesses) {
+      if (!p.by_host_at_call) op_access(g, *info, p);
+    }
+  }
+  s->queue.push_back({std::move(deps), std::move(run), std::move(info)});
   ++s->submitted;
   g.cv.notify_all();
   return s->submitted;
@@ -312,7 +503,9 @@ void worker_loop(stream_obj* s) {
     const unsigned delay = g.max_delay_us == 0 ? 0 : static_cast<unsigned>(s->rng() % (g.max_delay_us + 1));
     lk.unlock();
     if (delay != 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    tl_current_op = op.info.get();
     if (op.run) op.run();
+    tl_current_op = nullptr;
     lk.lock();
     ++s->completed;
     g.cv.notify_all();
@@ -453,6 +646,7 @@ void wait_device_idle(state& g, std::unique_lock<std::mutex>& lk, int device) {
   for (stream_obj* s : g.streams) {
     if (s->device == device || device < 0) {
       const std::uint64_t target = s->submitted;
+      host_joins_stream(g, s);
       wait_until(g, lk, s, target);
     }
   }
@@ -487,10 +681,15 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
   const bool dst_device = d != nullptr && d->kind == mem_kind::device;
   const bool src_device = r != nullptr && r->kind == mem_kind::device;
   count_copy(g, d, r);
+  // The race detector's view: the source is read and the destination written in stream order
+  // (untracked pageable ends are left out by the detector).
+  const std::vector<planned_access> accesses{{src, n, false, copy_end(d, r, true)},
+                                             {dst, n, true, copy_end(d, r, false)}};
   if (!src_device && !pinned(r) && dst_device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
                                                                static_cast<const unsigned char*>(src) + n);
-    enqueue(g, s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    enqueue(
+        g, s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); }, {}, api, accesses);
     return cudaSuccess;
   }
   // Pinned host memory is read or written when the stream reaches the copy: the copy is counted
@@ -502,18 +701,24 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
     if (std::find(uses.begin(), uses.end(), a->uses) == uses.end()) uses.push_back(a->uses);
   }
   for (const auto& u : uses) ++u->pending;
-  const std::uint64_t done = enqueue(g, s, [dst, src, n, uses = std::move(uses)] {
-    std::memmove(dst, src, n);
-    if (uses.empty()) return;
-    std::lock_guard ulk(global().m);
-    for (const auto& u : uses) {
-      if (--u->pending == 0 && u->free_when_done != nullptr) {
-        std::free(u->free_when_done);
-        u->free_when_done = nullptr;
-      }
-    }
-  });
-  if (src_device && !dst_device && !pinned(d)) wait_until(g, lk, s, done);
+  const std::uint64_t done = enqueue(
+      g, s,
+      [dst, src, n, uses = std::move(uses)] {
+        std::memmove(dst, src, n);
+        if (uses.empty()) return;
+        std::lock_guard ulk(global().m);
+        for (const auto& u : uses) {
+          if (--u->pending == 0 && u->free_when_done != nullptr) {
+            std::free(u->free_when_done);
+            u->free_when_done = nullptr;
+          }
+        }
+      },
+      {}, api, accesses);
+  if (src_device && !dst_device && !pinned(d)) {
+    host_joins_stream(g, s);  // the call returns once the copy is complete
+    wait_until(g, lk, s, done);
+  }
   return cudaSuccess;
 }
 
@@ -541,7 +746,10 @@ std::unique_lock<std::mutex> enter(state& g, bool& torn_down) {
   return lk;
 }
 stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& err) { return resolve(g, h, api, err); }
-void queue_work(state& g, stream_obj* s, std::function<void()> run) { (void)enqueue(g, s, std::move(run)); }
+void queue_work(state& g, stream_obj* s, std::function<void()> run, const char* api,
+                std::vector<planned_access> accesses) {
+  (void)enqueue(g, s, std::move(run), {}, api, accesses);
+}
 void report_violation(state& g, const char* api, const std::string& rule) { violation(g, api, rule); }
 int current_device() { return tl_device; }
 int injected_error(state& g, const char* api) { return static_cast<int>(injected(g, api)); }
@@ -596,8 +804,25 @@ std::size_t spinning_host_waits() {
   entry e("spinning_host_waits");
   return e.g.spinning_host_waits;
 }
+void device_access(const void* p, std::size_t bytes, bool write) {
+  entry e("device_access");
+  const planned_access access{p, bytes, write, write ? "declared write" : "declared read"};
+  if (tl_current_op != nullptr) {
+    op_access(e.g, *tl_current_op, access);  // from a host function: an access of its operation
+  } else {
+    host_access(e.g, access, "device_access");
+  }
+}
+std::size_t races_detected() {
+  entry e("races_detected");
+  return e.g.races;
+}
 
 }  // namespace devicekit::cuda_sim
+
+extern "C" void devicekit_cuda_sim_host_access(const void* p, std::size_t bytes, int write) {
+  devicekit::cuda_sim::device_access(p, bytes, write != 0);
+}
 
 // --- the runtime API ------------------------------------------------------------------------------
 using namespace devicekit::cuda_sim::detail;
@@ -803,6 +1028,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   stream_obj* s = resolve(g, stream, "cudaStreamSynchronize", err);
   if (s == nullptr) return fail(err);
   ++g.spinning_host_waits;  // spins under cudaDeviceScheduleAuto (see spinning_host_waits())
+  host_joins_stream(g, s);
   wait_until(g, e_.lk, s, s->submitted);
   return cudaSuccess;
 }
@@ -813,7 +1039,9 @@ cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   stream_obj* s = resolve(g, stream, "cudaStreamQuery", err);
   if (s == nullptr) return fail(err);
   // cudaErrorNotReady is a status, not an error: it does not become the last error.
-  return s->completed >= s->submitted ? cudaSuccess : cudaErrorNotReady;
+  if (s->completed < s->submitted) return cudaErrorNotReady;
+  host_joins_stream(g, s);  // "cudaSuccess if all operations in stream have completed"
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaStreamGetDevice(cudaStream_t stream, int* device) {
@@ -832,7 +1060,8 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
   cudaError_t err = cudaSuccess;
   stream_obj* s = resolve(g, stream, "cudaLaunchHostFunc", err);
   if (s == nullptr) return fail(err);
-  enqueue(g, s, [fn, userData] { fn(userData); });
+  enqueue(
+      g, s, [fn, userData] { fn(userData); }, {}, "cudaLaunchHostFunc");
   return cudaSuccess;
 }
 
@@ -884,7 +1113,8 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   // "event and stream must be on the same device" (cudaEventRecord): the driver refuses others.
   if (s->device != ev->device) return fail(cudaErrorInvalidResourceHandle);
   ev->stream = s;
-  ev->target = enqueue(g, s, nullptr);
+  ev->target = enqueue(g, s, nullptr, {}, "cudaEventRecord");
+  ev->clock = s->clock;
   return cudaSuccess;
 }
 
@@ -893,7 +1123,9 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   event_obj* ev = resolve_event(g, event, "cudaEventQuery");
   if (ev == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (ev->stream == nullptr) return cudaSuccess;  // never recorded: complete
-  return ev->stream->completed >= ev->target ? cudaSuccess : cudaErrorNotReady;
+  if (ev->stream->completed < ev->target) return cudaErrorNotReady;
+  host_joins(g, ev->clock);  // the work the record captured is done
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
@@ -905,7 +1137,10 @@ cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   // block until the event actually completes" (cudaEventCreateWithFlags); without it the wait
   // follows the device's scheduling flags: a spin under the default cudaDeviceScheduleAuto.
   if ((ev->flags & cudaEventBlockingSync) == 0) ++g.spinning_host_waits;
-  if (ev->stream != nullptr) wait_until(g, e_.lk, ev->stream, ev->target);
+  if (ev->stream != nullptr) {
+    host_joins(g, ev->clock);
+    wait_until(g, e_.lk, ev->stream, ev->target);
+  }
   return cudaSuccess;
 }
 
@@ -929,7 +1164,7 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event
   // cudaEventRecord() on event"; the event may belong to another device.
   std::vector<std::pair<stream_obj*, std::uint64_t>> deps;
   if (ev->stream != nullptr) deps.emplace_back(ev->stream, ev->target);
-  enqueue(g, s, nullptr, std::move(deps));
+  enqueue(g, s, nullptr, std::move(deps), "cudaStreamWaitEvent", {}, ev->stream != nullptr ? &ev->clock : nullptr);
   return cudaSuccess;
 }
 
@@ -956,7 +1191,11 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   const int device = a->device;
   wait_device_idle(g, e_.lk, device);
   a = find_allocation(g, devPtr);
-  if (a != nullptr) release_device(g, *a);
+  if (a != nullptr) {
+    // Freeing is a write of the whole range: a use that the wait did not order before it races.
+    host_access(g, {devPtr, a->size, true, "the allocation freed"}, "cudaFree");
+    release_device(g, *a);
+  }
   return cudaSuccess;
 }
 
@@ -991,7 +1230,10 @@ cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
   }
   wait_device_idle(g, e_.lk, -1);  // other work finishes first: the call is synchronous here
   a = find_allocation(g, ptr);
-  if (a != nullptr) g.allocations.erase(a->base);
+  if (a != nullptr) {
+    host_access(g, {ptr, a->size, true, "the allocation freed"}, "cudaFreeHost");
+    g.allocations.erase(a->base);
+  }
   std::free(ptr);
   return cudaSuccess;
 }
@@ -1051,6 +1293,7 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum 
   stream_obj* s = resolve(g, nullptr, "cudaMemcpy", err);
   if (s == nullptr) return fail(err);
   if (cudaError_t c = copy(g, e_.lk, dst, src, count, s, "cudaMemcpy"); c != cudaSuccess) return fail(c);
+  host_joins_stream(g, s);
   wait_until(g, e_.lk, s, s->submitted);  // synchronous with respect to the host
   return cudaSuccess;
 }
@@ -1130,6 +1373,7 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
   std::vector<const allocation*> dst_alloc;
   std::vector<const allocation*> src_alloc;
   bool wait_for_it = false;
+  std::vector<planned_access> accesses;  // for the race detector
   std::size_t attr = 0;
   for (std::size_t i = 0; i < count; ++i) {
     while (attr + 1 < numAttrs && attrsIdxs[attr + 1] <= i) ++attr;
@@ -1156,6 +1400,9 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
                                                               static_cast<const unsigned char*>(srcs[i]) + sizes[i]);
     }
     if (!dst_device && !pinned(d)) wait_for_it = true;
+    // A source staged at the call is read by the calling thread then, the rest in stream order.
+    accesses.push_back({srcs[i], sizes[i], false, copy_end(d, r, true), c.staged != nullptr});
+    accesses.push_back({dsts[i], sizes[i], true, copy_end(d, r, false)});
     batch.push_back(std::move(c));
     dst_alloc.push_back(d);
     src_alloc.push_back(r);
@@ -1198,18 +1445,24 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
   g.copies.batched_copies += batch.size();
   if (batch.empty()) return cudaSuccess;
   for (const auto& u : uses) ++u->pending;
-  const std::uint64_t done = enqueue(g, s, [batch = std::move(batch), uses = std::move(uses)] {
-    for (const auto& c : batch) std::memmove(c.dst, c.staged ? c.staged->data() : c.src, c.n);
-    if (uses.empty()) return;
-    std::lock_guard ulk(global().m);
-    for (const auto& u : uses) {
-      if (--u->pending == 0 && u->free_when_done != nullptr) {
-        std::free(u->free_when_done);
-        u->free_when_done = nullptr;
-      }
-    }
-  });
-  if (wait_for_it) wait_until(g, e_.lk, s, done);
+  const std::uint64_t done = enqueue(
+      g, s,
+      [batch = std::move(batch), uses = std::move(uses)] {
+        for (const auto& c : batch) std::memmove(c.dst, c.staged ? c.staged->data() : c.src, c.n);
+        if (uses.empty()) return;
+        std::lock_guard ulk(global().m);
+        for (const auto& u : uses) {
+          if (--u->pending == 0 && u->free_when_done != nullptr) {
+            std::free(u->free_when_done);
+            u->free_when_done = nullptr;
+          }
+        }
+      },
+      {}, api, accesses);
+  if (wait_for_it) {
+    host_joins_stream(g, s);
+    wait_until(g, e_.lk, s, done);
+  }
   return cudaSuccess;
 }
 #endif
@@ -1222,7 +1475,8 @@ cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cud
   allocation* a = nullptr;
   if (cudaError_t c = check_range(g, devPtr, count, "cudaMemsetAsync", a); c != cudaSuccess) return fail(c);
   if (a == nullptr || a->kind != mem_kind::device) return fail(cudaErrorInvalidValue);
-  enqueue(g, s, [devPtr, value, count] { std::memset(devPtr, value, count); });
+  enqueue(g, s, [devPtr, value, count] { std::memset(devPtr, value, count); }, {}, "cudaMemsetAsync",
+          {{devPtr, count, true, "memset"}});
   return cudaSuccess;
 }
 
@@ -1383,13 +1637,16 @@ cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t stream) {
   }
   a->free_pending = true;
   const std::uintptr_t base = a->base;
-  // The memory is released when the stream reaches the free, not before (stream-ordered).
-  enqueue(g, s, [base] {
-    state& gs = global();
-    std::lock_guard lk(gs.m);
-    auto it = gs.allocations.find(base);
-    if (it != gs.allocations.end()) release_device(gs, it->second);
-  });
+  // The memory is released when the stream reaches the free, not before (stream-ordered); the
+  // free is a write of the whole range for the race detector, so a use not ordered before it races.
+  enqueue(g, s,
+          [base] {
+            state& gs = global();
+            std::lock_guard lk(gs.m);
+            auto it = gs.allocations.find(base);
+            if (it != gs.allocations.end()) release_device(gs, it->second);
+          },
+          {}, "cudaFreeAsync", {{devPtr, a->size, true, "the allocation freed"}});
   return cudaSuccess;
 }
 

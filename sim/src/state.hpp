@@ -33,10 +33,55 @@ struct device_spec {
 
 struct stream_obj;
 
+// --- the stream-order race detector (runtime.cpp, "race detector") ---------------------------------
+/// A vector clock, indexed by agent (a stream or a host thread that called the API).
+using vclock = std::vector<std::uint64_t>;
+
+/// One queued operation as the race detector sees it: its agent (the stream), its epoch (the
+/// stream's own component) and its full clock (what happened before it).
+struct op_info {
+  int agent = -1;
+  std::uint64_t epoch = 0;
+  std::shared_ptr<const vclock> clock;
+  const char* api = "";
+  stream_obj* stream = nullptr;
+};
+
+/// A memory access an API call makes: on its stream when the stream reaches it, or, with
+/// `by_host_at_call`, by the calling host thread during the call (a source read "during the API
+/// call"). Only device memory and pinned host memory are tracked.
+struct planned_access {
+  const void* p = nullptr;
+  std::size_t n = 0;
+  bool write = false;
+  const char* what = "";
+  bool by_host_at_call = false;
+};
+
+/// One recorded access of an allocation: who (agent, epoch, clock), what and where.
+struct access_record {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  bool write = false;
+  int agent = -1;
+  std::uint64_t epoch = 0;
+  std::shared_ptr<const vclock> clock;
+  const char* api = "";
+  const char* what = "";
+  stream_obj* stream = nullptr;  ///< nullptr: a host thread
+};
+
+/// A host thread that called the API, as an agent of the detector.
+struct host_agent {
+  int id = -1;
+  vclock clock;
+};
+
 /// An operation queued on a stream: it first waits for `deps` (stream, count) pairs, then runs.
 struct queued_op {
   std::vector<std::pair<stream_obj*, std::uint64_t>> deps;
   std::function<void()> run;
+  std::shared_ptr<const op_info> info;  ///< the race detector's view (nullptr when it is off)
 };
 
 struct stream_obj {
@@ -49,6 +94,8 @@ struct stream_obj {
   std::uint64_t completed = 0;
   std::thread worker;
   std::mt19937_64 rng;
+  int agent = -1;  ///< the race detector's agent id
+  vclock clock;    ///< the clock of the last operation queued on it
   [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0; }
 };
 
@@ -58,6 +105,7 @@ struct event_obj {
   bool destroyed = false;
   stream_obj* stream = nullptr;  ///< of the last record; nullptr: never recorded (complete)
   std::uint64_t target = 0;      ///< complete when stream->completed >= target
+  vclock clock;                  ///< the race detector's clock of the last record
 };
 
 enum class mem_kind { device, pinned_host, registered_host };
@@ -78,6 +126,7 @@ struct allocation {
   bool from_pool = false;
   bool free_pending = false;                  ///< cudaFreeAsync queued, not yet run
   std::shared_ptr<host_uses> uses = nullptr;  ///< pinned host memory: its queued copies (made at the first)
+  std::vector<access_record> accesses{};      ///< the race detector's records (dropped with the allocation)
 };
 
 struct pool_obj {
@@ -136,6 +185,11 @@ struct state {
   std::size_t spinning_host_waits = 0;  ///< see spinning_host_waits() in control.hpp
   copy_counts copies;
   std::map<int, nccl_fault> nccl_faults;  ///< by device; one at a time, used once
+  bool racecheck = true;                  ///< DEVICEKIT_SIM_RACECHECK (default on)
+  std::size_t races = 0;                  ///< races reported so far
+  int agents = 0;                         ///< agent ids handed out (streams and host threads)
+  std::vector<std::unique_ptr<host_agent>> hosts;
+  vclock host_seen;  ///< what any host thread has synchronised with (runtime.cpp, host_of)
 };
 
 state& global();
@@ -145,8 +199,10 @@ state& global();
 std::unique_lock<std::mutex> enter(state& g, bool& torn_down);
 /// The stream a handle names, for the calling thread (lock held); nullptr and `err` on failure.
 stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& err);
-/// Queues `run` on `s` in stream order (lock held).
-void queue_work(state& g, stream_obj* s, std::function<void()> run);
+/// Queues `run` on `s` in stream order (lock held); `accesses` are the memory it reads and writes,
+/// checked by the race detector now, at the call.
+void queue_work(state& g, stream_obj* s, std::function<void()> run, const char* api = "",
+                std::vector<planned_access> accesses = {});
 void report_violation(state& g, const char* api, const std::string& rule);
 /// Fault injection (lock held): the error the next call of `api` must fail with, or 0. For NCCL
 /// calls the number is an ncclResult_t.

@@ -22,5 +22,9 @@ void fail_call(const std::string&, int, cudaError_t) {}
 void nccl_async_error_after(int, int, int) {}
 void nccl_hang_after(int, int) {}
 std::size_t spinning_host_waits() { return 0; }
+void device_access(const void*, std::size_t, bool) {}
+std::size_t races_detected() { return 0; }
 
 }  // namespace devicekit::cuda_sim
+
+extern "C" void devicekit_cuda_sim_host_access(const void*, std::size_t, int) {}

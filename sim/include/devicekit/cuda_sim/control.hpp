@@ -18,6 +18,11 @@
 ///                                        `error` means ncclSystemError) ncclCommGetAsyncError
 ///                                        reports it, with `hang` nothing is reported (see
 ///                                        nccl_async_error_after and nccl_hang_after)
+///   DEVICEKIT_SIM_RACECHECK=0|1          the stream-order race detector (default 1, on): every
+///                                        access to device or pinned host memory is checked, when
+///                                        it is queued, against the earlier ones it is not ordered
+///                                        with (vector clocks over streams and host threads); a
+///                                        race is a violation (device_access, races_detected)
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -74,6 +79,17 @@ void nccl_hang_after(int device, int ops);
 /// (cudaEventCreateWithFlags). A test can assert that a path waits without burning a core.
 std::size_t spinning_host_waits();
 
+/// Declares an access of `bytes` at `p` to the race detector (device memory or pinned host memory;
+/// other memory is ignored). Called from a host function (cudaLaunchHostFunc) it is an access of
+/// that stream operation, ordered as the stream orders it: a test's stand-in for a kernel that
+/// reads or writes the range. Called from any other thread it is an access by that host thread
+/// now (the host reading pinned memory that a copy writes, say), ordered after what the thread
+/// has synchronised with. devicekit's headers reach it through the C symbol below.
+void device_access(const void* p, std::size_t bytes, bool write);
+
+/// Races the detector has reported so far (each is a violation too).
+std::size_t races_detected();
+
 /// Copies accepted so far, by where their two ends are (device memory of which device, or host
 /// memory, pinned or not), counted once per copy whether it came alone (cudaMemcpy,
 /// cudaMemcpyAsync, cudaMemcpyPeerAsync) or in a cudaMemcpyBatchAsync; batch calls and the
@@ -92,3 +108,7 @@ struct copy_counters {
 copy_counters copies();
 
 }  // namespace devicekit::cuda_sim
+
+/// device_access for code that cannot include this header or may run without the simulator:
+/// declared weak there, called when it resolves. `write` is 0 or 1.
+extern "C" void devicekit_cuda_sim_host_access(const void* p, std::size_t bytes, int write);
