@@ -608,6 +608,7 @@ void batched_copy_plumbing(const void* const* srcs, void* const* dsts, const std
 
   device_memory& staging = staging_memory();
   auto* host = static_cast<std::byte*>(staging.allocate(3 * array_bytes));
+  note_host_access(host, 3 * array_bytes, true);
   std::memcpy(host, srcs, array_bytes);
   std::memcpy(host + array_bytes, dsts, array_bytes);
   std::memcpy(host + 2 * array_bytes, sizes, array_bytes);

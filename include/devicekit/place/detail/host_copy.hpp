@@ -10,6 +10,8 @@
 /// run-time CPU check is needed: a streaming copy is bound by the write-combining buffers that
 /// fill whole cache lines, not by the store width, and <immintrin.h> (for AVX's 32-byte form)
 /// would add about 0.4 s to every translation unit that includes placement.
+#include <devicekit/core/detail/host_access.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +51,8 @@ inline void streaming_copy(std::byte* dst, const std::byte* src, std::size_t n) 
 
 /// memcpy for placement: streams large copies where it can.
 inline void bulk_copy(void* dst, const void* src, std::size_t n) noexcept {
+  note_host_access(src, n, false);
+  note_host_access(dst, n, true);
 #if DEVICEKIT_STREAMING_COPY
   if (n >= streaming_copy_min_bytes) {
     streaming_copy(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);

@@ -11,6 +11,7 @@
 /// those, one launch serves one combination of element types: a tree that mixes float and bf16
 /// leaves takes one launch per combination (`tree_launch_plan::groups`).
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/detail/host_access.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/float_types.hpp>
@@ -222,6 +223,7 @@ void tree_launch_plumbing(device dev, native_stream_handle s, const void* table,
   std::byte* host = nullptr;
   if (table_bytes != 0) {
     host = static_cast<std::byte*>(staging.allocate(table_bytes));
+    note_host_access(host, table_bytes, true);
     std::memcpy(host, table, table_bytes);
   }
   std::optional<scratch_block> scratch;
