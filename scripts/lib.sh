@@ -52,3 +52,23 @@ devicekit_ensure_deps() {
 }
 
 devicekit_jobs() { nproc 2>/dev/null || echo 2; }
+
+# NCCL as pip installs it (the nvidia-nccl-cu13 wheel: nvidia/nccl/{include,lib}, libnccl.so.2 and
+# no libnccl.so), into .deps/nccl-wheel once, for the test install.nccl_wheel. Where pip is
+# missing or the download fails, the test is not registered, and this says so.
+devicekit_fetch_nccl_wheel() {
+  local dir=.deps/nccl-wheel
+  [ ! -f "$dir/nvidia/nccl/include/nccl.h" ] || return 0
+  [ "${DEVICEKIT_SKIP_DEPS:-0}" != 1 ] || return 0
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "devicekit: no pip for python3; install.nccl_wheel (NCCL from its pip wheel) is not run"
+    return 0
+  fi
+  echo "devicekit: fetching the nvidia-nccl-cu13 wheel into $dir (once)"
+  rm -rf "$dir"
+  # --target installs outside any environment, so PEP 668's "externally managed" rule is not hit.
+  if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" nvidia-nccl-cu13 >/dev/null 2>&1; then
+    rm -rf "$dir"
+    echo "devicekit: could not fetch the nvidia-nccl-cu13 wheel; install.nccl_wheel is not run"
+  fi
+}
