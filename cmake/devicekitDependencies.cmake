@@ -66,6 +66,9 @@ function(devicekit_find_nccl)
               DOC "NCCL's include directory")
     find_library(DEVICEKIT_NCCL_LIBRARY NAMES ${names} PATHS "${home}" PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH
                  DOC "libnccl")
+    if(NOT DEVICEKIT_NCCL_INCLUDE_DIR OR NOT DEVICEKIT_NCCL_LIBRARY)
+      message(STATUS "devicekit: NCCL_HOME=${home} has no include/nccl.h or lib/libnccl; looking elsewhere")
+    endif()
   endif()
   # (A find_* call whose cache variable is already set searches nothing.)
   find_path(DEVICEKIT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include
