@@ -10,8 +10,9 @@
 #                           CCCL directory (include/cccl since CUDA 13; nvcc searches it by
 #                           itself, a host compiler does not), empty for a toolkit that keeps
 #                           CCCL in include/. Sets DEVICEKIT_TOOLKIT_CCCL_DIR.
-#   devicekit_find_nccl()   after find_package(CUDAToolkit), looking in the toolkit, then NCCL_HOME,
-#                           then the usual places (cache: DEVICEKIT_NCCL_INCLUDE_DIR, DEVICEKIT_NCCL_LIBRARY):
+#   devicekit_find_nccl()   after find_package(CUDAToolkit), looking in NCCL_HOME, then the toolkit
+#                           and the usual places, then python3's nvidia-nccl-cu13 wheel (cache:
+#                           DEVICEKIT_NCCL_INCLUDE_DIR, DEVICEKIT_NCCL_LIBRARY):
 #     devicekit_deps::nccl_headers  nccl.h (empty when not found)
 #     devicekit_deps::nccl          libnccl with its headers; only when both are found.
 include_guard(GLOBAL)
@@ -43,12 +44,50 @@ function(devicekit_find_cccl)
   endif()
 endfunction()
 
+# NCCL is found, in this order, in:
+#   1. NCCL_HOME (CMake variable or environment variable) alone, so that an explicit choice wins
+#      over the toolkit's copy; NCCL_HOME may be a prefix (include/, lib/) or the nvidia/nccl
+#      directory of the nvidia-nccl-cu13 wheel, which has the same layout;
+#   2. the CUDA toolkit, then CMAKE_PREFIX_PATH and the system paths (find_path/find_library's
+#      usual search);
+#   3. the nvidia-nccl-cu13 wheel of the python3 on PATH, if it has one.
+# The wheel ships libnccl.so.2 and no libnccl.so link, which find_library(nccl) would need: the
+# full name is listed too (find_library's NAMES are tried as file names first, then with the
+# platform's prefix and suffix; CMake documentation, find_library).
 function(devicekit_find_nccl)
   get_filename_component(toolkit_root "${CUDAToolkit_BIN_DIR}" DIRECTORY)
-  find_path(DEVICEKIT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME
-            PATH_SUFFIXES include DOC "NCCL's include directory")
-  find_library(DEVICEKIT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} "${toolkit_root}" ENV NCCL_HOME
+  set(names nccl libnccl.so.2)
+  set(home "${NCCL_HOME}")
+  if(NOT home AND DEFINED ENV{NCCL_HOME})
+    set(home "$ENV{NCCL_HOME}")
+  endif()
+  if(home)
+    find_path(DEVICEKIT_NCCL_INCLUDE_DIR nccl.h PATHS "${home}" PATH_SUFFIXES include NO_DEFAULT_PATH
+              DOC "NCCL's include directory")
+    find_library(DEVICEKIT_NCCL_LIBRARY NAMES ${names} PATHS "${home}" PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH
+                 DOC "libnccl")
+    if(NOT DEVICEKIT_NCCL_INCLUDE_DIR OR NOT DEVICEKIT_NCCL_LIBRARY)
+      message(STATUS "devicekit: NCCL_HOME=${home} has no include/nccl.h or lib/libnccl; looking elsewhere")
+    endif()
+  endif()
+  # (A find_* call whose cache variable is already set searches nothing.)
+  find_path(DEVICEKIT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include
+            DOC "NCCL's include directory")
+  find_library(DEVICEKIT_NCCL_LIBRARY NAMES ${names} HINTS ${CUDAToolkit_LIBRARY_DIR} "${toolkit_root}"
                PATH_SUFFIXES lib lib64 DOC "libnccl")
+  if(NOT DEVICEKIT_NCCL_INCLUDE_DIR OR NOT DEVICEKIT_NCCL_LIBRARY)
+    # nvidia.nccl is a namespace package (no __init__.py): its directory is in __path__.
+    find_program(python3 NAMES python3 NO_CACHE)
+    if(python3)
+      execute_process(COMMAND "${python3}" -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
+                      OUTPUT_VARIABLE wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+      if(rc EQUAL 0 AND IS_DIRECTORY "${wheel}")
+        find_path(DEVICEKIT_NCCL_INCLUDE_DIR nccl.h PATHS "${wheel}/include" NO_DEFAULT_PATH
+                  DOC "NCCL's include directory")
+        find_library(DEVICEKIT_NCCL_LIBRARY NAMES ${names} PATHS "${wheel}/lib" NO_DEFAULT_PATH DOC "libnccl")
+      endif()
+    endif()
+  endif()
   if(NOT TARGET devicekit_deps::nccl_headers)
     add_library(devicekit_deps::nccl_headers INTERFACE IMPORTED)
     if(DEVICEKIT_NCCL_INCLUDE_DIR)

@@ -52,3 +52,37 @@ devicekit_ensure_deps() {
 }
 
 devicekit_jobs() { nproc 2>/dev/null || echo 2; }
+
+# Fetches a pip package set into .deps/<dir> once (--target: outside any environment, so PEP 668's
+# "externally managed" rule does not apply): dir, a file that shows it is there, then the
+# requirements. Says why when it cannot; the tests or builds that need it are then left out.
+devicekit_fetch_wheels() {
+  local dir=.deps/$1 marker=$2
+  shift 2
+  [ ! -e "$dir/$marker" ] || return 0
+  [ "${DEVICEKIT_SKIP_DEPS:-0}" != 1 ] || return 1
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "devicekit: no pip for python3, so no $*"; return 1
+  fi
+  echo "devicekit: fetching $* into $dir (once)"
+  rm -rf "$dir"
+  if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" "$@" >/dev/null 2>&1; then
+    rm -rf "$dir"; echo "devicekit: could not fetch $*"; return 1
+  fi
+}
+
+# NCCL as pip installs it (the nvidia-nccl-cu13 wheel: nvidia/nccl/{include,lib}, libnccl.so.2 and
+# no libnccl.so), into .deps/nccl-wheel once, for the test install.nccl_wheel. Where pip is
+# missing or the download fails, the test is not registered, and this says so.
+devicekit_fetch_nccl_wheel() {
+  devicekit_fetch_wheels nccl-wheel nvidia/nccl/include/nccl.h nvidia-nccl-cu13 ||
+    echo "devicekit: install.nccl_wheel (NCCL from its pip wheel) is not run"
+}
+
+# RMM's wheels for benchmarks/rmm (devicekit's pool against RMM's), which scripts/test builds: the
+# versions it was checked with, since RMM's headers bring their own CCCL.
+DEVICEKIT_RMM_WHEELS=(librmm-cu13==26.10.0 rapids-logger==0.3.0)
+devicekit_fetch_rmm_wheels() {
+  devicekit_fetch_wheels rmm-site librmm/include/rmm/mr/pool_memory_resource.hpp "${DEVICEKIT_RMM_WHEELS[@]}" ||
+    echo "devicekit: benchmarks/rmm is not built"
+}

@@ -5,9 +5,11 @@
 #     CUDA_STANDARD (app_cu) and with CUDA_STANDARD 20 (app_cu20), each given -std=c++20 once;
 #  2. the same consumer configured as with a CMake that knows nvcc's C++20 flag (flags checked);
 #  3. find_package with the toolkit at another path (CUDAToolkit_ROOT=<a symlink to it>): the
-#     consumer's include paths, libraries and NCCL come from there;
+#     consumer's include paths and libraries come from there, and NCCL is found again (there or
+#     in NCCL_HOME, a wheel, a system path), never at the original toolkit's path;
 #  4. add_subdirectory of the source tree.
-# Run by CTest as install.find_package.
+# Run by CTest as install.find_package; with -DNCCL_HOME=<dir> (install.nccl_wheel), step 0 and a
+# devicekit::nccl consumer with NCCL from <dir> only.
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -89,6 +91,30 @@ if(LAUNCHER)
 endif()
 set(installed "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix;${PREFIX_PATH}")
 
+# NCCL_HOME given (install.nccl_wheel: the nvidia-nccl-cu13 wheel's nvidia/nccl directory, which
+# has include/nccl.h and lib/libnccl.so.2 only): the consumer finds NCCL there at its configure
+# time, whatever NCCL the package was built with, and builds and runs a devicekit::nccl program
+# (ncclGetVersion needs no GPU). Only this; the other steps are install.find_package's.
+if(NCCL_HOME)
+  set(nccl_dir ${WORK_DIR}/consumer_nccl)
+  run(${CMAKE_COMMAND} -E env NCCL_HOME=${NCCL_HOME}
+      ${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${nccl_dir} ${common} ${installed} -DWITH_NCCL_APP=ON)
+  file(STRINGS ${nccl_dir}/CMakeCache.txt nccl_cache REGEX "^DEVICEKIT_NCCL_(LIBRARY|INCLUDE_DIR):")
+  list(LENGTH nccl_cache nccl_entries)
+  if(NOT nccl_entries EQUAL 2)
+    message(FATAL_ERROR "the package config did not look for NCCL (${nccl_cache})")
+  endif()
+  foreach(entry IN LISTS nccl_cache)
+    if(NOT entry MATCHES "=${NCCL_HOME}/")
+      message(FATAL_ERROR "NCCL_HOME=${NCCL_HOME} is not where the consumer found NCCL: ${entry}")
+    endif()
+  endforeach()
+  run(${CMAKE_COMMAND} --build ${nccl_dir} --target app_nccl)
+  run(${nccl_dir}/app_nccl)
+  message(STATUS "install check passed (find_package COMPONENTS nccl with NCCL_HOME=${NCCL_HOME}): ${last_output}")
+  return()
+endif()
+
 # 1. find_package from the installed prefix (with the cuda_sim component when it was built).
 run(${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${WORK_DIR}/consumer ${common} ${installed}
     -DWITH_CUDA_COMPILER=${WITH_CUDA_COMPILER} -DWITH_SIM=${WITH_SIM})
@@ -158,11 +184,18 @@ if(TOOLKIT_ROOT)
   endif()
   list(APPEND checked "${ninja}")
   if(WITH_NCCL)
+    # NCCL may come from the toolkit, NCCL_HOME, the python3's wheel or a system path: found it
+    # must be, and not at the original toolkit's path (from the toolkit, then under ${alt}).
     file(STRINGS ${alt_dir}/CMakeCache.txt nccl_cache REGEX "^DEVICEKIT_NCCL_(LIBRARY|INCLUDE_DIR):")
     foreach(entry IN LISTS nccl_cache)
-      if(NOT entry MATCHES "=${alt}/")
-        message(FATAL_ERROR "NCCL is not found again under CUDAToolkit_ROOT=${alt}: ${entry}")
+      if(entry MATCHES "NOTFOUND$|=$")
+        message(FATAL_ERROR "NCCL is not found again with CUDAToolkit_ROOT=${alt}: ${entry}")
       endif()
+      foreach(path IN LISTS forbidden)
+        if(entry MATCHES "=${path}/")
+          message(FATAL_ERROR "with CUDAToolkit_ROOT=${alt}, NCCL still comes from ${path}: ${entry}")
+        endif()
+      endforeach()
     endforeach()
     list(LENGTH nccl_cache nccl_entries)
     if(NOT nccl_entries EQUAL 2)
