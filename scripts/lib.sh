@@ -46,7 +46,8 @@ devicekit_ensure_deps() {
   if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH="/usr/local/cuda/bin:$PATH"
   fi
-  if ! command -v nvcc >/dev/null 2>&1; then
+  # nvcc must run, not merely be on PATH: a wrapper left behind by a removed toolkit is no toolkit.
+  if ! nvcc --version >/dev/null 2>&1; then
     echo "devicekit: no CUDA toolkit found (nvcc); building for the CPU only"
     devicekit_ensure_cccl
   fi
