@@ -6,10 +6,19 @@
 #
 #   devicekit_find_hana()   devicekit_deps::hana: Boost.Hana's headers (optional: devicekit
 #                           includes its Hana adaptor only when <boost/hana/...> is found).
-#   devicekit_find_cccl()   after find_package(CUDAToolkit): devicekit_deps::cccl, the toolkit's
-#                           CCCL directory (include/cccl since CUDA 13; nvcc searches it by
-#                           itself, a host compiler does not), empty for a toolkit that keeps
-#                           CCCL in include/. Sets DEVICEKIT_TOOLKIT_CCCL_DIR.
+#   devicekit_find_cccl([hint...])  after find_package(CUDAToolkit) where there is a toolkit:
+#                           devicekit_deps::cccl, the toolkit's CCCL directory (include/cccl
+#                           since CUDA 13; nvcc searches it by itself, a host compiler does not),
+#                           empty for a toolkit that keeps CCCL in include/. Sets
+#                           DEVICEKIT_TOOLKIT_CCCL_DIR. Without a toolkit (or one with no
+#                           include/cccl), CCCL's headers on their own: libcu++'s cuda::std::mdspan
+#                           compiles with a plain host compiler, so shaped arrays work on a machine
+#                           with no CUDA. Looked for under DEVICEKIT_CCCL_ROOT, then CCCL_ROOT
+#                           (CMake variables or environment), then the hints (devicekit's own build
+#                           passes .deps/cccl, where scripts/lib.sh unpacks PyPI's nvidia-cuda-cccl
+#                           wheel), as <root>/include/cccl or <root>/include (cache:
+#                           DEVICEKIT_CCCL_STANDALONE_DIR). CCCL holds no cuda_runtime_api.h, so it
+#                           never makes devicekit think the CUDA runtime is there.
 #   devicekit_find_nccl()   after find_package(CUDAToolkit), looking in NCCL_HOME, then the toolkit
 #                           and the usual places, then python3's nvidia-nccl-cu13 wheel (cache:
 #                           DEVICEKIT_NCCL_INCLUDE_DIR, DEVICEKIT_NCCL_LIBRARY):
@@ -36,6 +45,18 @@ function(devicekit_find_cccl)
     endif()
   endforeach()
   set(DEVICEKIT_TOOLKIT_CCCL_DIR "${cccl_dir}" PARENT_SCOPE)
+  if(NOT cccl_dir AND NOT CUDAToolkit_FOUND)
+    # Only the given roots are searched (NO_DEFAULT_PATH): a toolkit that the build set aside
+    # (DEVICEKIT_ENABLE_CUDA=OFF, CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit) must not come back
+    # through a system prefix that links to its include/cccl.
+    find_path(DEVICEKIT_CCCL_STANDALONE_DIR cuda/std/mdspan
+              HINTS ${DEVICEKIT_CCCL_ROOT} ENV DEVICEKIT_CCCL_ROOT ${CCCL_ROOT} ENV CCCL_ROOT ${ARGN}
+              PATH_SUFFIXES include/cccl include NO_DEFAULT_PATH
+              DOC "CCCL's include directory (cuda/std/mdspan) where there is no CUDA toolkit")
+    if(DEVICEKIT_CCCL_STANDALONE_DIR)
+      set(cccl_dir "${DEVICEKIT_CCCL_STANDALONE_DIR}")
+    endif()
+  endif()
   if(NOT TARGET devicekit_deps::cccl)
     add_library(devicekit_deps::cccl INTERFACE IMPORTED)
     if(cccl_dir)

@@ -40,6 +40,10 @@
 #include <type_traits>
 #include <vector>
 
+#if !DEVICEKIT_HAS_MDSPAN  // tests/CMakeLists.txt leaves this example out of such a build
+#  error "this example's shaped arrays need an mdspan: CCCL's headers (scripts/lib.sh fetches them) or <mdspan>"
+#endif
+
 namespace dk = devicekit;
 
 namespace {

@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#if !DEVICEKIT_HAS_MDSPAN  // tests/CMakeLists.txt leaves this example out of such a build
+#  error "this example's shaped arrays need an mdspan: CCCL's headers (scripts/lib.sh fetches them) or <mdspan>"
+#endif
+
 namespace dk = devicekit;
 
 using images_t = dk::shaped_array<float, dk::md::extents<std::size_t, dk::md::dynamic_extent, 28, 28>>;

@@ -46,9 +46,39 @@ devicekit_ensure_deps() {
   if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH="/usr/local/cuda/bin:$PATH"
   fi
-  if ! command -v nvcc >/dev/null 2>&1; then
+  # nvcc must run, not merely be on PATH: a wrapper left behind by a removed toolkit is no toolkit.
+  if ! nvcc --version >/dev/null 2>&1; then
     echo "devicekit: no CUDA toolkit found (nvcc); building for the CPU only"
+    devicekit_ensure_cccl
   fi
+}
+
+# CCCL's headers without the CUDA toolkit, for shaped arrays: libcu++'s cuda::std::mdspan compiles
+# in plain g++ host code, and g++ 12/13's libstdc++ has no <mdspan>. NVIDIA publishes the headers
+# on PyPI as the nvidia-cuda-cccl wheel (nvidia/cu13/include/cccl inside); they are unpacked into
+# .deps/cccl (git-ignored), where devicekit_find_cccl (cmake/devicekitDependencies.cmake) looks.
+# Without pip or a network the build goes on without them: shaped leaves are then unavailable and
+# their tests are reported skipped.
+DEVICEKIT_CCCL_WHEEL="nvidia-cuda-cccl>=13,<14"
+devicekit_ensure_cccl() {
+  local root=.deps/cccl tmp whl found
+  [ -f "$root/include/cccl/cuda/std/mdspan" ] && return 0
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "devicekit: no pip, so no CCCL headers (cuda::std::mdspan): shaped arrays are unavailable"
+    return 0
+  fi
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --no-deps -d "$tmp" "$DEVICEKIT_CCCL_WHEEL" >/dev/null 2>&1 &&
+    whl=$(ls "$tmp"/nvidia_cuda_cccl-*.whl 2>/dev/null | head -n 1) && [ -n "$whl" ] &&
+    python3 -m zipfile -e "$whl" "$tmp/x" &&
+    found=$(find "$tmp/x" -path '*/include/cccl/cuda/std/mdspan' | head -n 1) && [ -n "$found" ]; then
+    # ${found%/cccl/...} is the wheel's include/, whose cccl/ holds cuda/, cub/, thrust/ and nv/.
+    rm -rf "$root" && mkdir -p "$root" && cp -r "${found%/cccl/cuda/std/mdspan}" "$root/include"
+    echo "devicekit: CCCL headers from PyPI's $(basename "$whl") in $root (for cuda::std::mdspan)"
+  else
+    echo "devicekit: could not fetch CCCL's headers ($DEVICEKIT_CCCL_WHEEL) with pip: shaped arrays are unavailable"
+  fi
+  rm -rf "$tmp"
 }
 
 devicekit_jobs() { nproc 2>/dev/null || echo 2; }

@@ -28,8 +28,14 @@
 
 namespace dk = devicekit;
 
-// The batches here are shaped arrays, which need an mdspan (CCCL from the CUDA toolkit, or a
-// standard library with <mdspan>).
+// The batches here are shaped arrays, which need an mdspan (CCCL, from the CUDA toolkit or on its
+// own, or a standard library with <mdspan>). Without one these cases are compiled out and CTest
+// reports cpu.shaped_leaves_unavailable as skipped (tests/CMakeLists.txt), which relies on its
+// configure-time answer being the one the compiler gives here.
+#if defined(DEVICEKIT_TEST_EXPECT_MDSPAN)
+static_assert(DEVICEKIT_HAS_MDSPAN == DEVICEKIT_TEST_EXPECT_MDSPAN,
+              "tests/CMakeLists.txt's mdspan check disagrees with devicekit/tree/mdspan.hpp");
+#endif
 #if DEVICEKIT_HAS_MDSPAN
 namespace place_test {
 using images_t = dk::shaped_array<float, dk::md::extents<std::size_t, dk::md::dynamic_extent, 2, 3>>;

@@ -267,8 +267,8 @@ enum class copy_completion { queued, finished };
 /// a devicekit pool (memory kinds pinned_host and host) for leaves of `dev`; the copy then goes
 /// to the host and is finished on return.
 template <class T, placement_resource R>
-[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource, copy_completion completion,
-                              bool in_host_memory = false) {
+[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource,
+                              [[maybe_unused]] copy_completion completion, bool in_host_memory = false) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.place");
   if (!in_host_memory) check_stream(s, dev, "place");

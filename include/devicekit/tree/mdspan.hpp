@@ -1,13 +1,16 @@
 #pragma once
 /// \file
 /// Which mdspan devicekit uses for shaped arrays: libcu++'s `cuda::std::mdspan` (CCCL, shipped
-/// with the CUDA toolkit; it works in host code compiled by g++ as well as under nvcc), else the
-/// standard library's `std::mdspan` where it has one. `devicekit::md` names that namespace
-/// (`md::extents`, `md::dextents`, `md::layout_right`, `md::layout_left`, `md::layout_stride`,
-/// `md::mdspan`, `md::dynamic_extent`).
+/// with the CUDA toolkit and on its own, e.g. PyPI's nvidia-cuda-cccl headers; it works in host
+/// code compiled by g++ as well as under nvcc, and needs no CUDA runtime), else the standard
+/// library's `std::mdspan` where it has one (libstdc++ from GCC 14 on). `devicekit::md` names that
+/// namespace (`md::extents`, `md::dextents`, `md::layout_right`, `md::layout_left`,
+/// `md::layout_stride`, `md::mdspan`, `md::dynamic_extent`).
 ///
-/// DEVICEKIT_HAS_MDSPAN is 0 when neither is visible (no CUDA toolkit and a C++20 standard
-/// library): shaped arrays are then unavailable, and every other leaf and node still works.
+/// Without a toolkit, the CMake target puts CCCL's headers on the include path where it finds them
+/// (devicekit_find_cccl: DEVICEKIT_CCCL_ROOT, CCCL_ROOT, or .deps/cccl as scripts/lib.sh fetches
+/// it). DEVICEKIT_HAS_MDSPAN is 0 when neither is visible: shaped arrays are then unavailable,
+/// and every other leaf and node still works.
 #include <devicekit/core/config.hpp>
 
 #if !defined(DEVICEKIT_HAS_MDSPAN)
