@@ -672,6 +672,19 @@ void count_copy(state& g, const allocation* d, const allocation* r) {
   }
 }
 
+/// A queued copy is done with the pinned ranges it used: the last copy of a range whose
+/// cudaFreeHost came first frees it (see host_uses).
+void release_host_uses(const std::vector<std::shared_ptr<host_uses>>& uses) {
+  if (uses.empty()) return;
+  std::lock_guard ulk(global().m);
+  for (const auto& u : uses) {
+    if (--u->pending == 0 && u->free_when_done != nullptr) {
+      std::free(u->free_when_done);
+      u->free_when_done = nullptr;
+    }
+  }
+}
+
 /// One copy, queued on `s`. Pageable host sources are copied to staging at the call; a pageable
 /// host destination makes the call wait for the copy ("API synchronization behavior",
 /// cudaMemcpyAsync).
@@ -710,14 +723,7 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
       g, s,
       [dst, src, n, uses = std::move(uses)] {
         std::memmove(dst, src, n);
-        if (uses.empty()) return;
-        std::lock_guard ulk(global().m);
-        for (const auto& u : uses) {
-          if (--u->pending == 0 && u->free_when_done != nullptr) {
-            std::free(u->free_when_done);
-            u->free_when_done = nullptr;
-          }
-        }
+        release_host_uses(uses);
       },
       {}, api, accesses);
   if (src_device && !dst_device && !pinned(d)) {
@@ -1454,14 +1460,7 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
       g, s,
       [batch = std::move(batch), uses = std::move(uses)] {
         for (const auto& c : batch) std::memmove(c.dst, c.staged ? c.staged->data() : c.src, c.n);
-        if (uses.empty()) return;
-        std::lock_guard ulk(global().m);
-        for (const auto& u : uses) {
-          if (--u->pending == 0 && u->free_when_done != nullptr) {
-            std::free(u->free_when_done);
-            u->free_when_done = nullptr;
-          }
-        }
+        release_host_uses(uses);
       },
       {}, api, accesses);
   if (wait_for_it) {

@@ -13,6 +13,8 @@
 
 #include <devicekit/devicekit.hpp>
 
+#include "../sim/sim_test_support.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -33,17 +35,7 @@ int gpu_count() {
   return n;
 }
 
-/// Holds a stream until opened; gives up after 10 s so that a broken test cannot hang.
-struct gate {
-  std::atomic<bool> open{false};
-  static void CUDART_CB hold(void* p) {
-    auto* g = static_cast<gate*>(p);
-    const auto t0 = std::chrono::steady_clock::now();
-    while (!g->open.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-};
+using sim_test::gate;
 
 /// Pinned host memory holding `n` copies of `value`: the source of a write queued behind a gate
 /// (a pageable source would make cudaMemcpyAsync wait for the held stream on a GPU).
