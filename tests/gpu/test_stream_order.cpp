@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/devicekit.hpp>
+#include <devicekit/tree/algorithms.hpp>
 
 #include "../sim/sim_test_support.hpp"
 
@@ -230,4 +231,22 @@ TEST_CASE("place, copy, replicate and shard without a stream see work queued on 
     const auto shards = dk::shard(source, all, 0, dk::uneven::ragged);
     for (const auto& s : shards) CHECK(all_equal(dk::to_host(s), 9.f));
   });
+}
+
+TEST_CASE("zeros_like on a stream runs in that stream's order and does not wait for it", "[stream_order]") {
+  const dk::device dev = dk::device::cuda(0);
+  const dk::stream mine(dev);
+  const auto shape = std::vector<float>(4096, 1.f);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(mine.native_handle(), gate::hold, &g) == cudaSuccess);
+  const auto zeros = dk::zeros_like(shape, dev, mine);
+  const bool returned_while_held = !g.open.load();
+  g.open = true;
+  CHECK(returned_while_held);
+  CHECK(all_equal(dk::to_host(zeros, mine), 0.f));
+  if (gpu_count() > 1) {
+    const dk::stream other(dk::device::cuda(1));
+    CHECK_THROWS_AS(dk::zeros_like(shape, dev, other), dk::device_mismatch);
+  }
 }

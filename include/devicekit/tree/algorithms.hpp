@@ -6,7 +6,7 @@
 ///   tree_transform([s,] out, f, in...)   out[i] = f(in[i]...) over every leaf; an `in` that is a
 ///                                        scalar (float, int, ...) is passed to every element
 ///   tree_fill([s,] tree, value)          every element = value
-///   zeros_like(tree, dev)                a new placed tree of the same structure and shapes on
+///   zeros_like(tree, dev[, s])           a new placed tree of the same structure and shapes on
 ///                                        `dev`, zeroed (memory from the device's pool)
 ///   tree_cast<T>(tree)                   the same structure with element type T (a new tree on
 ///                                        the tree's device); tree_cast([s,] out, in) in place
@@ -442,10 +442,13 @@ template <class T, class L>
 }
 
 /// The same structure on `dev`, leaves of element type T (or each leaf's own with T = void), in
-/// one block of `dev`'s pool, zeroed (all-zero bits are 0 in every element type here).
+/// one block of `dev`'s pool, zeroed (all-zero bits are 0 in every element type here): on `*s`
+/// (a stream of `dev`; the block goes back to the pool only once the zeroing has run), or, for
+/// nullptr, as a call without a stream, zeroed on return.
 template <class T, class Tree>
-[[nodiscard]] auto allocate_like(const Tree& tree, device dev) {
+[[nodiscard]] auto allocate_like(const Tree& tree, device dev, [[maybe_unused]] const stream_ref* s = nullptr) {
   static_assert(require_tree<Tree>(), "zeros_like/tree_cast: tree must be a tree (see devicekit/tree/tree.hpp)");
+  if (s != nullptr) check_stream(*s, dev, "zeros_like");
   std::vector<std::size_t> offsets;
   std::size_t total = 0;
   for_each_leaf(
@@ -463,17 +466,22 @@ template <class T, class Tree>
   std::byte* base = total != 0 ? static_cast<std::byte*>(pool.allocate(total, placement_alignment)) : nullptr;
   std::shared_ptr<void> owner;
   if (base != nullptr) {
+    placed_block_release<device_memory> release{&pool, total};
     try {
 #if DEVICEKIT_HAS_CUDA
       if (dev.is_cuda()) {
         // Not cudaMemset: it is asynchronous for device memory and runs on the legacy default
-        // stream (CUDA runtime API, "API synchronization behavior"), which devicekit's
-        // non-blocking streams do not wait for, so later work could read the block before it is
-        // zeroed. Queued on the placement stream and waited for: zeroed on return, as documented.
+        // stream (CUDA runtime API, "API synchronization behavior"), whatever stream the call
+        // was given. Queued on the caller's stream, or on the stream of a call without a stream
+        // (ordered after the legacy default stream, then waited for: zeroed on return).
         scoped_device on(dev.ordinal());
-        const stream_ref s(default_ordered_stream(dev));
-        DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(base, 0, total, s.native_handle()));
-        host_wait(s);
+        const stream_ref st = s != nullptr ? *s : stream_ref(default_ordered_stream(dev));
+        DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(base, 0, total, st.native_handle()));
+        if (s == nullptr) {
+          host_wait(st);
+        } else {
+          release.copied = record_event(st.native_handle());
+        }
       } else {
         std::memset(base, 0, total);
       }
@@ -481,10 +489,14 @@ template <class T, class Tree>
       std::memset(base, 0, total);
 #endif
     } catch (...) {
+#if DEVICEKIT_HAS_CUDA
+      // A zeroing already queued still writes the block: it goes back once that is done.
+      if (s != nullptr && dev.is_cuda()) s->synchronize();
+#endif
       pool.deallocate(base, total, placement_alignment);
       throw;
     }
-    owner = std::shared_ptr<void>(base, placed_block_release<device_memory>{&pool, total});
+    owner = std::shared_ptr<void>(base, release);
   }
   std::size_t k = 0;
   return tree_map(
@@ -574,6 +586,12 @@ void tree_fill(stream_ref s, T&& tree, V value) {
 template <class T>
 [[nodiscard]] auto zeros_like(const T& tree, device dev) {
   return detail::allocate_like<void>(tree, dev);
+}
+/// zeros_like with the zeroing queued on `s`, a stream of `dev` (device_mismatch otherwise);
+/// returns without waiting for it. Dropping the tree before `s` has run the zeroing is safe.
+template <class T>
+[[nodiscard]] auto zeros_like(const T& tree, device dev, stream_ref s) {
+  return detail::allocate_like<void>(tree, dev, &s);
 }
 
 /// The same structure with element type `E`, on the tree's device: each element converted
