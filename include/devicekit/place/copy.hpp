@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -197,8 +196,7 @@ void copy(const Src& src, Dst& dst) {
 #if DEVICEKIT_HAS_CUDA
   if (const auto d = device_of(dst); d && d->is_cuda()) {
     const auto from = detail::source_device(src, "copy");
-    const stream& s =
-        detail::default_ordered_stream(*d, from ? std::span<const device>(&*from, 1) : std::span<const device>());
+    const stream& s = detail::default_ordered_stream(*d, from);
     detail::copy_into(src, dst, s);
     detail::host_wait(s);
     return;

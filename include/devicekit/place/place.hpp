@@ -35,7 +35,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -375,8 +374,7 @@ template <class T, placement_resource R>
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
     const auto from = detail::source_device(tree, "place");
-    stream_ref s =
-        detail::default_ordered_stream(dev, from ? std::span<const device>(&*from, 1) : std::span<const device>());
+    stream_ref s = detail::default_ordered_stream(dev, from);
     auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished);
     detail::host_wait(s);
     return out;

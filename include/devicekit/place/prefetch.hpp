@@ -33,7 +33,6 @@
 #include <mutex>
 #include <optional>
 #include <ranges>
-#include <span>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -158,9 +157,9 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
           auto&& tree = *it;
 #if DEVICEKIT_HAS_CUDA
           // A source tree on a GPU is read as a call without a stream reads it: after the work
-          // queued on its device's legacy default stream (detail::order_after_default_streams).
+          // queued on its device's legacy default stream (detail::order_after_default_stream).
           if (const auto from = detail::source_device(tree, "prefetch"); from && s.get_device().is_cuda()) {
-            detail::order_after_default_streams(s.native_handle(), std::span<const device>(&*from, 1));
+            detail::order_after_default_stream(s.native_handle(), *from);
           }
 #endif
           item next{place(tree, dev, s, *resource)};

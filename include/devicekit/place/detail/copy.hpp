@@ -150,6 +150,16 @@ inline void copy_host_items(std::span<const copy_item> items) {
   return ev;
 }
 
+/// Makes `waiter` (a stream of any device) wait for the work queued so far on `source`, a stream
+/// of the current device: an event recorded there, waited for, and destroyed once the wait is
+/// queued (cudaStreamWaitEvent accepts an event of another device; cudaEventDestroy allows it).
+inline void stream_waits_for(cudaStream_t waiter, cudaStream_t source) {
+  const cudaEvent_t ev = record_event(source);
+  const cudaError_t r = cudaStreamWaitEvent(waiter, ev, 0);
+  (void)cudaEventDestroy(ev);
+  DEVICEKIT_CUDA_CHECK(r);
+}
+
 /// Waits on the host for the work queued on `s` so far, blocking the thread instead of spinning
 /// in cudaStreamSynchronize (cuda_events::wait_for, memory/resources.hpp).
 inline void host_wait(stream_ref s) {
@@ -160,36 +170,27 @@ inline void host_wait(stream_ref s) {
 /// How a call that takes no stream is ordered (README, "Calls without a stream"). Such a call
 /// queues its work on devicekit's own non-blocking stream (placement_stream), which CUDA orders
 /// against nothing, so it is ordered as cudaMemcpy is, by hand: its stream first waits for the
-/// work queued so far on the legacy default stream of each cuda device in `devices`. An event
+/// work queued so far on the legacy default stream of each cuda device it touches. An event
 /// recorded on the legacy default stream completes only after the work queued before it on every
 /// blocking stream of that device too, the per-thread default streams included (CUDA runtime
 /// API, "Stream synchronization behavior"), so a kernel of the caller's on any of those is seen.
 /// Work on the caller's own non-blocking streams is not, as with cudaMemcpy: pass that stream.
 /// The calls of this kind all finish before they return (or, for prefetch, make the legacy
 /// default stream wait for their copies), so work queued after them is ordered after them too.
-inline void order_after_default_streams(cudaStream_t s, std::span<const device> devices) {
-  std::vector<int> done;
-  for (const device d : devices) {
-    if (!d.is_cuda() || std::find(done.begin(), done.end(), d.ordinal()) != done.end()) continue;
-    done.push_back(d.ordinal());
-    // cudaStreamLegacy names the legacy default stream of the current device: hence the guard.
-    // An event may be waited for by a stream of another device (cudaStreamWaitEvent).
-    scoped_device on(d.ordinal());
-    const cudaEvent_t ev = record_event(cudaStreamLegacy);
-    const cudaError_t r = cudaStreamWaitEvent(s, ev, 0);
-    (void)cudaEventDestroy(ev);  // allowed once the wait is queued (cudaEventDestroy)
-    DEVICEKIT_CUDA_CHECK(r);
-  }
+inline void order_after_default_stream(cudaStream_t s, device d) {
+  if (!d.is_cuda()) return;
+  // cudaStreamLegacy names the legacy default stream of the current device: hence the guard.
+  scoped_device on(d.ordinal());
+  stream_waits_for(s, cudaStreamLegacy);
 }
 
-/// The stream of a call without a stream that works on `dev` and reads or writes memory of
-/// `devices` too: dev's placement stream, ordered after the legacy default streams of `dev` and
-/// `devices` (order_after_default_streams).
-[[nodiscard]] inline const stream& default_ordered_stream(device dev, std::span<const device> devices = {}) {
+/// The stream of a call without a stream that works on `dev` and reads memory of `from` too (the
+/// source tree's device, if any): dev's placement stream, ordered after the legacy default
+/// streams of both (order_after_default_stream).
+[[nodiscard]] inline const stream& default_ordered_stream(device dev, std::optional<device> from = std::nullopt) {
   const stream& s = placement_stream(dev);
-  std::vector<device> all{dev};
-  all.insert(all.end(), devices.begin(), devices.end());
-  order_after_default_streams(s.native_handle(), all);
+  order_after_default_stream(s.native_handle(), dev);
+  if (from && *from != dev) order_after_default_stream(s.native_handle(), *from);
   return s;
 }
 
@@ -700,16 +701,10 @@ inline void copy_other_device(std::span<const copy_run> runs, device from, devic
   if (total == 0) return;
   const std::size_t chunk = staging_buffer_bytes(total);
   const auto& src_stream = placement_stream(from);
-  {
-    // The caller has ordered `s` after the work that writes the sources; the copies down to the
-    // host run on the source device's stream, which must be ordered after `s` too, or they could
-    // read the sources before that work is done.
-    const cudaEvent_t ordered = record_event(s);
-    scoped_device on(from.ordinal());
-    const cudaError_t r = cudaStreamWaitEvent(src_stream.native_handle(), ordered, 0);
-    (void)cudaEventDestroy(ordered);
-    DEVICEKIT_CUDA_CHECK(r);
-  }
+  // The caller has ordered `s` after the work that writes the sources; the copies down to the
+  // host run on the source device's stream, which must be ordered after `s` too, or they could
+  // read the sources before that work is done.
+  stream_waits_for(src_stream.native_handle(), s);
   staging_ring ring(chunk, max_staging_in_flight);
   std::size_t down_cursor = 0;
   std::size_t up_cursor = 0;

@@ -227,20 +227,12 @@ inline void finish_on(const std::vector<device>& devices) {
 #endif
 }
 
-/// The devices a tree without a stream is read from, for default_ordered_stream.
-template <class T>
-[[nodiscard]] std::vector<device> source_devices(const T& tree, const char* operation) {
-  std::vector<device> out;
-  if (const auto from = source_device(tree, operation)) out.push_back(*from);
-  return out;
-}
-
 /// place on `dev`'s placement stream (cuda, not waited for: finish_on does) or inline (cpu). For
 /// shard and replicate, which take no stream: ordered as such calls are (default_ordered_stream).
 template <class T, class R>
 [[nodiscard]] auto place_queued(const T& tree, device dev, R& resource) {
 #if DEVICEKIT_HAS_CUDA
-  if (dev.is_cuda()) return place(tree, dev, default_ordered_stream(dev, source_devices(tree, "place")), resource);
+  if (dev.is_cuda()) return place(tree, dev, default_ordered_stream(dev, source_device(tree, "place")), resource);
 #endif
   const stream inline_stream;
   return place(tree, dev, inline_stream, resource);
@@ -644,7 +636,7 @@ template <class T, class F>
     device_plan& dp = plans[f];
     auto& resource = resource_for(dev);
     using R = std::remove_reference_t<decltype(resource)>;
-    const stream& s = default_ordered_stream(dev, source_devices(tree, "shard"));
+    const stream& s = default_ordered_stream(dev, source_device(tree, "shard"));
     std::byte* base =
         dp.total != 0 ? static_cast<std::byte*>(resource.allocate(dp.total, placement_alignment)) : nullptr;
     placed_block_release<R> release{&resource, dp.total};
