@@ -8,7 +8,7 @@
 // same stream, so blocks move between streams through the allocators' cross-stream reuse paths.
 // Every replay ends by synchronising the streams it used, inside the timed region.
 //
-// Entries (ratio = their time / ours, bigger is better; goals from issue 10):
+// Entries (ratio = their time / ours, bigger is better; the goals are the project's targets):
 //   pool.random_allocations.vs_rmm_pool         rmm::mr::pool_memory_resource     goal >= 1.5
 //   pool.random_allocations.vs_rmm_arena        rmm::mr::arena_memory_resource    goal >= 1.5
 //   pool.random_allocations.vs_cudaMallocAsync  default driver pool, threshold raised, goal >= 3

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Checks the shape of the source tree: includes go down the layers, files stay short, and the code
+says what it guards rather than where it came from.
+
+  check_layout.py ROOT
+
+1. Layers. include/devicekit/<layer>/ may include only its own layer and the layers below it, in
+   the order the README's "Layers" table gives. A header that holds nothing but includes (a
+   forwarding header kept at a public path that moved) may name any layer: it carries no code.
+2. Size. No file under include/ or sim/ is longer than 520 lines; manager.hpp, the manager's
+   facade, no longer than 400.
+3. No history. Code, tests, examples, tools and scripts name no issue or finding numbers and no
+   origin documents: a comment says what the code guards, which stays true when the history is
+   forgotten.
+
+Prints every violation with file and line, and exits 1 if there is any.
+"""
+import pathlib
+import re
+import sys
+
+# Bottom to top. Layers on one rank do not include each other (detect and tree are independent).
+LAYER_RANK = {
+    "core": 0,
+    "detect": 1,
+    "tree": 1,
+    "memory": 2,
+    "transfer": 3,
+    "place": 4,
+    "compute": 5,
+    "distribute": 6,
+    "report": 7,
+    "manager": 8,
+}
+MAX_LINES = 520
+MAX_LINES_BY_PATH = {"include/devicekit/manager.hpp": 400}
+SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".cmake", ".py", ".sh", ".txt", ".in"}
+HISTORY = [
+    re.compile(r"\b(issue|finding)s?\s*#?\d+", re.IGNORECASE),
+    re.compile(r"\bissue\s+\"", re.IGNORECASE),
+    re.compile(r"\bseed (table|document)s?\b", re.IGNORECASE),
+    re.compile(r"\b(placement|hardware|memory|daena) seeds?\b", re.IGNORECASE),
+]
+INCLUDE = re.compile(r"^\s*#\s*include\s*<devicekit/([a-z_]+)/")
+
+
+def is_forwarding_header(lines):
+    """True when the file holds only #pragma once, includes and comments."""
+    in_block = False
+    for raw in lines:
+        line = raw.strip()
+        if in_block:
+            in_block = "*/" not in line
+            continue
+        if not line or line.startswith("//") or line == "#pragma once" or line.startswith("#include"):
+            continue
+        if line.startswith("/*"):
+            in_block = "*/" not in line
+            continue
+        return False
+    return True
+
+
+def check_layers(root, problems):
+    base = root / "include" / "devicekit"
+    for path in sorted(base.rglob("*")):
+        if not path.is_file() or path.suffix not in {".hpp", ".cuh", ".h"}:
+            continue
+        rel = path.relative_to(base)
+        if len(rel.parts) < 2 or rel.parts[0] not in LAYER_RANK:
+            continue  # umbrellas and the top-level public headers
+        layer = rel.parts[0]
+        lines = path.read_text().splitlines()
+        if is_forwarding_header(lines):
+            continue
+        for number, line in enumerate(lines, 1):
+            match = INCLUDE.match(line)
+            if not match or match.group(1) == layer:
+                continue
+            target = match.group(1)
+            if target not in LAYER_RANK:
+                continue
+            if LAYER_RANK[target] >= LAYER_RANK[layer]:
+                problems.append(f"{path.relative_to(root)}:{number}: {layer}/ includes {target}/, a layer above or "
+                                f"beside it; move the code it needs down, or this code up")
+
+
+def check_sizes(root, problems):
+    for folder in ("include", "sim"):
+        for path in sorted((root / folder).rglob("*")):
+            if not path.is_file() or path.suffix not in SOURCE_SUFFIXES | {".md"}:
+                continue
+            rel = str(path.relative_to(root))
+            limit = MAX_LINES_BY_PATH.get(rel, MAX_LINES)
+            count = len(path.read_text().splitlines())
+            if count > limit:
+                problems.append(f"{rel}: {count} lines, over {limit}; split it where its jobs part")
+
+
+def check_history(root, problems):
+    folders = ("include", "sim", "tests", "examples", "tools", "scripts", "benchmarks", "cmake")
+    files = [root / "CMakeLists.txt"]
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if not path.is_file() or "results" in path.relative_to(root).parts:
+                continue
+            if path.suffix in SOURCE_SUFFIXES or (path.suffix == "" and folder == "scripts") or path.suffix == ".md":
+                files.append(path)
+    this_file = pathlib.Path(__file__).resolve()
+    for path in files:
+        if path.resolve() == this_file:
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for pattern in HISTORY:
+                if pattern.search(line):
+                    problems.append(f"{path.relative_to(root)}:{number}: names project history "
+                                    f"('{pattern.search(line).group(0)}'); say what the code guards instead")
+                    break
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: check_layout.py ROOT", file=sys.stderr)
+        return 2
+    root = pathlib.Path(sys.argv[1]).resolve()
+    problems = []
+    check_layers(root, problems)
+    check_sizes(root, problems)
+    check_history(root, problems)
+    for problem in problems:
+        print(problem)
+    print(f"layout: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
