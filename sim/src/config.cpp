@@ -1,0 +1,230 @@
+// The simulator's configuration (DEVICEKIT_SIM_* read from the environment at the first call),
+// violations and the exit status they force, injected failures, and the one global state. Each
+// function here runs with the state's mutex held, except the exit check, which takes it.
+#include "entry.hpp"
+#include "scheduler.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace devicekit::cuda_sim::detail {
+
+state& global() {
+  static state* s = new state;  // never destroyed: workers and atexit handlers use it to the end
+  return *s;
+}
+
+namespace {
+
+std::uint64_t parse_bytes(const std::string& v) {
+  std::size_t pos = 0;
+  const double x = std::stod(v, &pos);
+  const std::string unit = v.substr(pos);
+  double mul = 1;
+  if (unit == "KiB") mul = 1024.0;
+  if (unit == "MiB") mul = 1024.0 * 1024;
+  if (unit == "GiB") mul = 1024.0 * 1024 * 1024;
+  return static_cast<std::uint64_t>(x * mul);
+}
+
+void set_uuid(device_spec& d, int index) {
+  for (int i = 0; i < 16; ++i) d.uuid_bytes[i] = static_cast<unsigned char>(0x5d + 17 * index + 29 * i);
+  char text[64];
+  const unsigned char* u = d.uuid_bytes;
+  std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  d.uuid = text;
+}
+
+void parse_uuid(device_spec& d, const std::string& text) {
+  std::string hex;
+  for (char c : text.substr(text.rfind('-') == std::string::npos ? 0 : 4)) {
+    if (std::isxdigit(static_cast<unsigned char>(c))) hex += c;
+  }
+  if (hex.size() != 32) throw std::invalid_argument("uuid needs 32 hex digits");
+  for (int i = 0; i < 16; ++i)
+    d.uuid_bytes[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  d.uuid = text;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+[[noreturn]] void bad_config(const std::string& what) {
+  std::fprintf(stderr, "devicekit cuda_sim: bad configuration: %s\n", what.c_str());
+  std::exit(2);
+}
+
+void check_violations_at_exit() {
+  state& g = global();
+  std::lock_guard lk(g.m);
+  if (g.violations.size() > g.expected_violations) {
+    std::fprintf(stderr, "devicekit cuda_sim: %zu violation(s), %zu expected: exiting with status 86\n",
+                 g.violations.size(), g.expected_violations);
+    std::fflush(stderr);
+    std::_Exit(86);
+  }
+}
+
+// Registered before main, so it runs after every handler registered later (the teardown,
+// devicekit's own exit hook): the last word on the exit status.
+const bool violations_hook = (std::atexit(check_violations_at_exit), true);
+
+}  // namespace
+
+void configure(state& g) {
+  if (g.configured) return;
+  g.configured = true;
+  int n = 1;
+  if (const char* v = env("DEVICEKIT_SIM_GPUS")) {
+    try {
+      n = std::stoi(v);
+    } catch (...) {
+      bad_config(std::string("DEVICEKIT_SIM_GPUS='") + v + "' is not a number");
+    }
+    if (n < 0 || n > 64) bad_config(std::string("DEVICEKIT_SIM_GPUS='") + v + "' must be 0..64");
+  }
+  g.devices.resize(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    device_spec& d = g.devices[static_cast<std::size_t>(i)];
+    d.pci_bus = 0x10 + i;
+    set_uuid(d, i);
+    const std::string var = "DEVICEKIT_SIM_GPU" + std::to_string(i);
+    const char* spec = env(var.c_str());
+    if (spec == nullptr) continue;
+    std::stringstream items(spec);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const auto eq = item.find('=');
+      const std::string key = item.substr(0, eq);
+      const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      try {
+        if (key == "name") {
+          d.name = value;
+        } else if (key == "memory") {
+          d.total_memory = parse_bytes(value);
+        } else if (key == "cc") {
+          d.cc_major = std::stoi(value.substr(0, value.find('.')));
+          d.cc_minor = std::stoi(value.substr(value.find('.') + 1));
+        } else if (key == "sms") {
+          d.sms = std::stoi(value);
+        } else if (key == "pci_bus") {
+          d.pci_bus = std::stoi(value, nullptr, 0);
+        } else if (key == "uuid") {
+          parse_uuid(d, value);
+        } else {
+          bad_config(var + ": unknown key '" + key + "' (name, memory, cc, sms, pci_bus, uuid)");
+        }
+      } catch (const std::exception&) {
+        bad_config(var + ": bad value in '" + item + "'");
+      }
+    }
+  }
+  g.peer_possible.assign(static_cast<std::size_t>(n), std::vector<bool>(static_cast<std::size_t>(n), true));
+  if (const char* v = env("DEVICEKIT_SIM_PEER")) {
+    const std::string p = v;
+    if (p != "all") {
+      for (auto& row : g.peer_possible) std::fill(row.begin(), row.end(), false);
+      if (p != "none") {
+        std::stringstream pairs(p);
+        std::string pair;
+        while (std::getline(pairs, pair, ',')) {
+          const auto gt = pair.find('>');
+          int a = -1;
+          int b = -1;
+          try {
+            a = std::stoi(pair.substr(0, gt));
+            b = std::stoi(pair.substr(gt + 1));
+          } catch (...) {}
+          if (gt == std::string::npos || a < 0 || b < 0 || a >= n || b >= n) {
+            bad_config("DEVICEKIT_SIM_PEER: '" + pair + "' is not i>j with devices below " + std::to_string(n));
+          }
+          g.peer_possible[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] = true;
+        }
+      }
+    }
+  }
+  g.peer_enabled.assign(static_cast<std::size_t>(n), {});
+  g.contexts.assign(static_cast<std::size_t>(n), 0);
+  g.bytes_in_use.assign(static_cast<std::size_t>(n), 0);
+  g.legacy.assign(static_cast<std::size_t>(n), nullptr);
+  g.default_pool.assign(static_cast<std::size_t>(n), nullptr);
+  if (const char* v = env("DEVICEKIT_SIM_SEED")) g.seed = std::strtoull(v, nullptr, 10);
+  if (const char* v = env("DEVICEKIT_SIM_MAX_DELAY_US"))
+    g.max_delay_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  if (const char* v = env("DEVICEKIT_SIM_RACECHECK")) {
+    const std::string r = v;
+    if (r != "0" && r != "1") bad_config("DEVICEKIT_SIM_RACECHECK='" + r + "' must be 0 or 1");
+    g.racecheck = r == "1";
+  }
+  if (const char* v = env("DEVICEKIT_SIM_FAIL")) {
+    std::stringstream items(v);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const auto a = item.find(':');
+      const auto b = item.rfind(':');
+      if (a == std::string::npos || a == b) bad_config("DEVICEKIT_SIM_FAIL: '" + item + "' is not api:n:code");
+      g.failures[item.substr(0, a)][std::stoi(item.substr(a + 1, b - a - 1))] =
+          static_cast<cudaError_t>(std::stoi(item.substr(b + 1)));
+    }
+  }
+  if (const char* v = env("DEVICEKIT_SIM_NCCL_FAULT")) {
+    std::stringstream items(v);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const auto a = item.find(':');
+      const auto b = item.rfind(':');
+      int device = -1;
+      nccl_fault f;
+      try {
+        if (a == std::string::npos || a == b) throw std::invalid_argument("fields");
+        device = std::stoi(item.substr(0, a));
+        f.remaining = std::stoi(item.substr(a + 1, b - a - 1));
+        const std::string what = item.substr(b + 1);
+        f.error = what == "hang" ? 0 : what == "error" ? 2 /* ncclSystemError */ : std::stoi(what);
+      } catch (const std::exception&) {
+        device = -1;
+      }
+      if (device < 0 || device >= n || f.remaining < 0 || f.error < 0) {
+        bad_config("DEVICEKIT_SIM_NCCL_FAULT: '" + item + "' is not device:ops:error|hang with a device below " +
+                   std::to_string(n) + ", ops >= 0, and error an ncclResult_t number or 'error'");
+      }
+      g.nccl_faults[device] = f;
+    }
+  }
+  // The runtime tears itself down at exit, after the destructors of objects made after its
+  // initialisation: calls made later fail with cudaErrorCudartUnloading, as CUDA's do.
+  std::atexit(teardown);
+}
+
+void violation(state& g, const char* api, const std::string& rule) {
+  const std::string text = std::string(api) + ": " + rule;
+  g.violations.push_back(text);
+  std::fprintf(stderr, "devicekit cuda_sim VIOLATION in %s\n", text.c_str());
+}
+
+cudaError_t injected(state& g, const char* api) {
+  const int n = ++g.calls[api];
+  auto it = g.failures.find(api);
+  if (it == g.failures.end()) return cudaSuccess;
+  auto call = it->second.find(n);
+  return call == it->second.end() ? cudaSuccess : call->second;
+}
+
+std::unique_lock<std::mutex> enter(state& g, bool& torn_down) {
+  std::unique_lock lk(g.m);
+  configure(g);
+  torn_down = g.torn_down;
+  return lk;
+}
+
+}  // namespace devicekit::cuda_sim::detail
