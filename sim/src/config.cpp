@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace devicekit::cuda_sim::detail {
 
@@ -59,6 +60,26 @@ const char* env(const char* name) {
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
+/// The comma-separated items of `v` (as std::getline splits them).
+std::vector<std::string> items_of(const std::string& v) {
+  std::vector<std::string> out;
+  std::stringstream items(v);
+  std::string item;
+  while (std::getline(items, item, ',')) out.push_back(item);
+  return out;
+}
+
+/// "x:y:z" as its three fields, split at the first and the last colon; false with fewer.
+bool fields_of(const std::string& item, std::string (&f)[3]) {
+  const auto a = item.find(':');
+  const auto b = item.rfind(':');
+  if (a == std::string::npos || a == b) return false;
+  f[0] = item.substr(0, a);
+  f[1] = item.substr(a + 1, b - a - 1);
+  f[2] = item.substr(b + 1);
+  return true;
+}
+
 [[noreturn]] void bad_config(const std::string& what) {
   std::fprintf(stderr, "devicekit cuda_sim: bad configuration: %s\n", what.c_str());
   std::exit(2);
@@ -101,9 +122,7 @@ void configure(state& g) {
     const std::string var = "DEVICEKIT_SIM_GPU" + std::to_string(i);
     const char* spec = env(var.c_str());
     if (spec == nullptr) continue;
-    std::stringstream items(spec);
-    std::string item;
-    while (std::getline(items, item, ',')) {
+    for (const std::string& item : items_of(spec)) {
       const auto eq = item.find('=');
       const std::string key = item.substr(0, eq);
       const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
@@ -135,9 +154,7 @@ void configure(state& g) {
     if (p != "all") {
       for (auto& row : g.peer_possible) std::fill(row.begin(), row.end(), false);
       if (p != "none") {
-        std::stringstream pairs(p);
-        std::string pair;
-        while (std::getline(pairs, pair, ',')) {
+        for (const std::string& pair : items_of(p)) {
           const auto gt = pair.find('>');
           int a = -1;
           int b = -1;
@@ -167,29 +184,22 @@ void configure(state& g) {
     g.racecheck = r == "1";
   }
   if (const char* v = env("DEVICEKIT_SIM_FAIL")) {
-    std::stringstream items(v);
-    std::string item;
-    while (std::getline(items, item, ',')) {
-      const auto a = item.find(':');
-      const auto b = item.rfind(':');
-      if (a == std::string::npos || a == b) bad_config("DEVICEKIT_SIM_FAIL: '" + item + "' is not api:n:code");
-      g.failures[item.substr(0, a)][std::stoi(item.substr(a + 1, b - a - 1))] =
-          static_cast<cudaError_t>(std::stoi(item.substr(b + 1)));
+    for (const std::string& item : items_of(v)) {
+      std::string f[3];
+      if (!fields_of(item, f)) bad_config("DEVICEKIT_SIM_FAIL: '" + item + "' is not api:n:code");
+      g.failures[f[0]][std::stoi(f[1])] = static_cast<cudaError_t>(std::stoi(f[2]));
     }
   }
   if (const char* v = env("DEVICEKIT_SIM_NCCL_FAULT")) {
-    std::stringstream items(v);
-    std::string item;
-    while (std::getline(items, item, ',')) {
-      const auto a = item.find(':');
-      const auto b = item.rfind(':');
+    for (const std::string& item : items_of(v)) {
+      std::string field[3];
       int device = -1;
       nccl_fault f;
       try {
-        if (a == std::string::npos || a == b) throw std::invalid_argument("fields");
-        device = std::stoi(item.substr(0, a));
-        f.remaining = std::stoi(item.substr(a + 1, b - a - 1));
-        const std::string what = item.substr(b + 1);
+        if (!fields_of(item, field)) throw std::invalid_argument("fields");
+        device = std::stoi(field[0]);
+        f.remaining = std::stoi(field[1]);
+        const std::string& what = field[2];
         f.error = what == "hang" ? 0 : what == "error" ? 2 /* ncclSystemError */ : std::stoi(what);
       } catch (const std::exception&) {
         device = -1;

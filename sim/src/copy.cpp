@@ -115,18 +115,12 @@ extern "C" {
 
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind /*kind*/,
                                       cudaStream_t stream) {
-  SIM_ENTER("cudaMemcpyAsync");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "cudaMemcpyAsync", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaMemcpyAsync", stream);
   return fail(copy(g, e_.lk, dst, src, count, s, "cudaMemcpyAsync"));
 }
 
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind /*kind*/) {
-  SIM_ENTER("cudaMemcpy");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, nullptr, "cudaMemcpy", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaMemcpy", nullptr);
   if (cudaError_t c = copy(g, e_.lk, dst, src, count, s, "cudaMemcpy"); c != cudaSuccess) return fail(c);
   host_joins_stream(g, s);
   wait_until(g, e_.lk, s, s->submitted);  // synchronous with respect to the host
@@ -296,10 +290,7 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
 #endif
 
 cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  SIM_ENTER("cudaMemsetAsync");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "cudaMemsetAsync", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaMemsetAsync", stream);
   allocation* a = nullptr;
   if (cudaError_t c = check_range(g, devPtr, count, "cudaMemsetAsync", a); c != cudaSuccess) return fail(c);
   if (a == nullptr || a->kind != mem_kind::device) return fail(cudaErrorInvalidValue);

@@ -2,6 +2,7 @@
 // What every entry point of the simulated runtime shares: the calling thread's current device
 // and last error, the RAII of a call (configuration, teardown, injected failures, the state's
 // mutex, held for the whole call), violations and primary contexts. config.cpp defines the rest.
+#include "scheduler.hpp"
 #include "state.hpp"
 
 #include <cuda_runtime_api.h>
@@ -53,6 +54,7 @@ struct entry {
   state& g = global();
   std::unique_lock<std::mutex> lk{g.m};
   cudaError_t early = cudaSuccess;
+  stream_obj* stream = nullptr;  ///< the stream a call on a stream names (see below)
   explicit entry(const char* api) {
     configure(g);
     if (g.torn_down) {
@@ -60,6 +62,11 @@ struct entry {
     } else {
       early = injected(g, api);
     }
+  }
+  /// The entry of a call on stream `h`: `stream` is the stream it names, or nullptr and `early`
+  /// the error (resolve) when the call may go no further.
+  entry(const char* api, cudaStream_t h) : entry(api) {
+    if (early == cudaSuccess) stream = resolve(g, h, api, early);
   }
 };
 
@@ -71,4 +78,12 @@ struct entry {
   entry e_(api);       \
   state& g = e_.g;     \
   (void)g;             \
+  if (e_.early != cudaSuccess) return fail(e_.early)
+
+/// SIM_ENTER for a call whose first check is its stream `h`: `s` is the stream it names.
+#define SIM_ENTER_STREAM(api, h)   \
+  entry e_(api, h);                \
+  state& g = e_.g;                 \
+  stream_obj* const s = e_.stream; \
+  (void)g;                         \
   if (e_.early != cudaSuccess) return fail(e_.early)

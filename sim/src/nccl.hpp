@@ -2,6 +2,7 @@
 // NCCL over the simulated GPUs, what its files share: cliques (the ranks of one communicator
 // set), their rendezvous per collective and send/recv channels, the communicator, and the
 // condition variable that announces arrivals. All of it is guarded by the state's mutex.
+#include "entry.hpp"
 #include "state.hpp"
 
 #include <nccl.h>
@@ -12,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +45,12 @@ struct clique {
 
 /// Announces arrivals, messages and aborts (waited on with the state's mutex).
 extern std::condition_variable nccl_cv;
+
+/// Locks the state for an NCCL call (reading the configuration at the first call).
+inline std::unique_lock<std::mutex> lock_state() {
+  bool torn_down = false;
+  return enter(global(), torn_down);
+}
 
 /// Records `why` for ncclGetLastError (of `comm`, or of the thread when it is null) and returns
 /// ncclInvalidArgument.

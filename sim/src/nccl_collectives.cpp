@@ -11,7 +11,6 @@
 // ncclCommGetAsyncError (none for a hang) and holds the stream, as a stuck NCCL kernel does,
 // until the clique is aborted (ncclCommAbort makes real NCCL's kernels exit too); its peers wait
 // for it in the rendezvous, also until the abort.
-#include "entry.hpp"
 #include "nccl.hpp"
 #include "scheduler.hpp"
 
@@ -19,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -116,6 +116,46 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   return ncclSuccess;
 }
 
+/// One rank's side of a send or a receive, as its queued operation sees it.
+struct p2p_side {
+  std::shared_ptr<clique> c;
+  int rank = 0;
+  int device = 0;
+  std::size_t bytes = 0;
+  bool faulty = false;  ///< an injected fault picked it: it stalls (see stall)
+  int fault_error = 0;
+};
+
+/// Queues one rank's side of a send or a receive (`api`) of `count` elements with `peer`, after
+/// the checks both make (lock taken here). When the stream reaches it, `run` moves the data,
+/// unless an injected fault picked the operation. A send reads `buffer`, a receive writes it.
+ncclResult_t point_to_point(const char* api, const void* buffer, bool receive, std::size_t count,
+                            ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream,
+                            std::function<void(const p2p_side&)> run) {
+  state& g = global();
+  auto lk = lock_state();
+  if (comm == nullptr || peer < 0 || peer >= comm->group->nranks || type_size(datatype) == 0) {
+    return invalid(comm, std::string(api) + ": bad peer or type");
+  }
+  cudaError_t err = cudaSuccess;
+  stream_obj* s = resolve(g, stream, api, err);
+  if (s == nullptr) return invalid(comm, std::string(api) + ": invalid stream");
+  p2p_side side{comm->group, comm->rank, comm->device, count * type_size(datatype)};
+  side.faulty = take_fault(g, side.device, side.fault_error);
+  const std::size_t bytes = side.bytes;
+  enqueue(g, s,
+          [side = std::move(side), run = std::move(run)] {
+            if (side.faulty) {
+              std::unique_lock lock(global().m);
+              stall(global(), lock, *side.c, side.rank, side.device, side.fault_error);
+              return;
+            }
+            run(side);
+          },
+          {}, api, {{buffer, bytes, receive, receive ? "receive buffer" : "send buffer"}});
+  return ncclSuccess;
+}
+
 }  // namespace
 }  // namespace devicekit::cuda_sim::detail
 
@@ -193,78 +233,36 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
-  if (comm == nullptr || peer < 0 || peer >= comm->group->nranks || type_size(datatype) == 0) {
-    return invalid(comm, "ncclSend: bad peer or type");
-  }
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "ncclSend", err);
-  if (s == nullptr) return invalid(comm, "ncclSend: invalid stream");
-  const std::size_t bytes = count * type_size(datatype);
-  std::shared_ptr<clique> c = comm->group;
-  const int from = comm->rank;
-  const int device = comm->device;
-  int fault_error = 0;
-  const bool faulty = take_fault(g, device, fault_error);
-  enqueue(g, s,
-          [c, from, peer, sendbuff, bytes, device, faulty, fault_error] {
-            if (faulty) {
-              std::unique_lock lock(global().m);
-              stall(global(), lock, *c, from, device, fault_error);
-              return;
-            }
-            std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff),
-                                           static_cast<const unsigned char*>(sendbuff) + bytes);
-            std::lock_guard lock(global().m);
-            c->channels[{from, peer}].push_back(std::move(msg));
-            nccl_cv.notify_all();
-          },
-          {}, "ncclSend", {{sendbuff, bytes, false, "send buffer"}});
-  return ncclSuccess;
+  return point_to_point("ncclSend", sendbuff, false, count, datatype, peer, comm, stream,
+                        [peer, sendbuff](const p2p_side& side) {
+                          std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff),
+                                                         static_cast<const unsigned char*>(sendbuff) + side.bytes);
+                          std::lock_guard lock(global().m);
+                          side.c->channels[{side.rank, peer}].push_back(std::move(msg));
+                          nccl_cv.notify_all();
+                        });
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
-  if (comm == nullptr || peer < 0 || peer >= comm->group->nranks || type_size(datatype) == 0) {
-    return invalid(comm, "ncclRecv: bad peer or type");
-  }
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "ncclRecv", err);
-  if (s == nullptr) return invalid(comm, "ncclRecv: invalid stream");
-  const std::size_t bytes = count * type_size(datatype);
-  std::shared_ptr<clique> c = comm->group;
-  const int to = comm->rank;
-  const int device = comm->device;
-  int fault_error = 0;
-  const bool faulty = take_fault(g, device, fault_error);
-  enqueue(g, s,
-          [c, to, peer, recvbuff, bytes, device, faulty, fault_error] {
-            std::unique_lock lock(global().m);
-            if (faulty) {
-              stall(global(), lock, *c, to, device, fault_error);
-              return;
-            }
-            auto& q = c->channels[{peer, to}];
-            while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return !q.empty() || c->aborted; })) {
-              if (global().stopping) break;  // the runtime's teardown, as in collective()
-            }
-            if (q.empty()) {
-              c->async_error[static_cast<std::size_t>(to)] = ncclRemoteError;
-              c->async_text[static_cast<std::size_t>(to)] = "a peer aborted the communicator before its send came";
-              return;
-            }
-            std::vector<unsigned char> msg = std::move(q.front());
-            q.pop_front();
-            lock.unlock();
-            std::memcpy(recvbuff, msg.data(), std::min(bytes, msg.size()));
-          },
-          {}, "ncclRecv", {{recvbuff, bytes, true, "receive buffer"}});
-  return ncclSuccess;
+  return point_to_point(
+      "ncclRecv", recvbuff, true, count, datatype, peer, comm, stream, [peer, recvbuff](const p2p_side& side) {
+        const int to = side.rank;
+        std::unique_lock lock(global().m);
+        auto& q = side.c->channels[{peer, to}];
+        while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return !q.empty() || side.c->aborted; })) {
+          if (global().stopping) break;  // the runtime's teardown, as in collective()
+        }
+        if (q.empty()) {
+          side.c->async_error[static_cast<std::size_t>(to)] = ncclRemoteError;
+          side.c->async_text[static_cast<std::size_t>(to)] = "a peer aborted the communicator before its send came";
+          return;
+        }
+        std::vector<unsigned char> msg = std::move(q.front());
+        q.pop_front();
+        lock.unlock();
+        std::memcpy(recvbuff, msg.data(), std::min(side.bytes, msg.size()));
+      });
 }
 
 }  // extern "C"

@@ -2,7 +2,6 @@
 // (ranks in threads of one process meet by id), destroy and abort, asynchronous errors, groups,
 // versions and error texts. Each call holds the state's mutex (enter), ncclCommInitRank waits
 // for the other ranks on nccl_cv.
-#include "entry.hpp"
 #include "nccl.hpp"
 
 #include <algorithm>
@@ -31,6 +30,12 @@ ncclComm_t make_comm(const std::shared_ptr<clique>& c, int rank, int device) {
     c->async_text.assign(static_cast<std::size_t>(c->nranks), std::string());
   }
   return comm;
+}
+
+/// Frees `comm`; its clique stays while other communicators or queued operations hold it.
+void release(ncclComm_t comm) {
+  --comm->group->members;
+  delete comm;
 }
 
 }  // namespace
@@ -73,9 +78,7 @@ const char* ncclGetLastError(ncclComm_t comm) {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) return ncclInvalidArgument;
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
+  auto lk = lock_state();
   std::memset(uniqueId->internal, 0, NCCL_UNIQUE_ID_BYTES);
   std::snprintf(uniqueId->internal, NCCL_UNIQUE_ID_BYTES, "devicekit-sim-nccl-%llu",
                 static_cast<unsigned long long>(next_id++));
@@ -85,8 +88,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr || ndev <= 0) return invalid(nullptr, "ncclCommInitAll: comms is NULL or ndev < 1");
   state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
+  auto lk = lock_state();
   std::vector<int> devs;
   for (int i = 0; i < ndev; ++i) {
     const int d = devlist != nullptr ? devlist[i] : i;
@@ -107,9 +109,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   if (comm == nullptr || nranks <= 0 || rank < 0 || rank >= nranks) {
     return invalid(nullptr, "ncclCommInitRank: invalid nranks or rank");
   }
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
+  auto lk = lock_state();
   const std::string id(commId.internal, strnlen(commId.internal, NCCL_UNIQUE_ID_BYTES));
   auto& pending = pending_ids[id];
   if (!pending.first) {
@@ -130,32 +130,24 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
-  --comm->group->members;
-  delete comm;
+  auto lk = lock_state();
+  release(comm);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
+  auto lk = lock_state();
   comm->aborted = true;
   comm->group->aborted = true;  // ranks waiting in a collective give up
   nccl_cv.notify_all();
-  --comm->group->members;
-  delete comm;
+  release(comm);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (comm == nullptr || asyncError == nullptr) return ncclInvalidArgument;
-  state& g = global();
-  bool torn_down = false;
-  auto lk = enter(g, torn_down);
+  auto lk = lock_state();
   *asyncError = comm->group->async_error[static_cast<std::size_t>(comm->rank)];
   // What ncclGetLastError then tells (copied here, under the lock, from the clique that the
   // stream workers write).

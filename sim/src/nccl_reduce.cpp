@@ -137,6 +137,13 @@ void reduce_into(void* out, const std::vector<const void*>& in, std::size_t coun
         tag, [](const void* p, std::size_t i) { return static_cast<const V*>(p)[i]; },
         [](void* p, std::size_t i, V v) { static_cast<V*>(p)[i] = v; });
   };
+  // A type reduced in float: stored as `Bits`, read with `to_float`, written with `from_float`.
+  auto in_float = [&](auto bits, auto to_float, auto from_float) {
+    using Bits = decltype(bits);
+    run(
+        float{}, [to_float](const void* p, std::size_t i) { return to_float(static_cast<const Bits*>(p)[i]); },
+        [from_float](void* p, std::size_t i, float v) { static_cast<Bits*>(p)[i] = from_float(v); });
+  };
   switch (t) {
     case ncclInt8: plain(std::int8_t{}); break;
     case ncclUint8: plain(std::uint8_t{}); break;
@@ -146,30 +153,20 @@ void reduce_into(void* out, const std::vector<const void*>& in, std::size_t coun
     case ncclUint64: plain(std::uint64_t{}); break;
     case ncclFloat32: plain(float{}); break;
     case ncclFloat64: plain(double{}); break;
-    case ncclFloat16:
-      run(
-          float{}, [](const void* p, std::size_t i) { return half_to_float(static_cast<const std::uint16_t*>(p)[i]); },
-          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_half(v); });
-      break;
-    case ncclBfloat16:
-      run(
-          float{}, [](const void* p, std::size_t i) { return bf16_to_float(static_cast<const std::uint16_t*>(p)[i]); },
-          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_bf16(v); });
-      break;
+    case ncclFloat16: in_float(std::uint16_t{}, half_to_float, float_to_half); break;
+    case ncclBfloat16: in_float(std::uint16_t{}, bf16_to_float, float_to_bf16); break;
 #if DEVICEKIT_SIM_NCCL_FP8
     // Computed in float over all ranks and rounded once (real NCCL accumulates in half on the
     // way round the ring; sums exact in half, as the tests use, agree bit for bit).
     case ncclFloat8e4m3:
-      run(
-          float{},
-          [](const void* p, std::size_t i) { return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], __NV_E4M3); },
-          [](void* p, std::size_t i, float v) { static_cast<std::uint8_t*>(p)[i] = float_to_fp8(v, __NV_E4M3); });
+      in_float(
+          std::uint8_t{}, [](std::uint8_t v) { return fp8_to_float(v, __NV_E4M3); },
+          [](float v) { return float_to_fp8(v, __NV_E4M3); });
       break;
     case ncclFloat8e5m2:
-      run(
-          float{},
-          [](const void* p, std::size_t i) { return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], __NV_E5M2); },
-          [](void* p, std::size_t i, float v) { static_cast<std::uint8_t*>(p)[i] = float_to_fp8(v, __NV_E5M2); });
+      in_float(
+          std::uint8_t{}, [](std::uint8_t v) { return fp8_to_float(v, __NV_E5M2); },
+          [](float v) { return float_to_fp8(v, __NV_E5M2); });
       break;
 #endif
     default: break;

@@ -137,19 +137,13 @@ cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPo
 }
 
 cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
-  SIM_ENTER("cudaMallocAsync");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "cudaMallocAsync", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaMallocAsync", stream);
   (void)default_pool_of(g, s->device);
   return fail(device_alloc(g, devPtr, size, s->device, true, "cudaMallocAsync"));
 }
 
 cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t stream) {
-  SIM_ENTER("cudaFreeAsync");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "cudaFreeAsync", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaFreeAsync", stream);
   if (devPtr == nullptr) return cudaSuccess;
   allocation* a = find_allocation(g, devPtr);
   if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device ||

@@ -42,10 +42,7 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
-  SIM_ENTER("cudaStreamSynchronize");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "cudaStreamSynchronize", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaStreamSynchronize", stream);
   ++g.spinning_host_waits;  // spins under cudaDeviceScheduleAuto (see spinning_host_waits())
   host_joins_stream(g, s);
   wait_until(g, e_.lk, s, s->submitted);
@@ -53,10 +50,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
-  SIM_ENTER("cudaStreamQuery");
-  cudaError_t err = cudaSuccess;
-  stream_obj* s = resolve(g, stream, "cudaStreamQuery", err);
-  if (s == nullptr) return fail(err);
+  SIM_ENTER_STREAM("cudaStreamQuery", stream);
   // cudaErrorNotReady is a status, not an error: it does not become the last error.
   if (s->completed < s->submitted) return cudaErrorNotReady;
   host_joins_stream(g, s);  // "cudaSuccess if all operations in stream have completed"
