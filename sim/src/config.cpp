@@ -1,6 +1,7 @@
-// The simulator's configuration (DEVICEKIT_SIM_* read from the environment at the first call),
-// violations and the exit status they force, injected failures, and the one global state. Each
-// function here runs with the state's mutex held, except the exit check, which takes it.
+// The simulator's configuration, violations and injected failures, and its one global state.
+// Locking: callers hold the state's mutex; the exit check takes it itself.
+// The configuration (DEVICEKIT_SIM_*) is read from the environment at the first call; a process
+// that ends with more violations than it declared exits with status 86.
 #include "entry.hpp"
 #include "scheduler.hpp"
 

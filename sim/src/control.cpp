@@ -1,6 +1,5 @@
-// The test-facing control API (<devicekit/cuda_sim/control.hpp>): counters, violations, injected
-// failures and NCCL faults, declared accesses for the race detector. Each call locks the state
-// like a runtime entry point.
+// The test-facing control API (<devicekit/cuda_sim/control.hpp>): counters, violations, faults.
+// Locking: each call takes the state's mutex, as a runtime entry point does.
 #include "entry.hpp"
 #include "race_detector.hpp"
 

@@ -1,6 +1,6 @@
-// Copies and sets: cudaMemcpy, cudaMemcpyAsync, cudaMemcpyPeerAsync, cudaMemcpyBatchAsync,
-// cudaMemset(Async), queued in stream order with the staging and waits CUDA documents. Each call
-// holds the state's mutex (SIM_ENTER); a queued copy takes it only to release its pinned ranges.
+// Copies and sets: cudaMemcpy(Async), cudaMemcpyPeerAsync, cudaMemcpyBatchAsync, cudaMemset(Async).
+// Locking: each call holds the state's mutex (SIM_ENTER); a queued copy takes it only to release
+// its pinned ranges. Copies are queued in stream order with the staging and waits CUDA documents.
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "race_detector.hpp"

@@ -1,6 +1,6 @@
-// Devices (cudaGetDeviceCount, cudaSetDevice, properties and attributes, PCI bus ids, peer
-// access, cudaMemGetInfo, cudaDeviceSynchronize) and versions, from the configuration. Each call
-// holds the state's mutex (SIM_ENTER).
+// Devices: count, current device, properties, attributes, PCI ids, peer access, memory info.
+// Locking: each call holds the state's mutex (SIM_ENTER). Also cudaDeviceSynchronize and the
+// driver and runtime versions; every value comes from the configuration.
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "scheduler.hpp"
@@ -108,7 +108,7 @@ cudaError_t CUDARTAPI cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)
   SIM_ENTER("cudaDeviceGetPCIBusId");
   if (pciBusId == nullptr || len <= 0) return fail(cudaErrorInvalidValue);
   if (!valid_device(g, device)) return fail(cudaErrorInvalidDevice);
-  // "[domain]:[bus]:[device].[function]" with a 4-digit domain, as the H100 run returned it.
+  // "[domain]:[bus]:[device].[function]" with a 4-digit domain, as an H100 reports it.
   std::snprintf(pciBusId, static_cast<std::size_t>(len), "0000:%02X:00.0",
                 g.devices[static_cast<std::size_t>(device)].pci_bus);
   return cudaSuccess;

@@ -1,5 +1,6 @@
-// Driver entry points: the cu* functions devicekit fetches with cudaGetDriverEntryPointByVersion
-// (so it never links libcuda), answered from the configuration. Each holds the state's mutex.
+// Driver entry points: the cu* functions devicekit fetches with cudaGetDriverEntryPointByVersion.
+// Locking: each holds the state's mutex. devicekit fetches them so that it never links libcuda;
+// the answers come from the configuration.
 #include "entry.hpp"
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
-// What every entry point of the simulated runtime shares: the calling thread's current device
-// and last error, the RAII of a call (configuration, teardown, injected failures, the state's
-// mutex, held for the whole call), violations and primary contexts. config.cpp defines the rest.
+// The entry of a simulated runtime call: current device, last error, contexts, the call's RAII.
+// Locking: an entry point holds the state's mutex for the whole call (SIM_ENTER); config.cpp
+// defines the configuration, violations and injected failures declared here.
 #include "scheduler.hpp"
 #include "state.hpp"
 

@@ -1,5 +1,5 @@
-// Errors: the calling thread's last error (cudaGetLastError, cudaPeekAtLastError) and the names
-// and texts of the error codes the simulator returns. Thread-local or constant: no lock.
+// Errors: the thread's last error (cudaGetLastError, cudaPeekAtLastError), names and texts.
+// Locking: none (thread-local or constant).
 #include "entry.hpp"
 
 using namespace devicekit::cuda_sim::detail;

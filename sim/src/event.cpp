@@ -1,5 +1,6 @@
-// Events: create, record, query, synchronize, destroy, and cudaStreamWaitEvent, with the order
-// they give the race detector. Each call holds the state's mutex (SIM_ENTER).
+// Events: create, record, query, synchronize, destroy, and cudaStreamWaitEvent.
+// Locking: each call holds the state's mutex (SIM_ENTER). A record and a wait also give the race
+// detector its order.
 #include "entry.hpp"
 #include "race_detector.hpp"
 #include "scheduler.hpp"

@@ -1,6 +1,5 @@
-// Memory: cudaMalloc / cudaFree, pinned host memory (cudaMallocHost, cudaFreeHost,
-// cudaHostRegister, cudaHostUnregister) and cudaPointerGetAttributes over the memory model. Each
-// call holds the state's mutex (SIM_ENTER).
+// Memory: cudaMalloc / cudaFree, pinned and registered host memory, cudaPointerGetAttributes.
+// Locking: each call holds the state's mutex (SIM_ENTER); the memory model does the rest.
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "race_detector.hpp"

@@ -1,6 +1,6 @@
-// The memory model: device allocations, poisoned when made (0xA5) and when freed (0xDE), freed
-// ones kept a while so stale reads see garbage rather than crash; lookups and range checks of
-// device and pinned host memory. Every function runs with the state's mutex held.
+// The memory model: device allocations, poison, the quarantine of freed memory, range checks.
+// Locking: every function runs with the state's mutex held. Memory is poisoned when made (0xA5)
+// and when freed (0xDE), and freed memory is kept a while so stale reads see garbage, not a crash.
 #include "memory_model.hpp"
 
 #include "entry.hpp"

@@ -1,7 +1,7 @@
 #pragma once
-// The memory model: device allocations (poisoned when made and when freed, freed ones kept a
-// while in quarantine), pinned host ranges and the lookups and range checks every copy, set and
-// free makes. Called with the state's mutex held.
+// The memory model: device allocations, pinned host ranges, the lookups and range checks of copies.
+// Locking: called with the state's mutex held. Freed device memory stays poisoned in quarantine
+// a while (memory_model.cpp).
 #include "state.hpp"
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,6 @@
 #pragma once
-// NCCL over the simulated GPUs, what its files share: cliques (the ranks of one communicator
-// set), their rendezvous per collective and send/recv channels, the communicator, and the
-// condition variable that announces arrivals. All of it is guarded by the state's mutex.
+// NCCL's shared pieces: cliques (a communicator set's ranks), rendezvous, channels, communicators.
+// Locking: all of it is guarded by the state's mutex; nccl_cv announces arrivals and messages.
 #include "entry.hpp"
 #include "state.hpp"
 

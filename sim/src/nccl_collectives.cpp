@@ -1,16 +1,5 @@
-// NCCL operations over the simulated GPUs: the collectives devicekit uses and point-to-point
-// send/recv. The calls hold the state's mutex (enter); a queued part takes it when it runs.
-// Each operation is queued on its rank's stream; when a rank's stream reaches a collective it
-// waits there for the other ranks (a rendezvous per collective, by sequence number), and the
-// last to arrive computes the result for all. A send hands a copy of its buffer to the
-// receiver's channel when its stream reaches it; a recv waits for the matching send. Groups
-// (ncclGroupStart/End) need nothing more: nothing blocks the calling thread.
-//
-// Faults (control.hpp: nccl_async_error_after, nccl_hang_after; DEVICEKIT_SIM_NCCL_FAULT): the
-// chosen operation never moves its data. When its stream reaches it, it records the error for
-// ncclCommGetAsyncError (none for a hang) and holds the stream, as a stuck NCCL kernel does,
-// until the clique is aborted (ncclCommAbort makes real NCCL's kernels exit too); its peers wait
-// for it in the rendezvous, also until the abort.
+// NCCL operations: all-reduce, broadcast, all-gather, reduce-scatter, send and recv.
+// Locking: the calls hold the state's mutex (lock_state); a queued part takes it when it runs.
 #include "nccl.hpp"
 #include "scheduler.hpp"
 

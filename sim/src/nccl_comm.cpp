@@ -1,7 +1,7 @@
-// NCCL communicators: unique ids, ncclCommInitAll (one thread, several devices), ncclCommInitRank
-// (ranks in threads of one process meet by id), destroy and abort, asynchronous errors, groups,
-// versions and error texts. Each call holds the state's mutex (enter), ncclCommInitRank waits
-// for the other ranks on nccl_cv.
+// NCCL communicators: unique ids, ncclCommInitAll/InitRank, destroy, abort, errors, groups.
+// Locking: each call holds the state's mutex (lock_state); ncclCommInitRank waits for the other
+// ranks on nccl_cv. ncclCommInitAll makes several devices' ranks in one thread, ncclCommInitRank
+// one rank per thread, meeting the others by unique id.
 #include "nccl.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// NCCL's element types and reductions on the host: sizes, fp16 / bf16 / fp8 conversions and the
-// reduction of every rank's buffer (all-reduce, reduce-scatter). Pure functions: no lock.
+// NCCL's element types and reductions on the host: sizes, fp16 / bf16 / fp8, reduce over ranks.
+// Locking: none (pure functions).
 #include "nccl.hpp"
 
 #include <cuda_fp8.h>  // host conversions of the fp8 formats (host-compilable)

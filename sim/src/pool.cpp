@@ -1,6 +1,6 @@
-// Stream-ordered allocation and memory pools: cudaMallocAsync, cudaMallocFromPoolAsync,
-// cudaFreeAsync, default and created pools (cudaMemPool*: attributes, trim, access). Each call
-// holds the state's mutex (SIM_ENTER); a queued free takes it when its stream reaches it.
+// Stream-ordered allocation and pools: cudaMallocAsync, cudaFreeAsync, cudaMemPool*.
+// Locking: each call holds the state's mutex (SIM_ENTER); a queued free takes it when its stream
+// reaches it.
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "scheduler.hpp"

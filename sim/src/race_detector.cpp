@@ -1,14 +1,14 @@
-// The stream-order race detector: happens-before as the CUDA runtime defines it, with vector
-// clocks; every function runs with the state's mutex held. Agents are the streams and
-// the host threads that call the API. An operation queued on a stream is ordered after what came
-// before it on that stream, after what its calling thread did before the call, and after its
-// dependencies: the implicit ones of the legacy default stream ("Stream synchronization
-// behavior") and the event of cudaStreamWaitEvent ("The stream stream will wait only for the
-// completion of the most recent host call to cudaEventRecord() on event"). A host thread is
-// ordered after what it waited for: cudaStreamSynchronize, cudaEventSynchronize, a query that
-// returned cudaSuccess, cudaDeviceSynchronize, and the calls that synchronise (cudaMemcpy,
-// cudaFree...). Every access to device or pinned host memory is checked against the earlier ones
-// of its allocation when it is queued (or when the host makes it), so the verdict depends on the
+// The stream-order race detector: happens-before as the CUDA runtime defines it, vector clocks.
+// Locking: every function runs with the state's mutex held.
+// Agents are the streams and the host threads that call the API. An operation queued on a stream is
+// ordered after what came before it on that stream, after what its calling thread did before the
+// call, and after its dependencies: the implicit ones of the legacy default stream ("Stream
+// synchronization behavior") and the event of cudaStreamWaitEvent ("The stream stream will wait
+// only for the completion of the most recent host call to cudaEventRecord() on event"). A host
+// thread is ordered after what it waited for: cudaStreamSynchronize, cudaEventSynchronize, a query
+// that returned cudaSuccess, cudaDeviceSynchronize, and the calls that synchronise (cudaMemcpy,
+// cudaFree...). Every access to device or pinned host memory is checked against the earlier ones of
+// its allocation when it is queued (or when the host makes it), so the verdict depends on the
 // program's order of calls, never on the schedule: two accesses, one a write, ordered neither way
 // are a data race, undefined behaviour.
 #include "race_detector.hpp"

@@ -1,7 +1,6 @@
 #pragma once
-// The stream-order race detector: vector clocks over agents (streams and host threads), and the
-// accesses to device and pinned host memory checked against them. Called with the state's mutex
-// held; race_detector.cpp says how happens-before is built.
+// The stream-order race detector's types and calls: clocks, agents, accesses and their records.
+// Locking: called with the state's mutex held; race_detector.cpp says how happens-before is built.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
-// The scheduler: one worker thread per stream runs its queued operations in stream order after a
-// random delay, never inline in the call; the legacy default stream orders itself with the
-// blocking streams of its device. The API side queues and waits with the state's mutex held; a
-// worker takes it between operations and releases it while one runs.
+// The scheduler: a worker thread per stream runs its operations in order, after a random delay.
+// Locking: the API side queues and waits with the state's mutex held; a worker takes it between
+// operations and releases it while one runs. Never inline in the call; the legacy default stream
+// orders itself with the blocking streams of its device.
 #include "scheduler.hpp"
 
 #include "entry.hpp"

@@ -1,8 +1,7 @@
 #pragma once
-// The scheduler: streams (created, legacy default, per-thread default), each with a worker
-// thread that runs its queued operations in stream order after a random delay, and the
-// implicit order of the legacy default stream. Called with the state's mutex held; the workers
-// take it themselves.
+// The scheduler: streams, their worker threads, the legacy default stream's order, waits.
+// Locking: called with the state's mutex held; the workers take it themselves. Streams are
+// created, legacy default or per-thread default.
 #include "state.hpp"
 
 #include <cuda_runtime_api.h>

@@ -1,6 +1,6 @@
 #pragma once
-// The simulator's state: devices, contexts, streams with their workers, events, allocations and
-// pools. One global mutex (state::m) guards all of it, and the objects it owns; one condition
+// The simulator's state: devices, contexts, streams, events, allocations and pools.
+// Locking: one global mutex (state::m) guards all of it and the objects it owns; one condition
 // variable (state::cv) announces every completed operation (simple, and enough for test
 // programs). The API families (device.cpp, stream.cpp, ...) work on it under that mutex.
 #include "race_detector.hpp"

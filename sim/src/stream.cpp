@@ -1,5 +1,5 @@
-// Streams: create, destroy, synchronize, query, cudaStreamGetDevice and host functions
-// (cudaLaunchHostFunc) over the scheduler. Each call holds the state's mutex (SIM_ENTER).
+// Streams: create, destroy, synchronize, query, cudaStreamGetDevice, cudaLaunchHostFunc.
+// Locking: each call holds the state's mutex (SIM_ENTER); the scheduler runs the queued work.
 #include "entry.hpp"
 #include "race_detector.hpp"
 #include "scheduler.hpp"

@@ -187,8 +187,8 @@ TEST_CASE("a destroyed stream or event is a violation; their queued work still c
 TEST_CASE("the legacy default stream orders blocking streams, not non-blocking ones", "[sim]") {
   // Device work (memsets) on the two streams, not host functions: CUDA may run the host functions
   // of independent streams one after another on one thread (cudaLaunchHostFunc: "may be
-  // serialized"), which the H100 run showed: a host function on the non-blocking stream waited
-  // for the held one on the legacy stream.
+  // serialized"), as an H100 does: a host function on the non-blocking stream can wait for the
+  // held one on the legacy stream.
   ok(cudaSetDevice(0));
   auto blocking = scoped_stream(cudaStreamDefault);
   auto nonblocking = scoped_stream(cudaStreamNonBlocking);
