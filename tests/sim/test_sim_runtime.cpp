@@ -63,6 +63,14 @@ scoped<void*> scoped_device_memory(std::size_t bytes) {
   return {[bytes](void** p) { return cudaMalloc(p, bytes); }, cudaFree};
 }
 
+/// `bytes` of pinned host memory (cudaMallocHost), every byte `fill`; the case frees it.
+void* pinned_host(std::size_t bytes, int fill) {
+  void* h = nullptr;
+  ok(cudaMallocHost(&h, bytes));
+  std::memset(h, fill, bytes);
+  return h;
+}
+
 /// A pool of pinned device memory on `device` (cudaMemPoolCreate); the case destroys it.
 cudaMemPool_t make_pool(int device) {
   cudaMemPoolProps props{};
@@ -287,9 +295,7 @@ TEST_CASE("cudaFreeHost while a queued copy still reads the buffer is a violatio
   ok(cudaSetDevice(0));
   auto s = scoped_stream();
   auto d = scoped_device_memory(256);
-  void* h = nullptr;
-  ok(cudaMallocHost(&h, 256));
-  std::memset(h, 7, 256);
+  void* h = pinned_host(256, 7);
   gate g;
   ok(cudaLaunchHostFunc(s, gate::hold, &g));  // the copy below is surely still queued
   ok(cudaMemcpyAsync(d, h, 256, cudaMemcpyHostToDevice, s));
@@ -324,9 +330,7 @@ TEST_CASE("freeing or unregistering host memory after its copies are synchronize
   ok(cudaSetDevice(0));
   auto s = scoped_stream();
   auto d = scoped_device_memory(256);
-  void* h = nullptr;
-  ok(cudaMallocHost(&h, 256));
-  std::memset(h, 3, 256);
+  void* h = pinned_host(256, 3);
   std::vector<unsigned char> reg(256, 0);
   ok(cudaHostRegister(reg.data(), reg.size(), cudaHostRegisterDefault));
   const auto before = sim::violations().size();
