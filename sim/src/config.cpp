@@ -101,54 +101,42 @@ void check_violations_at_exit() {
 // devicekit's own exit hook): the last word on the exit status.
 const bool violations_hook = (std::atexit(check_violations_at_exit), true);
 
-}  // namespace
-
-void configure(state& g) {
-  if (g.configured) return;
-  g.configured = true;
-  int n = 1;
-  if (const char* v = env("DEVICEKIT_SIM_GPUS")) {
+/// DEVICEKIT_SIM_GPU<i>: the properties of device `i`, over the defaults.
+void configure_device(device_spec& d, int i) {
+  d.pci_bus = 0x10 + i;
+  set_uuid(d, i);
+  const std::string var = "DEVICEKIT_SIM_GPU" + std::to_string(i);
+  const char* spec = env(var.c_str());
+  if (spec == nullptr) return;
+  for (const std::string& item : items_of(spec)) {
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     try {
-      n = std::stoi(v);
-    } catch (...) {
-      bad_config(std::string("DEVICEKIT_SIM_GPUS='") + v + "' is not a number");
-    }
-    if (n < 0 || n > 64) bad_config(std::string("DEVICEKIT_SIM_GPUS='") + v + "' must be 0..64");
-  }
-  g.devices.resize(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    device_spec& d = g.devices[static_cast<std::size_t>(i)];
-    d.pci_bus = 0x10 + i;
-    set_uuid(d, i);
-    const std::string var = "DEVICEKIT_SIM_GPU" + std::to_string(i);
-    const char* spec = env(var.c_str());
-    if (spec == nullptr) continue;
-    for (const std::string& item : items_of(spec)) {
-      const auto eq = item.find('=');
-      const std::string key = item.substr(0, eq);
-      const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-      try {
-        if (key == "name") {
-          d.name = value;
-        } else if (key == "memory") {
-          d.total_memory = parse_bytes(value);
-        } else if (key == "cc") {
-          d.cc_major = std::stoi(value.substr(0, value.find('.')));
-          d.cc_minor = std::stoi(value.substr(value.find('.') + 1));
-        } else if (key == "sms") {
-          d.sms = std::stoi(value);
-        } else if (key == "pci_bus") {
-          d.pci_bus = std::stoi(value, nullptr, 0);
-        } else if (key == "uuid") {
-          parse_uuid(d, value);
-        } else {
-          bad_config(var + ": unknown key '" + key + "' (name, memory, cc, sms, pci_bus, uuid)");
-        }
-      } catch (const std::exception&) {
-        bad_config(var + ": bad value in '" + item + "'");
+      if (key == "name") {
+        d.name = value;
+      } else if (key == "memory") {
+        d.total_memory = parse_bytes(value);
+      } else if (key == "cc") {
+        d.cc_major = std::stoi(value.substr(0, value.find('.')));
+        d.cc_minor = std::stoi(value.substr(value.find('.') + 1));
+      } else if (key == "sms") {
+        d.sms = std::stoi(value);
+      } else if (key == "pci_bus") {
+        d.pci_bus = std::stoi(value, nullptr, 0);
+      } else if (key == "uuid") {
+        parse_uuid(d, value);
+      } else {
+        bad_config(var + ": unknown key '" + key + "' (name, memory, cc, sms, pci_bus, uuid)");
       }
+    } catch (const std::exception&) {
+      bad_config(var + ": bad value in '" + item + "'");
     }
   }
+}
+
+/// DEVICEKIT_SIM_PEER: which of the `n` devices can access which (all by default).
+void configure_peers(state& g, int n) {
   g.peer_possible.assign(static_cast<std::size_t>(n), std::vector<bool>(static_cast<std::size_t>(n), true));
   if (const char* v = env("DEVICEKIT_SIM_PEER")) {
     const std::string p = v;
@@ -171,19 +159,10 @@ void configure(state& g) {
       }
     }
   }
-  g.peer_enabled.assign(static_cast<std::size_t>(n), {});
-  g.contexts.assign(static_cast<std::size_t>(n), 0);
-  g.bytes_in_use.assign(static_cast<std::size_t>(n), 0);
-  g.legacy.assign(static_cast<std::size_t>(n), nullptr);
-  g.default_pool.assign(static_cast<std::size_t>(n), nullptr);
-  if (const char* v = env("DEVICEKIT_SIM_SEED")) g.seed = std::strtoull(v, nullptr, 10);
-  if (const char* v = env("DEVICEKIT_SIM_MAX_DELAY_US"))
-    g.max_delay_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-  if (const char* v = env("DEVICEKIT_SIM_RACECHECK")) {
-    const std::string r = v;
-    if (r != "0" && r != "1") bad_config("DEVICEKIT_SIM_RACECHECK='" + r + "' must be 0 or 1");
-    g.racecheck = r == "1";
-  }
+}
+
+/// DEVICEKIT_SIM_FAIL: the n-th call of an API fails with the given error.
+void configure_failures(state& g) {
   if (const char* v = env("DEVICEKIT_SIM_FAIL")) {
     for (const std::string& item : items_of(v)) {
       std::string f[3];
@@ -191,6 +170,10 @@ void configure(state& g) {
       g.failures[f[0]][std::stoi(f[1])] = static_cast<cudaError_t>(std::stoi(f[2]));
     }
   }
+}
+
+/// DEVICEKIT_SIM_NCCL_FAULT: NCCL faults injected on the `n` devices.
+void configure_nccl_faults(state& g, int n) {
   if (const char* v = env("DEVICEKIT_SIM_NCCL_FAULT")) {
     for (const std::string& item : items_of(v)) {
       std::string field[3];
@@ -212,6 +195,40 @@ void configure(state& g) {
       g.nccl_faults[device] = f;
     }
   }
+}
+
+}  // namespace
+
+void configure(state& g) {
+  if (g.configured) return;
+  g.configured = true;
+  int n = 1;
+  if (const char* v = env("DEVICEKIT_SIM_GPUS")) {
+    try {
+      n = std::stoi(v);
+    } catch (...) {
+      bad_config(std::string("DEVICEKIT_SIM_GPUS='") + v + "' is not a number");
+    }
+    if (n < 0 || n > 64) bad_config(std::string("DEVICEKIT_SIM_GPUS='") + v + "' must be 0..64");
+  }
+  g.devices.resize(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) configure_device(g.devices[static_cast<std::size_t>(i)], i);
+  configure_peers(g, n);
+  g.peer_enabled.assign(static_cast<std::size_t>(n), {});
+  g.contexts.assign(static_cast<std::size_t>(n), 0);
+  g.bytes_in_use.assign(static_cast<std::size_t>(n), 0);
+  g.legacy.assign(static_cast<std::size_t>(n), nullptr);
+  g.default_pool.assign(static_cast<std::size_t>(n), nullptr);
+  if (const char* v = env("DEVICEKIT_SIM_SEED")) g.seed = std::strtoull(v, nullptr, 10);
+  if (const char* v = env("DEVICEKIT_SIM_MAX_DELAY_US"))
+    g.max_delay_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  if (const char* v = env("DEVICEKIT_SIM_RACECHECK")) {
+    const std::string r = v;
+    if (r != "0" && r != "1") bad_config("DEVICEKIT_SIM_RACECHECK='" + r + "' must be 0 or 1");
+    g.racecheck = r == "1";
+  }
+  configure_failures(g);
+  configure_nccl_faults(g, n);
   // The runtime tears itself down at exit, after the destructors of objects made after its
   // initialisation: calls made later fail with cudaErrorCudartUnloading, as CUDA's do.
   std::atexit(teardown);

@@ -32,6 +32,14 @@ void count_copy(state& g, const allocation* d, const allocation* r) {
   }
 }
 
+/// Adds the pinned range `a` (when it is one) to `uses`, once: a copy that reads or writes it is
+/// counted on it until it has run, so that freeing or unregistering it first is caught.
+void note_pinned_use(allocation* a, std::vector<std::shared_ptr<host_uses>>& uses) {
+  if (!pinned(a)) return;
+  if (!a->uses) a->uses = std::make_shared<host_uses>();
+  if (std::find(uses.begin(), uses.end(), a->uses) == uses.end()) uses.push_back(a->uses);
+}
+
 /// A queued copy is done with the pinned ranges it used: the last copy of a range whose
 /// cudaFreeHost came first frees it (see host_uses).
 void release_host_uses(const std::vector<std::shared_ptr<host_uses>>& uses) {
@@ -86,11 +94,7 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
   // Pinned host memory is read or written when the stream reaches the copy: the copy is counted
   // on its range until then, so that freeing or unregistering the range first is caught.
   std::vector<std::shared_ptr<host_uses>> uses;
-  for (allocation* a : {d, r}) {
-    if (!pinned(a)) continue;
-    if (!a->uses) a->uses = std::make_shared<host_uses>();
-    if (std::find(uses.begin(), uses.end(), a->uses) == uses.end()) uses.push_back(a->uses);
-  }
+  for (allocation* a : {d, r}) note_pinned_use(a, uses);
   for (const auto& u : uses) ++u->pending;
   const std::uint64_t done = enqueue(
       g, s,
@@ -199,8 +203,8 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
     std::shared_ptr<std::vector<unsigned char>> staged;  ///< the source as read at the call
   };
   std::vector<one_copy> batch;
-  std::vector<const allocation*> dst_alloc;
-  std::vector<const allocation*> src_alloc;
+  std::vector<allocation*> dst_alloc;
+  std::vector<allocation*> src_alloc;
   bool wait_for_it = false;
   std::vector<planned_access> accesses;  // for the race detector
   std::size_t attr = 0;
@@ -263,12 +267,7 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
   std::vector<std::shared_ptr<host_uses>> uses;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     count_copy(g, dst_alloc[i], src_alloc[i]);
-    for (const allocation* a : {dst_alloc[i], src_alloc[i]}) {
-      if (!pinned(a)) continue;
-      auto* m = const_cast<allocation*>(a);
-      if (!m->uses) m->uses = std::make_shared<host_uses>();
-      if (std::find(uses.begin(), uses.end(), m->uses) == uses.end()) uses.push_back(m->uses);
-    }
+    for (allocation* a : {dst_alloc[i], src_alloc[i]}) note_pinned_use(a, uses);
   }
   ++g.copies.batch_calls;
   g.copies.batched_copies += batch.size();
