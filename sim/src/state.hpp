@@ -1,11 +1,15 @@
 #pragma once
-// The simulator's state: devices, contexts, streams with their workers, events, allocations and
-// pools. One global mutex guards all of it; one condition variable announces every completed
-// operation (simple, and enough for test programs). See runtime.cpp for the API on top.
+// The simulator's state: devices, contexts, streams, events, allocations and pools.
+// Locking: one global mutex (state::m) guards all of it and the objects it owns; one condition
+// variable (state::cv) announces every completed operation (simple, and enough for test
+// programs). The API families (device.cpp, stream.cpp, ...) work on it under that mutex.
+#include "race_detector.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -29,52 +33,6 @@ struct device_spec {
   int pci_bus = 0;
   std::string uuid;
   unsigned char uuid_bytes[16] = {};
-};
-
-struct stream_obj;
-
-// --- the stream-order race detector (runtime.cpp, "race detector") ---------------------------------
-/// A vector clock, indexed by agent (a stream or a host thread that called the API).
-using vclock = std::vector<std::uint64_t>;
-
-/// One queued operation as the race detector sees it: its agent (the stream), its epoch (the
-/// stream's own component) and its full clock (what happened before it).
-struct op_info {
-  int agent = -1;
-  std::uint64_t epoch = 0;
-  std::shared_ptr<const vclock> clock;
-  const char* api = "";
-  stream_obj* stream = nullptr;
-};
-
-/// A memory access an API call makes: on its stream when the stream reaches it, or, with
-/// `by_host_at_call`, by the calling host thread during the call (a source read "during the API
-/// call"). Only device memory and pinned host memory are tracked.
-struct planned_access {
-  const void* p = nullptr;
-  std::size_t n = 0;
-  bool write = false;
-  const char* what = "";
-  bool by_host_at_call = false;
-};
-
-/// One recorded access of an allocation: who (agent, epoch, clock), what and where.
-struct access_record {
-  std::uintptr_t begin = 0;
-  std::uintptr_t end = 0;
-  bool write = false;
-  int agent = -1;
-  std::uint64_t epoch = 0;
-  std::shared_ptr<const vclock> clock;
-  const char* api = "";
-  const char* what = "";
-  stream_obj* stream = nullptr;  ///< nullptr: a host thread
-};
-
-/// A host thread that called the API, as an agent of the detector.
-struct host_agent {
-  int id = -1;
-  vclock clock;
 };
 
 /// An operation queued on a stream: it first waits for `deps` (stream, count) pairs, then runs.
@@ -189,24 +147,11 @@ struct state {
   std::size_t races = 0;                  ///< races reported so far
   int agents = 0;                         ///< agent ids handed out (streams and host threads)
   std::vector<std::unique_ptr<host_agent>> hosts;
-  vclock host_seen;  ///< what any host thread has synchronised with (runtime.cpp, host_of)
+  vclock host_seen;  ///< what any host thread has synchronised with (race_detector.cpp, host_of)
 };
 
+/// The one state, made at the first call and never destroyed (stream workers and exit handlers
+/// use it to the end).
 state& global();
-
-// What nccl.cpp uses of the runtime (defined in runtime.cpp).
-/// Locks the state and reads the configuration; `torn_down` says whether the runtime has gone.
-std::unique_lock<std::mutex> enter(state& g, bool& torn_down);
-/// The stream a handle names, for the calling thread (lock held); nullptr and `err` on failure.
-stream_obj* stream_of(state& g, cudaStream_t h, const char* api, cudaError_t& err);
-/// Queues `run` on `s` in stream order (lock held); `accesses` are the memory it reads and writes,
-/// checked by the race detector now, at the call.
-void queue_work(state& g, stream_obj* s, std::function<void()> run, const char* api = "",
-                std::vector<planned_access> accesses = {});
-void report_violation(state& g, const char* api, const std::string& rule);
-/// Fault injection (lock held): the error the next call of `api` must fail with, or 0. For NCCL
-/// calls the number is an ncclResult_t.
-int injected_error(state& g, const char* api);
-int current_device();
 
 }  // namespace devicekit::cuda_sim::detail

@@ -98,6 +98,14 @@ std::vector<dk::device> all_gpus() {
   return devs;
 }
 
+/// A communicator over every simulated GPU with the given timeout, in an optional so that a case
+/// can release it under a watchdog.
+std::optional<dk::nccl_communicator> comm_of_all_gpus(std::chrono::milliseconds timeout) {
+  auto comm = std::make_optional(dk::nccl_communicator::init_all(all_gpus()));
+  comm->set_timeout(timeout);
+  return comm;
+}
+
 /// Whether every stream completes within `limit` (polled: a stuck stream fails the check, it does
 /// not hang the test).
 bool streams_drain(const std::vector<cudaStream_t>& streams, std::chrono::milliseconds limit) {
@@ -111,6 +119,29 @@ bool streams_drain(const std::vector<cudaStream_t>& streams, std::chrono::millis
     }
   }
   return true;
+}
+
+/// What a devicekit NCCL call threw: the communication_error's text, code and rank.
+struct comm_failure {
+  std::string what;
+  int code = 0;
+  int rank = -1;
+};
+
+/// Runs `op` under a watchdog named `label`; the communication_error it throws, if any (an empty
+/// `what` when it throws none).
+template <class F>
+comm_failure failure_of(const std::string& label, F op) {
+  watchdog w(label, 30s);
+  comm_failure f;
+  try {
+    op();
+  } catch (const dk::communication_error& e) {
+    f.what = e.what();
+    f.code = e.code();
+    f.rank = e.rank();
+  }
+  return f;
 }
 
 std::vector<cudaStream_t> streams_of(const dk::nccl_communicator& comm) {
@@ -254,10 +285,8 @@ TEST_CASE("simulated NCCL: faults from DEVICEKIT_SIM_NCCL_FAULT", "[.][nccl_faul
 // whole timeout and report a timeout instead of the error.
 TEST_CASE("devicekit NCCL: an asynchronous error on the last local rank throws that error, not a timeout",
           "[sim][multi][nccl_fault]") {
-  const auto devs = all_gpus();
-  const int n = static_cast<int>(devs.size());
-  auto comm = std::make_optional(dk::nccl_communicator::init_all(devs));
-  comm->set_timeout(20s);
+  const int n = sim::device_count();
+  auto comm = comm_of_all_gpus(20s);
   std::vector<std::unique_ptr<dev_floats>> bufs;
   std::vector<std::tuple<dk::device_array<float>>> trees;
   for (int g = 0; g < n; ++g) {
@@ -269,19 +298,9 @@ TEST_CASE("devicekit NCCL: an asynchronous error on the last local rank throws t
 
   sim::nccl_async_error_after(n - 1, 1);  // the structure exchange passes, the all-reduce fails
   const auto t0 = std::chrono::steady_clock::now();
-  std::string what;
-  int code = 0;
-  int rank = -1;
-  {
-    watchdog w("all_reduce with an asynchronous error on the last rank", 30s);
-    try {
-      dk::all_reduce(*comm, dk::one_per_device(trees), dk::reduce_op::sum);
-    } catch (const dk::communication_error& e) {
-      what = e.what();
-      code = e.code();
-      rank = e.rank();
-    }
-  }
+  const auto [what, code, rank] = failure_of("all_reduce with an asynchronous error on the last rank", [&] {
+    dk::all_reduce(*comm, dk::one_per_device(trees), dk::reduce_op::sum);
+  });
   INFO(what);
   CHECK(seconds_since(t0) < 10.0);  // well within the 20 s timeout
   CHECK(code == sim::nccl_system_error);
@@ -303,10 +322,8 @@ TEST_CASE("devicekit NCCL: an asynchronous error on the last local rank throws t
 // block in cudaStreamSynchronize or ncclCommDestroy on the dead collective.
 TEST_CASE("devicekit NCCL: a hung rank times out, aborts, and the communicator is released",
           "[sim][multi][nccl_fault]") {
-  const auto devs = all_gpus();
-  const int n = static_cast<int>(devs.size());
-  auto comm = std::make_optional(dk::nccl_communicator::init_all(devs));
-  comm->set_timeout(300ms);
+  const int n = sim::device_count();
+  auto comm = comm_of_all_gpus(300ms);
   std::vector<std::unique_ptr<dev_floats>> bufs;
   std::vector<std::vector<dk::leaf_span>> per_rank;
   for (int g = 0; g < n; ++g) {
@@ -315,15 +332,7 @@ TEST_CASE("devicekit NCCL: a hung rank times out, aborts, and the communicator i
   }
   sim::nccl_hang_after(1, 1);  // rank 1: the structure exchange passes, the all-reduce never ends
   const auto t0 = std::chrono::steady_clock::now();
-  std::string what;
-  {
-    watchdog w("all_reduce with a hung rank", 30s);
-    try {
-      comm->all_reduce(per_rank);
-    } catch (const dk::communication_error& e) {
-      what = e.what();
-    }
-  }
+  const std::string what = failure_of("all_reduce with a hung rank", [&] { comm->all_reduce(per_rank); }).what;
   INFO(what);
   CHECK(what.find("timed out after 300 ms") != std::string::npos);
   CHECK(seconds_since(t0) < 10.0);
@@ -344,10 +353,8 @@ TEST_CASE("devicekit NCCL: a hung rank times out, aborts, and the communicator i
 TEST_CASE("devicekit NCCL: an error on one of several queued bucket collectives aborts the operation",
           "[sim][multi][nccl_fault]") {
   const bool growing = GENERATE(false, true);
-  const auto devs = all_gpus();
-  const int n = static_cast<int>(devs.size());
-  auto comm = std::make_optional(dk::nccl_communicator::init_all(devs));
-  comm->set_timeout(20s);
+  const int n = sim::device_count();
+  auto comm = comm_of_all_gpus(20s);
   std::vector<std::vector<std::unique_ptr<dev_floats>>> bufs(static_cast<std::size_t>(n));
   std::vector<std::vector<dk::leaf_span>> per_rank(static_cast<std::size_t>(n));
   // Equal: 8 leaves of 100 floats, buckets of 1 KiB: 4 buckets of 2 leaves, packed through the
@@ -374,16 +381,10 @@ TEST_CASE("devicekit NCCL: an error on one of several queued bucket collectives 
   sim::nccl_async_error_after(n - 1, ok_ops);
   INFO((growing ? "growing buckets" : "equal buckets"));
   const auto t0 = std::chrono::steady_clock::now();
-  std::string what;
-  {
-    watchdog w(std::string("all_reduce with an error on a middle bucket (") + (growing ? "growing" : "equal") + ")",
-               30s);
-    try {
-      comm->all_reduce(per_rank);
-    } catch (const dk::communication_error& e) {
-      what = e.what();
-    }
-  }
+  const std::string what =
+      failure_of(std::string("all_reduce with an error on a middle bucket (") + (growing ? "growing" : "equal") + ")",
+                 [&] { comm->all_reduce(per_rank); })
+          .what;
   INFO(what);
   CHECK(what.find("unhandled system error") != std::string::npos);
   CHECK(seconds_since(t0) < 10.0);

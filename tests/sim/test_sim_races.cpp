@@ -65,6 +65,12 @@ struct fixture {
   fixture& operator=(const fixture&) = delete;
 };
 
+/// Declares `n` races to come (expect_violations); the violations so far, for races_since.
+std::size_t expect_races(std::size_t n) {
+  sim::expect_violations(n);
+  return sim::violations().size();
+}
+
 /// The violations reported since `before`, which must be `n` races.
 std::vector<std::string> races_since(std::size_t before, std::size_t n) {
   const auto v = sim::violations();
@@ -90,8 +96,7 @@ void CUDART_CB declare_access(void* d) {
 TEST_CASE("races: a copy into device memory and a copy out of it on unordered streams race", "[sim][races]") {
   if (detector_off()) return;
   fixture f;
-  sim::expect_violations(2);
-  const auto before = sim::violations().size();
+  const auto before = expect_races(2);
   const auto races_before = sim::races_detected();
   // While the first copy is held back...
   gate g;
@@ -167,8 +172,7 @@ TEST_CASE("races: the legacy default stream and a blocking stream are ordered, a
   }
   SECTION("legacy then non-blocking: a race") {
     fixture f(cudaStreamDefault, cudaStreamNonBlocking);
-    sim::expect_violations(1);
-    const auto before = sim::violations().size();
+    const auto before = expect_races(1);
     ok(cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, nullptr));
     ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.b));
     const auto r = races_since(before, 1);
@@ -202,8 +206,7 @@ TEST_CASE("races: cudaStreamSynchronize between the two copies orders them", "[s
 TEST_CASE("races: kernel stand-ins (host functions declaring accesses) on two unordered streams race", "[sim][races]") {
   if (detector_off()) return;
   fixture f;
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
+  const auto before = expect_races(1);
   declared writer{f.dev, true};
   declared reader{f.dev, false};
   ok(cudaLaunchHostFunc(f.a, declare_access, &writer));
@@ -227,8 +230,7 @@ TEST_CASE("races: the host reading pinned memory races with the copy that writes
           "[sim][races]") {
   if (detector_off()) return;
   fixture f;
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
+  const auto before = expect_races(1);
   gate g;
   ok(cudaLaunchHostFunc(f.a, gate::hold, &g));
   ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.a));
@@ -256,8 +258,7 @@ TEST_CASE("races: the host reading pinned memory races with the copy that writes
 TEST_CASE("races: cudaFreeAsync on one stream of memory still read on an unordered stream", "[sim][races]") {
   if (detector_off()) return;
   fixture f;
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
+  const auto before = expect_races(1);
   void* p = nullptr;
   ok(cudaMallocAsync(&p, bytes, f.a));
   ok(cudaMemcpyAsync(p, f.host_in, bytes, cudaMemcpyHostToDevice, f.a));
@@ -288,8 +289,7 @@ TEST_CASE("races: a gated host function holding the legacy stream orders the blo
   fixture f(cudaStreamDefault, cudaStreamNonBlocking);
   cudaStream_t blocking = nullptr;
   ok(cudaStreamCreate(&blocking));
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
+  const auto before = expect_races(1);
   gate g;
   ok(cudaLaunchHostFunc(nullptr, gate::hold, &g));
   declared writer{f.dev, true};
@@ -317,8 +317,7 @@ TEST_CASE("races: NCCL all-reduce reading a buffer written on an unordered strea
   REQUIRE(ncclCommInitAll(&comm, 1, &dev0) == ncclSuccess);
   void* out = nullptr;
   ok(cudaMalloc(&out, bytes));
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
+  const auto before = expect_races(1);
   ok(cudaMemcpyAsync(f.dev, f.host_in, bytes, cudaMemcpyHostToDevice, f.a));
   REQUIRE(ncclAllReduce(f.dev, out, bytes / sizeof(float), ncclFloat, ncclSum, comm, f.b) == ncclSuccess);
   const auto r = races_since(before, 1);

@@ -11,9 +11,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +27,73 @@ void ok(cudaError_t e) { REQUIRE(e == cudaSuccess); }
 
 using sim_test::gate;
 using sim_test::set_flag;
+
+/// A CUDA object of one case: `make` creates it (checked); `release` frees it at the end of its
+/// scope (checked).
+template <class Handle>
+class scoped {
+ public:
+  template <class Make>
+  scoped(Make make, cudaError_t (*release)(Handle)) : release_(release) {
+    ok(make(&h_));
+  }
+  ~scoped() { CHECK(release_(h_) == cudaSuccess); }
+  scoped(const scoped&) = delete;
+  scoped& operator=(const scoped&) = delete;
+  operator Handle() const { return h_; }
+  [[nodiscard]] Handle get() const { return h_; }
+
+ private:
+  Handle h_{};
+  cudaError_t (*release_)(Handle);
+};
+
+/// A stream of the current device.
+scoped<cudaStream_t> scoped_stream(unsigned flags = cudaStreamNonBlocking) {
+  return {[flags](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, flags); }, cudaStreamDestroy};
+}
+
+/// An event of the current device.
+scoped<cudaEvent_t> scoped_event(unsigned flags) {
+  return {[flags](cudaEvent_t* e) { return cudaEventCreateWithFlags(e, flags); }, cudaEventDestroy};
+}
+
+/// `bytes` of device memory on the current device (cudaMalloc).
+scoped<void*> scoped_device_memory(std::size_t bytes) {
+  return {[bytes](void** p) { return cudaMalloc(p, bytes); }, cudaFree};
+}
+
+/// `bytes` of pinned host memory (cudaMallocHost), every byte `fill`; the case frees it.
+void* pinned_host(std::size_t bytes, int fill) {
+  void* h = nullptr;
+  ok(cudaMallocHost(&h, bytes));
+  std::memset(h, fill, bytes);
+  return h;
+}
+
+/// A pool of pinned device memory on `device` (cudaMemPoolCreate); the case destroys it.
+cudaMemPool_t make_pool(int device) {
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  ok(cudaMemPoolCreate(&pool, &props));
+  return pool;
+}
+
+/// Runs `release`, which must report one violation: by `api`, of the rule that a pinned host
+/// range stays allocated and pinned while a queued copy uses it.
+template <class F>
+void expect_host_range_violation(const char* api, F release) {
+  sim::expect_violations(1);
+  const auto before = sim::violations().size();
+  release();
+  const auto v = sim::violations();
+  REQUIRE(v.size() == before + 1);
+  CHECK(v.back().find(api) == 0);
+  CHECK(v.back().find("a host buffer freed while a queued copy still uses it") != std::string::npos);
+}
 
 /// The device count the test was started with (DEVICEKIT_SIM_GPUS), or -1 when it is unset (a
 /// real GPU run: any count).
@@ -54,8 +123,7 @@ TEST_CASE("devices, properties and attributes come from the configuration", "[si
 
 TEST_CASE("queued work runs later, in stream order, never inline", "[sim]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto s = scoped_stream();
   gate g;
   std::atomic<int> flag{0};
   ok(cudaLaunchHostFunc(s, gate::hold, &g));
@@ -66,15 +134,12 @@ TEST_CASE("queued work runs later, in stream order, never inline", "[sim]") {
   g.open = true;
   ok(cudaStreamSynchronize(s));
   CHECK(flag.load() == 1);
-  ok(cudaStreamDestroy(s));
 }
 
 TEST_CASE("copies: pageable sources are staged at the call, pageable destinations wait", "[sim]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* d = nullptr;
-  ok(cudaMalloc(&d, 64));
+  auto s = scoped_stream();
+  auto d = scoped_device_memory(64);
   gate g;
   ok(cudaLaunchHostFunc(s, gate::hold, &g));
   std::vector<unsigned char> src(64, 7);
@@ -85,8 +150,6 @@ TEST_CASE("copies: pageable sources are staged at the call, pageable destination
   ok(cudaMemcpyAsync(back.data(), d, 64, cudaMemcpyDeviceToHost, s));  // returns when done
   CHECK(back[0] == 7);
   CHECK(back[63] == 7);
-  ok(cudaFree(d));
-  ok(cudaStreamDestroy(s));
 }
 
 TEST_CASE("new memory is poisoned, freed memory is poisoned and its use is a violation", "[sim][sim_only]") {
@@ -132,22 +195,19 @@ TEST_CASE("a destroyed stream or event is a violation; their queued work still c
 TEST_CASE("the legacy default stream orders blocking streams, not non-blocking ones", "[sim]") {
   // Device work (memsets) on the two streams, not host functions: CUDA may run the host functions
   // of independent streams one after another on one thread (cudaLaunchHostFunc: "may be
-  // serialized"), which the H100 run showed: a host function on the non-blocking stream waited
-  // for the held one on the legacy stream.
+  // serialized"), as an H100 does: a host function on the non-blocking stream can wait for the
+  // held one on the legacy stream.
   ok(cudaSetDevice(0));
-  cudaStream_t blocking = nullptr;
-  cudaStream_t nonblocking = nullptr;
-  ok(cudaStreamCreate(&blocking));
-  ok(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking));
-  void* d = nullptr;
-  ok(cudaMalloc(&d, 2048));
+  auto blocking = scoped_stream(cudaStreamDefault);
+  auto nonblocking = scoped_stream(cudaStreamNonBlocking);
+  auto d = scoped_device_memory(2048);
   gate g;
   ok(cudaLaunchHostFunc(nullptr, gate::hold, &g));  // work on the legacy stream, held
   const auto t0 = std::chrono::steady_clock::now();
   ok(cudaMemsetAsync(d, 1, 1024, nonblocking));
   ok(cudaStreamSynchronize(nonblocking));  // not held by the legacy stream
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-  ok(cudaMemsetAsync(static_cast<char*>(d) + 1024, 2, 1024, blocking));
+  ok(cudaMemsetAsync(static_cast<char*>(d.get()) + 1024, 2, 1024, blocking));
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(cudaStreamQuery(blocking) == cudaErrorNotReady);  // waits for the legacy stream's earlier work
   g.open = true;
@@ -156,17 +216,12 @@ TEST_CASE("the legacy default stream orders blocking streams, not non-blocking o
   ok(cudaMemcpy(h, d, 2048, cudaMemcpyDeviceToHost));
   CHECK(h[0] == 1);
   CHECK(h[2047] == 2);
-  ok(cudaFree(d));
-  ok(cudaStreamDestroy(blocking));
-  ok(cudaStreamDestroy(nonblocking));
 }
 
 TEST_CASE("events: complete once their stream reaches them; never recorded means complete", "[sim]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t ev = nullptr;
-  ok(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  auto s = scoped_stream();
+  auto ev = scoped_event(cudaEventDisableTiming);
   CHECK(cudaEventQuery(ev) == cudaSuccess);
   gate g;
   ok(cudaLaunchHostFunc(s, gate::hold, &g));
@@ -175,20 +230,12 @@ TEST_CASE("events: complete once their stream reaches them; never recorded means
   g.open = true;
   ok(cudaEventSynchronize(ev));
   CHECK(cudaEventQuery(ev) == cudaSuccess);
-  ok(cudaEventDestroy(ev));
-  ok(cudaStreamDestroy(s));
 }
 
 TEST_CASE("stream-ordered allocation: memory is released when the stream reaches the free", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = 0;
-  cudaMemPool_t pool = nullptr;
-  ok(cudaMemPoolCreate(&pool, &props));
+  auto s = scoped_stream();
+  cudaMemPool_t pool = make_pool(0);
   std::uint64_t keep = 1 << 20;
   ok(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   std::uint64_t read = 0;
@@ -209,7 +256,6 @@ TEST_CASE("stream-ordered allocation: memory is released when the stream reaches
   CHECK(cudaFreeAsync(p, s) == cudaErrorInvalidValue);  // freed twice
   (void)cudaGetLastError();
   ok(cudaMemPoolDestroy(pool));
-  ok(cudaStreamDestroy(s));
 }
 
 TEST_CASE("memory info, out of memory, pinned and registered host memory", "[sim]") {
@@ -247,37 +293,24 @@ TEST_CASE("memory info, out of memory, pinned and registered host memory", "[sim
 // freed; the simulator reports it (and keeps the memory until the copy is done).
 TEST_CASE("cudaFreeHost while a queued copy still reads the buffer is a violation", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* d = nullptr;
-  ok(cudaMalloc(&d, 256));
-  void* h = nullptr;
-  ok(cudaMallocHost(&h, 256));
-  std::memset(h, 7, 256);
+  auto s = scoped_stream();
+  auto d = scoped_device_memory(256);
+  void* h = pinned_host(256, 7);
   gate g;
   ok(cudaLaunchHostFunc(s, gate::hold, &g));  // the copy below is surely still queued
   ok(cudaMemcpyAsync(d, h, 256, cudaMemcpyHostToDevice, s));
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
-  ok(cudaFreeHost(h));  // returns (waiting for the held stream would block for ever)
-  const auto v = sim::violations();
-  REQUIRE(v.size() == before + 1);
-  CHECK(v.back().find("cudaFreeHost") == 0);
-  CHECK(v.back().find("a host buffer freed while a queued copy still uses it") != std::string::npos);
+  // cudaFreeHost returns (waiting for the held stream would block for ever).
+  expect_host_range_violation("cudaFreeHost", [&] { ok(cudaFreeHost(h)); });
   g.open = true;
   ok(cudaStreamSynchronize(s));  // the copy still ran, on memory the simulator kept for it
-  ok(cudaFree(d));
-  ok(cudaStreamDestroy(s));
 }
 
 // Guards the same rule for cudaHostUnregister: registered memory that a queued copy still writes
 // is unpinned.
 TEST_CASE("cudaHostUnregister while a queued copy still writes the buffer is a violation", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* d = nullptr;
-  ok(cudaMalloc(&d, 4096));
+  auto s = scoped_stream();
+  auto d = scoped_device_memory(4096);
   ok(cudaMemset(d, 5, 4096));
   ok(cudaDeviceSynchronize());
   std::vector<unsigned char> buf(4096, 0);
@@ -285,31 +318,19 @@ TEST_CASE("cudaHostUnregister while a queued copy still writes the buffer is a v
   gate g;
   ok(cudaLaunchHostFunc(s, gate::hold, &g));
   ok(cudaMemcpyAsync(buf.data(), d, buf.size(), cudaMemcpyDeviceToHost, s));  // pinned: returns at once
-  sim::expect_violations(1);
-  const auto before = sim::violations().size();
-  ok(cudaHostUnregister(buf.data()));
-  const auto v = sim::violations();
-  REQUIRE(v.size() == before + 1);
-  CHECK(v.back().find("cudaHostUnregister") == 0);
-  CHECK(v.back().find("a host buffer freed while a queued copy still uses it") != std::string::npos);
+  expect_host_range_violation("cudaHostUnregister", [&] { ok(cudaHostUnregister(buf.data())); });
   g.open = true;
   ok(cudaStreamSynchronize(s));  // `buf` outlives the copy: the test stays memory-safe
   CHECK(buf[4095] == 5);
-  ok(cudaFree(d));
-  ok(cudaStreamDestroy(s));
 }
 
 // Guards against false positives: releasing pinned or registered memory once its copies are
 // complete is the correct use.
 TEST_CASE("freeing or unregistering host memory after its copies are synchronized is no violation", "[sim]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* d = nullptr;
-  ok(cudaMalloc(&d, 256));
-  void* h = nullptr;
-  ok(cudaMallocHost(&h, 256));
-  std::memset(h, 3, 256);
+  auto s = scoped_stream();
+  auto d = scoped_device_memory(256);
+  void* h = pinned_host(256, 3);
   std::vector<unsigned char> reg(256, 0);
   ok(cudaHostRegister(reg.data(), reg.size(), cudaHostRegisterDefault));
   const auto before = sim::violations().size();
@@ -323,18 +344,13 @@ TEST_CASE("freeing or unregistering host memory after its copies are synchronize
   ok(cudaHostUnregister(reg.data()));
   CHECK(sim::violations().size() == before);
   CHECK(reg[0] == 3);
-  ok(cudaFree(d));
-  ok(cudaStreamDestroy(s));
 }
 
 TEST_CASE("cudaEventBlockingSync events, alone and with cudaEventDisableTiming, record and synchronize", "[sim]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t a = nullptr;
-  cudaEvent_t b = nullptr;
-  ok(cudaEventCreateWithFlags(&a, cudaEventBlockingSync));
-  ok(cudaEventCreateWithFlags(&b, cudaEventBlockingSync | cudaEventDisableTiming));
+  auto s = scoped_stream();
+  auto a = scoped_event(cudaEventBlockingSync);
+  auto b = scoped_event(cudaEventBlockingSync | cudaEventDisableTiming);
   gate g;
   ok(cudaLaunchHostFunc(s, gate::hold, &g));
   ok(cudaEventRecord(a, s));
@@ -344,17 +360,13 @@ TEST_CASE("cudaEventBlockingSync events, alone and with cudaEventDisableTiming, 
   ok(cudaEventSynchronize(a));
   ok(cudaEventSynchronize(b));
   CHECK(cudaEventQuery(b) == cudaSuccess);
-  ok(cudaEventDestroy(a));
-  ok(cudaEventDestroy(b));
-  ok(cudaStreamDestroy(s));
 }
 
 // Guards spinning_host_waits(): what it counts (and what not), so that tests of devicekit can
 // rely on it to show that a wait blocks rather than spins.
 TEST_CASE("spinning host waits: synchronize calls, and event waits without cudaEventBlockingSync", "[sim][sim_only]") {
   ok(cudaSetDevice(0));
-  cudaStream_t s = nullptr;
-  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto s = scoped_stream();
   const std::size_t n0 = sim::spinning_host_waits();
   ok(cudaStreamSynchronize(s));
   CHECK(sim::spinning_host_waits() == n0 + 1);
@@ -379,7 +391,6 @@ TEST_CASE("spinning host waits: synchronize calls, and event waits without cudaE
   CHECK(cudaEventCreateWithFlags(&bad, cudaEventInterprocess) == cudaErrorInvalidValue);
   (void)cudaGetLastError();
   for (cudaEvent_t e : {spin, block, block_untimed}) ok(cudaEventDestroy(e));
-  ok(cudaStreamDestroy(s));
 }
 
 TEST_CASE("fault injection: the n-th call of an API fails with the given error", "[sim][sim_only]") {
@@ -488,12 +499,7 @@ TEST_CASE("pool access: only the owner until cudaMemPoolSetAccess", "[sim][multi
     return;
   }
   ok(cudaSetDevice(0));
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = 0;
-  cudaMemPool_t pool = nullptr;
-  ok(cudaMemPoolCreate(&pool, &props));
+  cudaMemPool_t pool = make_pool(0);
   const cudaError_t enabled = cudaDeviceEnablePeerAccess(1, 0);
   CHECK((enabled == cudaSuccess || enabled == cudaErrorPeerAccessAlreadyEnabled));
   (void)cudaGetLastError();

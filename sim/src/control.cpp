@@ -1,0 +1,77 @@
+// The test-facing control API (<devicekit/cuda_sim/control.hpp>): counters, violations, faults.
+// Locking: each call takes the state's mutex, as a runtime entry point does.
+#include "entry.hpp"
+#include "race_detector.hpp"
+
+#include <devicekit/cuda_sim/control.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace devicekit::cuda_sim {
+using namespace detail;
+
+int device_count() {
+  entry e("device_count");
+  return static_cast<int>(e.g.devices.size());
+}
+int contexts_created(int device) {
+  entry e("contexts_created");
+  return valid_device(e.g, device) ? e.g.contexts[static_cast<std::size_t>(device)] : 0;
+}
+std::size_t device_bytes_in_use(int device) {
+  entry e("device_bytes_in_use");
+  return valid_device(e.g, device) ? e.g.bytes_in_use[static_cast<std::size_t>(device)] : 0;
+}
+std::vector<std::string> violations() {
+  entry e("violations");
+  return e.g.violations;
+}
+void expect_violations(std::size_t n) {
+  entry e("expect_violations");
+  e.g.expected_violations += n;
+}
+void fail_call(const std::string& api, int nth, cudaError_t error) {
+  entry e("fail_call");
+  e.g.failures[api][e.g.calls[api] + nth] = error;
+}
+void nccl_async_error_after(int device, int ops, int error) {
+  entry e("nccl_async_error_after");
+  if (!valid_device(e.g, device) || ops < 0) return;
+  e.g.nccl_faults[device] = {ops, error};
+}
+void nccl_hang_after(int device, int ops) {
+  entry e("nccl_hang_after");
+  if (!valid_device(e.g, device) || ops < 0) return;
+  e.g.nccl_faults[device] = {ops, 0};
+}
+copy_counters copies() {
+  entry e("copies");
+  const copy_counts& c = e.g.copies;
+  return {c.host_to_device, c.device_to_host, c.device_to_device, c.peer,
+          c.host_to_host,   c.batch_calls,    c.batched_copies};
+}
+std::size_t spinning_host_waits() {
+  entry e("spinning_host_waits");
+  return e.g.spinning_host_waits;
+}
+void device_access(const void* p, std::size_t bytes, bool write) {
+  entry e("device_access");
+  const planned_access access{p, bytes, write, write ? "declared write" : "declared read"};
+  if (tl_current_op != nullptr) {
+    op_access(e.g, *tl_current_op, access);  // from a host function: an access of its operation
+  } else {
+    host_access(e.g, access, "device_access");
+  }
+}
+std::size_t races_detected() {
+  entry e("races_detected");
+  return e.g.races;
+}
+
+}  // namespace devicekit::cuda_sim
+
+extern "C" void devicekit_cuda_sim_host_access(const void* p, std::size_t bytes, int write) {
+  devicekit::cuda_sim::device_access(p, bytes, write != 0);
+}

@@ -1,0 +1,188 @@
+// NCCL communicators: unique ids, ncclCommInitAll/InitRank, destroy, abort, errors, groups.
+// Locking: each call holds the state's mutex (lock_state); ncclCommInitRank waits for the other
+// ranks on nccl_cv. ncclCommInitAll makes several devices' ranks in one thread, ncclCommInitRank
+// one rank per thread, meeting the others by unique id.
+#include "nccl.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace devicekit::cuda_sim::detail {
+
+std::condition_variable nccl_cv;
+
+namespace {
+
+std::map<std::string, std::pair<std::shared_ptr<clique>, int>> pending_ids;  // unique id -> clique, ranks joined
+std::uint64_t next_id = 1;
+thread_local int group_depth = 0;
+thread_local std::string last_error_text;
+
+ncclComm_t make_comm(const std::shared_ptr<clique>& c, int rank, int device) {
+  auto* comm = new ncclComm;
+  comm->group = c;
+  comm->rank = rank;
+  comm->device = device;
+  ++c->members;
+  if (c->async_error.size() < static_cast<std::size_t>(c->nranks)) {
+    c->async_error.assign(static_cast<std::size_t>(c->nranks), ncclSuccess);
+    c->async_text.assign(static_cast<std::size_t>(c->nranks), std::string());
+  }
+  return comm;
+}
+
+/// Frees `comm`; its clique stays while other communicators or queued operations hold it.
+void release(ncclComm_t comm) {
+  --comm->group->members;
+  delete comm;
+}
+
+}  // namespace
+
+ncclResult_t invalid(ncclComm_t comm, const std::string& why) {
+  last_error_text = why;
+  if (comm != nullptr) comm->last_error = why;
+  return ncclInvalidArgument;
+}
+
+}  // namespace devicekit::cuda_sim::detail
+
+using namespace devicekit::cuda_sim::detail;
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  return comm != nullptr && !comm->last_error.empty() ? comm->last_error.c_str() : last_error_text.c_str();
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return ncclInvalidArgument;
+  auto lk = lock_state();
+  std::memset(uniqueId->internal, 0, NCCL_UNIQUE_ID_BYTES);
+  std::snprintf(uniqueId->internal, NCCL_UNIQUE_ID_BYTES, "devicekit-sim-nccl-%llu",
+                static_cast<unsigned long long>(next_id++));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev <= 0) return invalid(nullptr, "ncclCommInitAll: comms is NULL or ndev < 1");
+  state& g = global();
+  auto lk = lock_state();
+  std::vector<int> devs;
+  for (int i = 0; i < ndev; ++i) {
+    const int d = devlist != nullptr ? devlist[i] : i;
+    if (d < 0 || static_cast<std::size_t>(d) >= g.devices.size())
+      return invalid(nullptr, "ncclCommInitAll: invalid device");
+    if (std::find(devs.begin(), devs.end(), d) != devs.end()) {
+      return invalid(nullptr, "ncclCommInitAll: duplicate device (NCCL needs one GPU per rank)");
+    }
+    devs.push_back(d);
+  }
+  auto c = std::make_shared<clique>();
+  c->nranks = ndev;
+  for (int i = 0; i < ndev; ++i) comms[i] = make_comm(c, i, devs[static_cast<std::size_t>(i)]);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  if (comm == nullptr || nranks <= 0 || rank < 0 || rank >= nranks) {
+    return invalid(nullptr, "ncclCommInitRank: invalid nranks or rank");
+  }
+  auto lk = lock_state();
+  const std::string id(commId.internal, strnlen(commId.internal, NCCL_UNIQUE_ID_BYTES));
+  auto& pending = pending_ids[id];
+  if (!pending.first) {
+    pending.first = std::make_shared<clique>();
+    pending.first->nranks = nranks;
+  }
+  std::shared_ptr<clique> c = pending.first;
+  if (c->nranks != nranks) return invalid(nullptr, "ncclCommInitRank: ranks disagree on nranks");
+  *comm = make_comm(c, rank, tl_device);
+  ++pending.second;
+  nccl_cv.notify_all();
+  // Outside a group, initialisation waits for every rank (ncclCommInitRank is collective).
+  if (group_depth == 0) {
+    nccl_cv.wait(lk, [&] { return pending_ids[id].second >= nranks; });
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  auto lk = lock_state();
+  release(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  auto lk = lock_state();
+  comm->aborted = true;
+  comm->group->aborted = true;  // ranks waiting in a collective give up
+  nccl_cv.notify_all();
+  release(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (comm == nullptr || asyncError == nullptr) return ncclInvalidArgument;
+  auto lk = lock_state();
+  *asyncError = comm->group->async_error[static_cast<std::size_t>(comm->rank)];
+  // What ncclGetLastError then tells (copied here, under the lock, from the clique that the
+  // stream workers write).
+  const std::string& text = comm->group->async_text[static_cast<std::size_t>(comm->rank)];
+  if (*asyncError != ncclSuccess && !text.empty()) comm->last_error = text;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (comm == nullptr || count == nullptr) return ncclInvalidArgument;
+  *count = comm->group->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (comm == nullptr || device == nullptr) return ncclInvalidArgument;
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (comm == nullptr || rank == nullptr) return ncclInvalidArgument;
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth == 0) return invalid(nullptr, "ncclGroupEnd: no group is open");
+  --group_depth;
+  return ncclSuccess;
+}
+
+}  // extern "C"
