@@ -42,7 +42,8 @@ int main() try {
     std::cout << "\nNo GPU: running on " << dm.default_device() << ".\nWhy: " << dm.fallback_reason() << "\n";
   }
 
-  // Hardware-aware batch sizing (seed tables): validate what the training loop would use.
+  // Hardware-aware batch sizing (the batch-size table of each hardware class): validate what the
+  // training loop would use.
   const auto hw = dm.properties(dm.default_device()).hardware;
   const auto check = dk::validate_batch_size(64, hw);
   std::cout << "Batch 64 on " << dk::to_string(hw) << ": " << (check.valid ? "ok" : "rejected") << " - "

@@ -142,4 +142,12 @@ inline dk::pool_config test_config(std::size_t max_size = 256u << 20) {
   return c;
 }
 
+/// test_config without small-size slabs: every block is exactly its request, so the tests can
+/// count bytes and chunks.
+inline dk::pool_config exact_config(std::size_t max_size = 256u << 20) {
+  auto c = test_config(max_size);
+  c.small_size_limit = 0;
+  return c;
+}
+
 }  // namespace dk_test

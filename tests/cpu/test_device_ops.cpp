@@ -2,35 +2,25 @@
 // the errors for cpu devices and cuda ordinals this process does not see (on this machine, or a
 // GPU machine: no process sees cuda:4096); and device_mismatch's expected/actual fields at each
 // throw site that fake device leaves reach without a GPU. The CUDA paths are tested on simulated
-// GPUs (tests/sim/test_sim_devicekit.cpp).
+// GPUs (tests/sim/test_sim_device_ops.cpp).
 #include <catch2/catch.hpp>
 
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/place/place.hpp>
 
+#include "../common/test_data.hpp"
+
 #include <cstddef>
-#include <functional>
 #include <new>
-#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
 namespace dk = devicekit;
 using Catch::Matchers::Contains;
+using devicekit::testing::mismatch_of;
 
 namespace {
-
-/// The device_mismatch `f` throws, or nullopt (and a failed check) when it throws none.
-std::optional<dk::device_mismatch> mismatch_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const dk::device_mismatch& e) {
-    return e;
-  }
-  FAIL_CHECK("no device_mismatch was thrown");
-  return std::nullopt;
-}
 
 struct plain_resource {
   void* allocate(std::size_t bytes, std::size_t alignment) {

@@ -186,7 +186,7 @@ TEST_CASE("the JSON report has the documented fields", "[report][json]") {
   CHECK(c.at("compute_capability").is_null());
 }
 
-// --- issue 11: every byte from a devicekit pool -----------------------------------------------------
+// --- every byte from a devicekit pool ----------------------------------------------------------------
 
 TEST_CASE("memory kinds have jaxlib's names", "[manager][memory_kind]") {
   CHECK(dk::to_string(dk::memory_kind::device) == "device");

@@ -25,6 +25,7 @@
 namespace dk = devicekit;
 using dk_test::counting_upstream;
 using dk_test::event_upstream;
+using dk_test::exact_config;
 using dk_test::fake_stream;
 using dk_test::test_config;
 
@@ -230,9 +231,7 @@ TEST_CASE("large requests take the best fit, split, and coalesce when freed", "[
 TEST_CASE("the pool grows by chunks sized by min_chunk_size and growth_factor", "[memory][pool]") {
   SECTION("growth factor 1: what the request needs, in whole min_chunk_size units") {
     counting_upstream up;
-    auto cfg = test_config();
-    cfg.small_size_limit = 0;
-    dk::memory_pool<counting_upstream> pool(up, cfg);
+    dk::memory_pool<counting_upstream> pool(up, exact_config());
     void* a = pool.allocate(100 * KiB);
     void* b = pool.allocate(3 * MiB);
     CHECK(up.state().chunk_sizes == std::vector<std::size_t>{2 * MiB, 4 * MiB});
@@ -298,8 +297,7 @@ TEST_CASE("initial_size is preallocated, kept by trim and released by clear", "[
 
 TEST_CASE("defragment releases empty chunks when fragmentation passes the threshold", "[memory][pool]") {
   counting_upstream up;
-  auto cfg = test_config();
-  cfg.small_size_limit = 0;
+  auto cfg = exact_config();
   cfg.defrag_threshold = 0.5;
   dk::memory_pool<counting_upstream> pool(up, cfg);
   void* a = pool.allocate(1 * MiB);
@@ -356,9 +354,7 @@ TEST_CASE("a request over the budget is out_of_memory with the figures and advic
 
 TEST_CASE("out of memory: cached blocks are released and the request retried before failing", "[memory][pool][oom]") {
   counting_upstream up;
-  auto cfg = test_config(8 * MiB);
-  cfg.small_size_limit = 0;
-  dk::memory_pool<counting_upstream> pool(up, cfg);
+  dk::memory_pool<counting_upstream> pool(up, exact_config(8 * MiB));
   void* a = pool.allocate(6 * MiB);
   pool.deallocate(a, 6 * MiB);       // 6 MiB cached in one chunk
   void* b = pool.allocate(7 * MiB);  // fits only after the cached chunk goes back
@@ -375,9 +371,7 @@ TEST_CASE("out of memory: cached blocks are released and the request retried bef
 
 TEST_CASE("out of memory when fragmented advises defragment", "[memory][pool][oom]") {
   counting_upstream up;
-  auto cfg = test_config(8 * MiB);
-  cfg.small_size_limit = 0;
-  dk::memory_pool<counting_upstream> pool(up, cfg);
+  dk::memory_pool<counting_upstream> pool(up, exact_config(8 * MiB));
   std::vector<void*> v;
   for (int i = 0; i < 8; ++i) v.push_back(pool.allocate(1 * MiB));
   for (std::size_t i = 1; i < v.size(); i += 2) pool.deallocate(v[i], 1 * MiB);
@@ -392,9 +386,7 @@ TEST_CASE("out of memory when fragmented advises defragment", "[memory][pool][oo
 TEST_CASE("an upstream that refuses: a smaller chunk is tried, then out_of_memory names the upstream",
           "[memory][pool][oom]") {
   counting_upstream up;
-  auto cfg = test_config(64 * MiB);
-  cfg.small_size_limit = 0;
-  dk::memory_pool<counting_upstream> pool(up, cfg);
+  dk::memory_pool<counting_upstream> pool(up, exact_config(64 * MiB));
   up.state().fail_next = 1;
   void* a = pool.allocate(1 * MiB);  // the 2 MiB chunk is refused; exactly 1 MiB is granted
   CHECK(up.state().chunk_sizes == std::vector<std::size_t>{1 * MiB});
@@ -408,8 +400,7 @@ TEST_CASE("an upstream that refuses: a smaller chunk is tried, then out_of_memor
 
 TEST_CASE("the on_out_of_memory callback runs without the lock and may free memory", "[memory][pool][oom]") {
   counting_upstream up;
-  auto cfg = test_config(8 * MiB);
-  cfg.small_size_limit = 0;
+  auto cfg = exact_config(8 * MiB);
   void* cache = nullptr;
   int calls = 0;
   dk::memory_pool<counting_upstream>* self = nullptr;
@@ -521,9 +512,7 @@ TEST_CASE("bad inputs are refused with their own error and leave the pool intact
 TEST_CASE("stream-ordered frees are reused at once on their stream and elsewhere only after an event",
           "[memory][pool][stream]") {
   event_upstream up;
-  auto cfg = test_config(4 * MiB);
-  cfg.small_size_limit = 0;
-  dk::memory_pool<event_upstream> pool(up, cfg);
+  dk::memory_pool<event_upstream> pool(up, exact_config(4 * MiB));
   const auto s1 = fake_stream(1);
   const auto s2 = fake_stream(2);
   const auto s3 = fake_stream(3);
@@ -606,9 +595,9 @@ TEST_CASE("a pool waits for pending stream frees before it releases memory", "[m
   CHECK(up.state().events.empty());  // every event destroyed
 }
 
-// Found on the first H100 run (gpu_memory_gpu_cu crashed with SIGSEGV): the pool recorded the
-// covering event lazily, when another stream or the destructor needed the blocks, so it called
-// cudaEventRecord on streams the program had already destroyed.
+// A pool records the event that covers a stream-ordered free at the free itself: recorded lazily,
+// when another stream or the destructor needs the blocks, it would call cudaEventRecord on streams
+// the program has already destroyed (on a GPU, a crash).
 TEST_CASE("a pool never touches a stream after the free that used it", "[memory][pool][stream]") {
   event_upstream up;
   {
@@ -642,9 +631,7 @@ TEST_CASE("a pool never touches a stream after the free that used it", "[memory]
 
 TEST_CASE("release_stream makes a stream's pending frees ready and forgets the stream", "[memory][pool][stream]") {
   event_upstream up;
-  auto cfg = test_config(4 * MiB);
-  cfg.small_size_limit = 0;
-  dk::memory_pool<event_upstream> pool(up, cfg);
+  dk::memory_pool<event_upstream> pool(up, exact_config(4 * MiB));
   const auto s1 = fake_stream(1);
   const auto s2 = fake_stream(2);
   void* p = pool.allocate_async(2 * MiB, 256, s1);

@@ -1,6 +1,8 @@
-// place/: place, place_view, to_host, device mismatch, resources, NVTX ranges; shard (axes, every
-// uneven policy, the mismatched-batch message, meshes), replicate, prefetch (order, bounded
-// depth, exceptions, early exit) and the manager's members -- all on the CPU.
+// place/: place, place_view, to_host, device mismatch, copy into placed trees,
+// resources, NVTX ranges, the manager's members, default_device_scope and
+// memory kinds -- all on the CPU. Shard and replicate are in test_shard.cpp,
+// prefetch in test_prefetch.cpp; the cases every backend runs in
+// tests/common/place_cases.hpp.
 #include <catch2/catch.hpp>
 
 #include <devicekit/manager.hpp>
@@ -9,11 +11,13 @@
 #include <devicekit/place/shard.hpp>
 #include <devicekit/tree/hana.hpp>
 
-#include <boost/hana/define_struct.hpp>
+#include "place_test_support.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
+// The cases every backend runs, on cpu:0.
+#define DEVICEKIT_CASES_BACKEND "cpu"
+#define DEVICEKIT_CASES_DEVICE() devicekit::device::cpu()
+#include "../common/place_cases.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -28,51 +32,20 @@
 
 namespace dk = devicekit;
 
-// The batches here are shaped arrays, which need an mdspan (CCCL, from the CUDA toolkit or on its
-// own, or a standard library with <mdspan>). Without one these cases are compiled out and CTest
-// reports cpu.shaped_leaves_unavailable as skipped (tests/CMakeLists.txt), which relies on its
-// configure-time answer being the one the compiler gives here.
+// The batches here are shaped arrays, which need an mdspan (CCCL, from the CUDA
+// toolkit or on its own, or a standard library with <mdspan>). Without one
+// these cases are compiled out and CTest reports cpu.shaped_leaves_unavailable
+// as skipped (tests/CMakeLists.txt), which relies on its configure-time answer
+// being the one the compiler gives here.
 #if defined(DEVICEKIT_TEST_EXPECT_MDSPAN)
 static_assert(DEVICEKIT_HAS_MDSPAN == DEVICEKIT_TEST_EXPECT_MDSPAN,
-              "tests/CMakeLists.txt's mdspan check disagrees with devicekit/tree/mdspan.hpp");
+              "tests/CMakeLists.txt's mdspan check disagrees with "
+              "devicekit/tree/mdspan.hpp");
 #endif
 #if DEVICEKIT_HAS_MDSPAN
-namespace place_test {
-using images_t = dk::shaped_array<float, dk::md::extents<std::size_t, dk::md::dynamic_extent, 2, 3>>;
-struct batch {
-  BOOST_HANA_DEFINE_STRUCT(batch, (images_t, images), (std::vector<std::int32_t>, labels), (double, lr));
-};
-}  // namespace place_test
 using namespace place_test;
 
 namespace {
-
-batch make_batch(std::size_t n, int seed = 1) {
-  batch b{images_t(images_t::extents_type(n)), std::vector<std::int32_t>(n), 0.5 * seed};
-  for (std::size_t i = 0; i < b.images.size(); ++i)
-    b.images.data()[i] = static_cast<float>(seed * 1000 + static_cast<int>(i));
-  for (std::size_t i = 0; i < n; ++i) b.labels[i] = static_cast<std::int32_t>(seed * 100 + static_cast<int>(i));
-  return b;
-}
-
-/// Counts what placement asks of it; memory from the heap.
-struct counting_resource {
-  std::atomic<int> allocations{0};
-  std::atomic<int> deallocations{0};
-  std::atomic<std::size_t> live_bytes{0};
-  std::size_t last_alignment = 0;
-  void* allocate(std::size_t bytes, std::size_t alignment) {
-    ++allocations;
-    live_bytes += bytes;
-    last_alignment = alignment;
-    return ::operator new (bytes, std::align_val_t{alignment});
-  }
-  void deallocate(void* p, std::size_t bytes, std::size_t alignment) {
-    ++deallocations;
-    live_bytes -= bytes;
-    ::operator delete (p, std::align_val_t{alignment});
-  }
-};
 
 std::vector<std::string>& range_log() {
   static std::vector<std::string> log;
@@ -135,7 +108,10 @@ TEST_CASE("place on the cpu copies every leaf kind into one block of the pool", 
   CHECK(res.live_bytes == 0);
 }
 
-TEST_CASE("to_host brings a placed tree back to host containers and the original struct type", "[place]") {
+TEST_CASE(
+    "to_host brings a placed tree back to host containers and the "
+    "original struct type",
+    "[place]") {
   const batch b = make_batch(3, 2);
   const auto placed = dk::place(b, dk::device::cpu());
   const auto back = dk::to_host(placed);
@@ -213,7 +189,8 @@ TEST_CASE("place_view is the zero-copy host form: views of the tree's own memory
 }
 
 TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "[place][mismatch]") {
-  // Views of (fake) device memory: the check comes before any copy, so it runs without a GPU.
+  // Views of (fake) device memory: the check comes before any copy, so it runs
+  // without a GPU.
   float dummy[4] = {};
   const std::tuple<dk::device_array<float>, dk::device_array<float>> split{
       dk::device_array<float>::view(dummy, 4, dk::device::cuda(0)),
@@ -240,7 +217,10 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK(res.allocations == 0);
 }
 
-TEST_CASE("copy writes a tree into a placed tree of the same shape, allocating nothing", "[place][copy_into]") {
+TEST_CASE(
+    "copy writes a tree into a placed tree of the same shape, allocating "
+    "nothing",
+    "[place][copy_into]") {
   counting_resource res;
   const dk::stream cpu_stream;
   auto placed =
@@ -288,8 +268,8 @@ TEST_CASE("copy refuses trees that do not match the destination, naming what dif
   CHECK(dk::to_host(std::get<1>(placed)) == std::get<1>(before));
   CHECK(std::get<0>(placed).get<"lr">() == std::get<0>(before).lr);
 
-  // A destination on a GPU with a stream of another device (views of fake device memory: the
-  // check comes before any copy, so it runs without a GPU).
+  // A destination on a GPU with a stream of another device (views of fake
+  // device memory: the check comes before any copy, so it runs without a GPU).
   float dummy[4] = {};
   auto on_gpu = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(1)));
   try {
@@ -333,8 +313,9 @@ TEST_CASE("placement opens NVTX ranges for place, shard, replicate and prefetch"
 }
 
 TEST_CASE("the default host pool reuses freed blocks", "[place][resource]") {
-  // The process's host pool (memory/registry.hpp) is a devicekit memory_pool: exactly sized
-  // blocks (no power-of-two size classes above its small-size slabs), reused after a free.
+  // The process's host pool (memory/registry.hpp) is a devicekit memory_pool:
+  // exactly sized blocks (no power-of-two size classes above its small-size
+  // slabs), reused after a free.
   dk::device_memory& pool = dk::default_placement_resource(dk::device::cpu());
   CHECK(&pool == &dk::default_memory(dk::device::cpu()));
   CHECK(&pool == &dk::default_memory(dk::device::cpu(), dk::memory_kind::host));
@@ -348,8 +329,8 @@ TEST_CASE("the default host pool reuses freed blocks", "[place][resource]") {
   void* q = pool.allocate(50000, 256);  // the freed block again
   CHECK(q == p);
   pool.deallocate(q, 50000, 256);
-  // Host blocks of a page or more that placement takes are page-aligned, so a leaf lands at its
-  // source's page offset (page_offset_padding).
+  // Host blocks of a page or more that placement takes are page-aligned, so a
+  // leaf lands at its source's page offset (page_offset_padding).
   const std::vector<float> big(4096, 1.f);
   const auto placed = dk::place(big, dk::device::cpu());
   const auto page_offset = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 4096; };
@@ -373,388 +354,8 @@ TEST_CASE("copy runs merge leaves that lie in one allocation in the same order",
   CHECK(runs[2].bytes == 10);
 }
 
-// --- shard ------------------------------------------------------------------------------------
-
-TEST_CASE("shard splits every leaf along the batch axis; scalars go to every shard", "[shard]") {
-  const batch b = make_batch(4);
-  const std::vector<dk::device> devs(2, dk::device::cpu());
-  const auto s = dk::shard(b, devs);
-  REQUIRE(s.size() == 2);
-  CHECK(s.batch_axis == 0u);
-  CHECK(s.batch_size == 4);
-  CHECK(s.pad == 0);
-  CHECK(s.valid == std::vector<std::size_t>{2, 2});
-  const auto& second = s[1];
-  CHECK(second.get<"images">().extent(0) == 2);
-  CHECK(second.get<"images">()(0, 0, 0) == b.images(2, 0, 0));
-  CHECK(second.get<"images">()(1, 1, 2) == b.images(3, 1, 2));
-  CHECK(second.get<"labels">().size() == 2);
-  CHECK(second.get<"labels">().data()[0] == b.labels[2]);
-  CHECK(second.get<"lr">() == b.lr);
-  // Each shard is its own placed copy.
-  CHECK(second.get<"labels">().data() != b.labels.data() + 2);
-  CHECK(s[0].get<"labels">().owner() != s[1].get<"labels">().owner());
-}
-
-TEST_CASE("shard along other axes and layouts gathers the right elements", "[shard]") {
-  using e2 = dk::md::dextents<std::size_t, 2>;
-  dk::shaped_array<int, e2> right(e2(3, 4));
-  dk::shaped_array<int, e2, dk::md::layout_left> left(e2(3, 4));
-  for (std::size_t i = 0; i < 3; ++i) {
-    for (std::size_t j = 0; j < 4; ++j) {
-      right(i, j) = static_cast<int>(10 * i + j);
-      left(i, j) = static_cast<int>(10 * i + j);
-    }
-  }
-  const auto t = std::make_tuple(right, left);
-  const auto s = dk::shard(t, std::vector<dk::device>(2, dk::device::cpu()), 1);
-  REQUIRE(s.size() == 2);
-  const auto& r1 = std::get<0>(s[1]);
-  const auto& l1 = std::get<1>(s[1]);
-  CHECK(r1.extent(0) == 3);
-  CHECK(r1.extent(1) == 2);
-  CHECK(l1.extent(1) == 2);
-  for (std::size_t i = 0; i < 3; ++i) {
-    for (std::size_t j = 0; j < 2; ++j) {
-      CHECK(r1(i, j) == static_cast<int>(10 * i + j + 2));
-      CHECK(l1(i, j) == static_cast<int>(10 * i + j + 2));
-    }
-  }
-  STATIC_REQUIRE(std::is_same_v<typename std::remove_cvref_t<decltype(l1)>::layout_type, dk::md::layout_left>);
-
-  // A rank-1 leaf has no axis 1.
-  const auto bad = std::make_tuple(right, std::vector<int>(3));
-  CHECK_THROWS_WITH((void)dk::shard(bad, std::vector<dk::device>(2, dk::device::cpu()), 1),
-                    Catch::Matchers::Contains("leaf '[1]' has rank 1, so it has no axis 1"));
-}
-
-TEST_CASE("uneven batches: error (like JAX), pad (with the count), ragged (last shard smaller)", "[shard]") {
-  const batch b = make_batch(5);
-  const std::vector<dk::device> two(2, dk::device::cpu());
-
-  CHECK_THROWS_AS((void)dk::shard(b, two), dk::config_error);
-  CHECK_THROWS_WITH((void)dk::shard(b, two),
-                    Catch::Matchers::Contains("axis 0 of size 5 cannot be split evenly over 2 devices") &&
-                        Catch::Matchers::Contains("5 = 2 x 2 + 1") && Catch::Matchers::Contains("uneven::pad") &&
-                        Catch::Matchers::Contains("uneven::ragged"));
-
-  const auto padded = dk::shard(b, two, 0, dk::uneven::pad);
-  CHECK(padded.pad == 1);
-  CHECK(padded.valid == std::vector<std::size_t>{3, 2});
-  CHECK(padded[0].get<"labels">().size() == 3);
-  CHECK(padded[1].get<"labels">().size() == 3);
-  CHECK(padded[1].get<"labels">().data()[0] == b.labels[3]);
-  CHECK(padded[1].get<"labels">().data()[1] == b.labels[4]);
-  CHECK(padded[1].get<"labels">().data()[2] == 0);  // padding is zero
-  CHECK(padded[1].get<"images">().extent(0) == 3);
-  CHECK(padded[1].get<"images">()(1, 1, 2) == b.images(4, 1, 2));
-  CHECK(padded[1].get<"images">()(2, 1, 2) == 0.f);
-
-  const std::vector<dk::device> three(3, dk::device::cpu());
-  const auto ragged = dk::shard(b, three, 0, dk::uneven::ragged);
-  CHECK(ragged.pad == 0);
-  CHECK(ragged.valid == std::vector<std::size_t>{2, 2, 1});
-  CHECK(ragged[2].get<"labels">().size() == 1);
-  CHECK(ragged[2].get<"labels">().data()[0] == b.labels[4]);
-  CHECK(ragged[2].get<"images">().extent(0) == 1);
-
-  // More devices than rows: trailing shards are empty.
-  const auto tiny = dk::shard(make_batch(1), three, 0, dk::uneven::ragged);
-  CHECK(tiny.valid == std::vector<std::size_t>{1, 0, 0});
-  CHECK(tiny[2].get<"labels">().empty());
-  const auto tiny_pad = dk::shard(make_batch(1), three, 0, dk::uneven::pad);
-  CHECK(tiny_pad.pad == 2);
-  CHECK(tiny_pad[2].get<"labels">().size() == 1);
-  CHECK(tiny_pad[2].get<"labels">().data()[0] == 0);
-
-  // Even batches are the same under every policy.
-  for (auto policy : {dk::uneven::error, dk::uneven::pad, dk::uneven::ragged}) {
-    const auto even = dk::shard(make_batch(6), three, 0, policy);
-    CHECK(even.pad == 0);
-    CHECK(even.valid == std::vector<std::size_t>{2, 2, 2});
-  }
-}
-
-/// The shards' rows put back together along axis 0 (the inverse of shard along axis 0).
-template <class Shards>
-batch concatenate_shards(const Shards& shards) {
-  std::size_t rows = 0;
-  for (auto v : shards.valid) rows += v;
-  batch out{images_t(images_t::extents_type(rows)), {}, 0.0};
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    const auto host = dk::to_host(shards[i]);
-    const auto& labels = host.template get<"labels">();
-    const auto& images = host.template get<"images">();
-    REQUIRE(labels.size() == shards.valid[i]);
-    out.labels.insert(out.labels.end(), labels.begin(), labels.end());
-    std::copy(images.data(), images.data() + images.size(), out.images.data() + at * 6);
-    at += shards.valid[i];
-    out.lr = host.template get<"lr">();
-  }
-  return out;
-}
-
-TEST_CASE("ragged shards are balanced (numpy.array_split) and put back together give the batch", "[shard][split]") {
-  const std::vector<dk::device> four(4, dk::device::cpu());
-  const batch b = make_batch(9);
-  const auto s = dk::shard(b, four, 0, dk::uneven::ragged);
-  CHECK(s.valid == std::vector<std::size_t>{3, 2, 2, 2});
-  CHECK(s.pad == 0);
-  // Shard 1 holds rows 3 and 4, shard 3 rows 7 and 8.
-  CHECK(s[1].get<"labels">().size() == 2);
-  CHECK(s[1].get<"labels">().data()[0] == b.labels[3]);
-  CHECK(s[3].get<"labels">().data()[1] == b.labels[8]);
-  CHECK(s[3].get<"images">().extent(0) == 2);
-  CHECK(s[3].get<"images">()(1, 1, 2) == b.images(8, 1, 2));
-  const batch back = concatenate_shards(s);
-  CHECK(back.labels == b.labels);
-  CHECK(std::equal(back.images.data(), back.images.data() + back.images.size(), b.images.data()));
-
-  // Fewer rows than devices: one row each until they run out.
-  const auto two_rows = dk::shard(make_batch(2), four, 0, dk::uneven::ragged);
-  CHECK(two_rows.valid == std::vector<std::size_t>{1, 1, 0, 0});
-  CHECK(two_rows[1].get<"labels">().data()[0] == make_batch(2).labels[1]);
-  CHECK(two_rows[3].get<"labels">().empty());
-  // No rows at all.
-  const auto none = dk::shard(make_batch(0), four, 0, dk::uneven::ragged);
-  CHECK(none.valid == std::vector<std::size_t>{0, 0, 0, 0});
-  CHECK(none[0].get<"images">().extent(0) == 0);
-  CHECK(concatenate_shards(none).labels.empty());
-
-  // The mesh form splits the same way.
-  const auto by_mesh = dk::shard(b, dk::mesh(four), dk::partition_spec{"data"}, dk::uneven::ragged);
-  CHECK(by_mesh.valid == std::vector<std::size_t>{3, 2, 2, 2});
-}
-
-TEST_CASE("shard with rows per device given: any split summing to the batch", "[shard][split]") {
-  const std::vector<dk::device> three(3, dk::device::cpu());
-  const batch b = make_batch(9);
-  const auto s = dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 3});
-  CHECK(s.valid == std::vector<std::size_t>{1, 5, 3});
-  CHECK(s.policy == dk::uneven::ragged);
-  CHECK(s[0].get<"labels">().size() == 1);
-  CHECK(s[1].get<"labels">().data()[0] == b.labels[1]);
-  CHECK(s[1].get<"images">().extent(0) == 5);
-  CHECK(s[2].get<"images">()(0, 0, 0) == b.images(6, 0, 0));
-  CHECK(concatenate_shards(s).labels == b.labels);
-  // Empty shards are a split too.
-  CHECK(dk::shard(b, three, 0, std::vector<std::size_t>{0, 9, 0}).valid == std::vector<std::size_t>{0, 9, 0});
-
-  CHECK_THROWS_AS((void)dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 2}), dk::config_error);
-  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{1, 5, 2}),
-                    Catch::Matchers::Contains("the row counts 1, 5, 2 sum to 8 but the batch has 9 rows"));
-  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{4, 5}),
-                    Catch::Matchers::Contains("2 row count(s) given (4, 5) for 3 part(s)"));
-  CHECK_THROWS_WITH((void)dk::shard(b, three, 0, std::vector<std::size_t>{}),
-                    Catch::Matchers::Contains("no row counts given for 3 device(s)"));
-}
-
-TEST_CASE("leaves that disagree on the batch size are named with their sizes", "[shard]") {
-  const auto t =
-      std::make_tuple(std::vector<float>(8), std::vector<int>(7), std::vector<short>(8), std::vector<char>(7));
-  const std::vector<dk::device> two(2, dk::device::cpu());
-  CHECK_THROWS_AS((void)dk::shard(t, two), dk::config_error);
-  CHECK_THROWS_WITH((void)dk::shard(t, two), Catch::Matchers::Contains("disagree on the batch size along axis 0") &&
-                                                 Catch::Matchers::Contains("'[1]', '[3]' have 7") &&
-                                                 Catch::Matchers::Contains("'[0]', '[2]' have 8"));
-  batch b = make_batch(4);
-  b.labels.resize(3);
-  CHECK_THROWS_WITH((void)dk::shard(b, two, 0, dk::uneven::ragged),
-                    Catch::Matchers::Contains("'labels' has 3") && Catch::Matchers::Contains("'images' has 4"));
-}
-
-TEST_CASE("shard of empty trees and zero-length batches", "[shard]") {
-  const std::vector<dk::device> two(2, dk::device::cpu());
-  const auto none = dk::shard(std::tuple<>{}, two);
-  CHECK(none.size() == 2);
-  CHECK(none.batch_axis == 0u);  // the split dimension, even with no leaf to split
-  CHECK(none.batch_size == 0);
-  const auto empty = dk::shard(std::make_tuple(std::vector<float>{}, 1), two);
-  CHECK(empty.batch_size == 0);
-  CHECK(std::get<0>(empty[1]).empty());
-  CHECK(std::get<1>(empty[1]) == 1);
-}
-
-TEST_CASE("mesh + partition spec: 2-D meshes, named axes, unnamed axes replicated", "[shard][mesh]") {
-  const batch b = make_batch(4);
-  const dk::mesh m(std::vector<dk::device>(4, dk::device::cpu()), 2, 2, "data", "model");
-  CHECK(m.str() == "mesh(data=2, model=2)");
-
-  // Batch over "data"; "model" unnamed: the two devices of a row hold the same rows.
-  const auto by_data = dk::shard(b, m, dk::partition_spec{"data", std::nullopt});
-  REQUIRE(by_data.size() == 4);
-  CHECK(by_data.mesh_coords[3] == std::vector<std::size_t>{1, 1});
-  CHECK(by_data.valid == std::vector<std::size_t>{2, 2, 2, 2});
-  CHECK(by_data[2].get<"labels">().data()[0] == b.labels[2]);
-  CHECK(by_data[3].get<"labels">().data()[0] == b.labels[2]);
-  CHECK(by_data[1].get<"labels">().data()[1] == b.labels[1]);
-  CHECK(by_data[1].get<"images">().extent(1) == 2);
-
-  // Two dimensions split; the rank-1 labels are split along the batch only.
-  const auto both = dk::shard(b, m, dk::partition_spec{"data", "model"});
-  const auto& im = both[1].get<"images">();  // coords (0, 1)
-  CHECK(im.extent(0) == 2);
-  CHECK(im.extent(1) == 1);
-  CHECK(im(1, 0, 2) == b.images(1, 1, 2));
-  CHECK(both[1].get<"labels">().size() == 2);
-
-  // A 1-D mesh, as JAX's jax.device_put(data, NamedSharding(mesh, P("data"))).
-  const dk::mesh line(std::vector<dk::device>(2, dk::device::cpu()));
-  const auto halves = dk::shard(b, line, dk::partition_spec{"data"});
-  CHECK(halves[1].get<"labels">().data()[0] == b.labels[2]);
-
-  CHECK_THROWS_WITH((void)dk::shard(b, m, dk::partition_spec{"batch"}),
-                    Catch::Matchers::Contains("names mesh axis 'batch', which mesh(data=2, model=2) does not have"));
-  CHECK_THROWS_WITH((void)dk::shard(b, m, dk::partition_spec{"data", "data"}),
-                    Catch::Matchers::Contains("two dimensions over mesh axis 'data'"));
-  CHECK_THROWS_AS(dk::mesh(std::vector<dk::device>(3, dk::device::cpu()), 2, 2, "a", "b"), dk::config_error);
-  CHECK_THROWS_AS(dk::mesh(std::vector<dk::device>(4, dk::device::cpu()), 2, 2, "a", "a"), dk::config_error);
-  // Non-batch dimensions that do not divide: the leaf is named.
-  const dk::mesh three(std::vector<dk::device>(3, dk::device::cpu()), 1, 3, "data", "model");
-  CHECK_THROWS_WITH((void)dk::shard(b, three, dk::partition_spec{"data", "model"}),
-                    Catch::Matchers::Contains("leaf 'images': axis 1 of size 2 cannot be split evenly over 3"));
-}
-
-TEST_CASE("replicate puts a full copy on every device", "[replicate]") {
-  const batch b = make_batch(3);
-  const std::vector<dk::device> devs(3, dk::device::cpu());
-  const auto r = dk::replicate(b, devs);
-  REQUIRE(r.size() == 3);
-  for (const auto& copy : r) {
-    CHECK(dk::to_host(copy).labels == b.labels);
-    CHECK(copy.get<"images">()(2, 1, 2) == b.images(2, 1, 2));
-  }
-  CHECK(r[0].get<"labels">().data() != r[2].get<"labels">().data());
-  CHECK_THROWS_AS((void)dk::replicate(b, std::vector<dk::device>{}), dk::config_error);
-}
-
-// --- prefetch -----------------------------------------------------------------------------------
-
-namespace {
-/// An input range of host trees that counts how far it has been pulled and can throw.
-class counting_source : public std::ranges::view_interface<counting_source> {
- public:
-  struct shared {
-    std::atomic<int> pulled{0};
-    int count = 0;
-    int throw_at = -1;
-  };
-  class iterator {
-   public:
-    using value_type = std::vector<int>;
-    using difference_type = std::ptrdiff_t;
-    iterator() = default;
-    explicit iterator(shared* s) : s_(s) {}
-    value_type operator*() const {
-      if (i_ == s_->throw_at) throw std::runtime_error("source failed at " + std::to_string(i_));
-      s_->pulled = i_ + 1;
-      return std::vector<int>(16, i_);
-    }
-    iterator& operator++() {
-      ++i_;
-      return *this;
-    }
-    void operator++(int) { ++i_; }
-    friend bool operator==(const iterator& it, std::default_sentinel_t) { return it.i_ >= it.s_->count; }
-
-   private:
-    shared* s_ = nullptr;
-    int i_ = 0;
-  };
-  explicit counting_source(shared* s) : s_(s) {}
-  iterator begin() const { return iterator(s_); }
-  std::default_sentinel_t end() const { return {}; }
-
- private:
-  shared* s_;
-};
-}  // namespace
-
-TEST_CASE("prefetch delivers the source's trees in order, placed", "[prefetch]") {
-  std::vector<batch> batches;
-  for (int i = 0; i < 6; ++i) batches.push_back(make_batch(2, i + 1));
-  auto view = dk::prefetch(batches, dk::device::cpu(), 3);
-  STATIC_REQUIRE(std::ranges::input_range<decltype(view)>);
-  STATIC_REQUIRE(std::ranges::view<decltype(view)>);
-  int k = 0;
-  for (auto& placed : view) {
-    CHECK(placed.get<"labels">().data()[0] == batches[static_cast<std::size_t>(k)].labels[0]);
-    CHECK(placed.get<"labels">().data() != batches[static_cast<std::size_t>(k)].labels.data());
-    ++k;
-  }
-  CHECK(k == 6);
-
-  std::vector<std::vector<int>> none;
-  int n = 0;
-  for (auto& x : dk::prefetch(none, dk::device::cpu())) {
-    (void)x;
-    ++n;
-  }
-  CHECK(n == 0);
-  CHECK_THROWS_AS(dk::prefetch(none, dk::device::cpu(), 0), dk::config_error);
-  auto once = dk::prefetch(none, dk::device::cpu());
-  (void)once.begin();
-  CHECK_THROWS_AS(once.begin(), dk::config_error);
-}
-
-TEST_CASE("prefetch keeps at most depth trees ahead of a slow consumer", "[prefetch]") {
-  for (const int depth : {1, 2, 4}) {
-    counting_source::shared s;
-    s.count = 12;
-    int consumed = 0;
-    int worst_ahead = 0;
-    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), static_cast<std::size_t>(depth))) {
-      ++consumed;
-      CHECK(tree.data()[0] == consumed - 1);
-      // Give the producer every chance to run ahead.
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      worst_ahead = std::max(worst_ahead, s.pulled.load() - consumed);
-    }
-    CHECK(consumed == 12);
-    CHECK(worst_ahead <= depth);
-    CHECK(worst_ahead == std::min(depth, 12 - 1));  // it does run ahead, as far as allowed
-  }
-}
-
-TEST_CASE("an exception from the source reaches the consumer after the trees before it", "[prefetch]") {
-  counting_source::shared s;
-  s.count = 10;
-  s.throw_at = 3;
-  std::vector<int> seen;
-  auto consume = [&] {
-    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), 2)) seen.push_back(tree.data()[0]);
-  };
-  CHECK_THROWS_WITH(consume(), "source failed at 3");
-  CHECK(seen == std::vector<int>{0, 1, 2});
-}
-
-TEST_CASE("leaving a prefetch loop early stops the thread and joins it", "[prefetch]") {
-  counting_source::shared s;
-  s.count = 1000000;
-  {
-    int taken = 0;
-    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), 2)) {
-      (void)tree;
-      if (++taken == 3) break;
-    }
-  }
-  // The view is gone and its thread joined: the source is not pulled any more.
-  const int after = s.pulled.load();
-  CHECK(after <= 3 + 2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(s.pulled.load() == after);
-
-  // An exception in the loop body leaves the same way.
-  auto body_throws = [&] {
-    for (auto& tree : dk::prefetch(counting_source(&s), dk::device::cpu(), 2)) {
-      if (tree.data()[0] == 1) throw std::logic_error("consumer failed");
-    }
-  };
-  CHECK_THROWS_AS(body_throws(), std::logic_error);
-}
-
-// --- the manager ----------------------------------------------------------------------------------
+// --- the manager
+// ----------------------------------------------------------------------------------
 
 TEST_CASE("the manager places, replicates, shards and prefetches on its devices", "[place][manager]") {
   dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
@@ -793,9 +394,13 @@ TEST_CASE("the manager's placement allocates from its pool, one block per tree",
   CHECK(mem.stats().active_blocks == before.active_blocks);
 }
 
-// --- default_device_scope -------------------------------------------------------------------------
+// --- default_device_scope
+// -------------------------------------------------------------------------
 
-TEST_CASE("default_device_scope sets where placement without a device goes, and nests", "[place][default_device]") {
+TEST_CASE(
+    "default_device_scope sets where placement without a device goes, "
+    "and nests",
+    "[place][default_device]") {
   dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
   const batch b = make_batch(2);
   REQUIRE(dm.default_device() == dk::device::cpu());
@@ -842,7 +447,8 @@ TEST_CASE("default_device_scope restores on exceptions and is per thread", "[pla
   CHECK(other_scoped == dk::device::cpu(5));
   CHECK(dk::scoped_default_device() == dk::device::cpu(1));  // nor this one the other's
 
-  // A scoped device the manager does not have: device_mismatch naming the scope.
+  // A scoped device the manager does not have: device_mismatch naming the
+  // scope.
   dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
   dk::default_device_scope gpu(dk::device::cuda(7));
   try {
@@ -856,7 +462,8 @@ TEST_CASE("default_device_scope restores on exceptions and is per thread", "[pla
 }
 #endif  // DEVICEKIT_HAS_MDSPAN
 
-// --- issue 11: memory kinds -------------------------------------------------------------------------
+// --- memory kinds
+// -------------------------------------------------------------------------------
 
 TEST_CASE("placing in host memory for a device keeps the device and reads back", "[place][memory_kind]") {
   const std::vector<float> v = [] {
@@ -883,7 +490,10 @@ TEST_CASE("placing in host memory for a device keeps the device and reads back",
   CHECK(dk::default_memory(dk::device::cpu()).stats().allocated_bytes == before);
 }
 
-TEST_CASE("a kind the build or the machine cannot give is refused with what to do instead", "[place][memory_kind]") {
+TEST_CASE(
+    "a kind the build or the machine cannot give is refused with what to "
+    "do instead",
+    "[place][memory_kind]") {
   const std::vector<float> v(16, 1.f);
 #if !DEVICEKIT_HAS_CUDA
   CHECK_THROWS_WITH(dk::place(v, dk::device::cpu(), dk::memory_kind::pinned_host),

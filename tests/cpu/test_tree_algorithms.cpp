@@ -1,12 +1,18 @@
 // The tree algorithms (tree/algorithms.hpp) on the cpu device: every algorithm and element type
 // against a plain loop, broadcast scalars, zero-length leaves, a 1,000-leaf tree, Hana structs,
-// tuples and vectors of leaves, and the errors for mismatched structures and devices.
+// tuples and vectors of leaves, and the errors for mismatched structures and devices; and the
+// cases every backend runs (tests/common/tree_cases.hpp).
 #include <catch2/catch.hpp>
 
 #include <devicekit/tree/algorithms.hpp>
 #include <devicekit/tree/hana.hpp>
 
 #include <boost/hana/define_struct.hpp>
+
+// The cases every backend runs, on cpu:0.
+#define DEVICEKIT_CASES_BACKEND "cpu"
+#define DEVICEKIT_CASES_DEVICE() devicekit::device::cpu()
+#include "../common/tree_cases.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -22,15 +28,9 @@ namespace tree_algorithms_test {
 struct params {
   BOOST_HANA_DEFINE_STRUCT(params, (std::vector<float>, w), (std::vector<float>, b), (float, scale));
 };
-
-template <class T>
-std::vector<T> ramp(std::size_t n, float start, float step = 1.f) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = dk::narrow_to<T>(start + step * static_cast<float>(i));
-  return v;
-}
 }  // namespace tree_algorithms_test
 using namespace tree_algorithms_test;
+using tree_cases::ramp;
 
 TEMPLATE_TEST_CASE("tree_transform matches a plain loop for every element type", "[tree_algorithms]", int, float,
                    double, dk::float16_t, dk::bfloat16_t, dk::float8_e4m3_t, dk::float8_e5m2_t) {

@@ -53,6 +53,17 @@ std::vector<T> ramp(std::size_t n, T start, T step) {
   return v;
 }
 
+/// Every GPU this process sees; with fewer than two, a warning that the multi-GPU test has nothing
+/// to run on (the caller returns).
+std::vector<dk::device> every_gpu() {
+  int n = 0;
+  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (n < 2) WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
+  std::vector<dk::device> devs;
+  for (int g = 0; g < n; ++g) devs.push_back(dk::device::cuda(g));
+  return devs;
+}
+
 }  // namespace
 
 TEST_CASE("a one-rank NCCL communicator on the device present: every collective, every bucket size", "[nccl][gpu]") {
@@ -132,14 +143,9 @@ TEST_CASE("NCCL on trees: device_array leaves on the communicator's device; host
 }
 
 TEST_CASE("ncclCommInitAll across every GPU: exact collectives per local rank", "[nccl][gpu][multi]") {
-  int n = 0;
-  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
-    return;
-  }
-  std::vector<dk::device> devs;
-  for (int g = 0; g < n; ++g) devs.push_back(dk::device::cuda(g));
+  const std::vector<dk::device> devs = every_gpu();
+  if (devs.size() < 2) return;
+  const int n = static_cast<int>(devs.size());
   auto comm = dk::nccl_communicator::init_all(devs);
   comm.set_bucket_bytes(128);
   REQUIRE(comm.size() == n);
@@ -265,12 +271,8 @@ void check_reduced_all_reduce(int n, dk::reduce_op op) {
 }  // namespace
 
 TEST_CASE("ncclCommInitAll: float16, bfloat16 and fp8 leaves all-reduce (sum, max)", "[nccl][gpu][multi]") {
-  int n = 0;
-  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
-    return;
-  }
+  const int n = static_cast<int>(every_gpu().size());
+  if (n < 2) return;
   for (const auto op : {dk::reduce_op::sum, dk::reduce_op::max}) {
     check_reduced_all_reduce<dk::float16_t>(n, op);
     check_reduced_all_reduce<dk::bfloat16_t>(n, op);
@@ -318,14 +320,9 @@ TEST_CASE("NCCL packs and unpacks a bucket of many small leaves in one batched c
 }
 
 TEST_CASE("ncclCommInitAll: the façade checks the lists per local rank and each rank's memory", "[nccl][gpu][multi]") {
-  int n = 0;
-  DEVICEKIT_CUDA_CHECK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    WARN("only " << n << " GPU: the multi-GPU NCCL test needs two or more");
-    return;
-  }
-  std::vector<dk::device> devs;
-  for (int g = 0; g < n; ++g) devs.push_back(dk::device::cuda(g));
+  const std::vector<dk::device> devs = every_gpu();
+  if (devs.size() < 2) return;
+  const int n = static_cast<int>(devs.size());
   auto comm = dk::nccl_communicator::init_all(devs);
   REQUIRE(comm.local_ranks() == n);
   for (int g = 0; g < n; ++g) {

@@ -1,4 +1,5 @@
-// The tree algorithms on cuda:0 (tree/algorithms.cuh): the same checks as the cpu tests, that one
+// The tree algorithms on cuda:0 (tree/algorithms.cuh): the cases every backend runs
+// (tests/common/tree_cases.hpp), the same checks as the cpu tests, that one
 // launch covers every leaf of a tree whose leaves share an element type, and that the chunk
 // table and the reduction's scratch come from the device's devicekit pool (runs only where a
 // CUDA device is present).
@@ -6,6 +7,11 @@
 
 #include <devicekit/devicekit.hpp>
 #include <devicekit/tree/algorithms.cuh>
+
+// The cases every backend runs, on the first GPU (after algorithms.cuh: they launch its kernels).
+#define DEVICEKIT_CASES_BACKEND "gpu"
+#define DEVICEKIT_CASES_DEVICE() devicekit::device::cuda(0)
+#include "../common/tree_cases.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -16,13 +22,9 @@
 
 namespace dk = devicekit;
 
+using tree_cases::ramp;
+
 namespace {
-template <class T>
-std::vector<T> ramp(std::size_t n, float start, float step = 1.f) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = dk::narrow_to<T>(start + step * static_cast<float>(i));
-  return v;
-}
 struct scale_add {
   __host__ __device__ float operator()(float a, float c, float b) const { return a * c + b; }
   __host__ __device__ double operator()(double a, float c, double b) const { return a * c + b; }
@@ -98,32 +100,6 @@ TEST_CASE("a 1,000-leaf tree takes one launch; table and scratch come from the p
   s.synchronize();
   CHECK(back == Approx(1.0));
   (void)cudaFree(d);
-}
-
-TEST_CASE("tree_all_finite, tree_cast, tree_axpy and tree_fill on cuda:0", "[tree_algorithms][gpu]") {
-  const dk::device gpu = dk::device::cuda(0);
-  std::tuple<std::vector<float>, std::vector<float>, std::vector<float>> h{
-      ramp<float>(300000, 0.f, 0.001f), ramp<float>(5, 1.f), {}};
-  auto t = dk::place(h, gpu);
-  CHECK(dk::tree_all_finite(t));
-  std::get<1>(h)[2] = std::numeric_limits<float>::infinity();
-  auto bad = dk::place(h, gpu);
-  CHECK_FALSE(dk::tree_all_finite(bad));
-  std::get<1>(h)[2] = std::numeric_limits<float>::quiet_NaN();
-  CHECK_FALSE(dk::tree_all_finite(dk::place(h, gpu)));
-
-  auto half = dk::tree_cast<dk::bfloat16_t>(t);
-  auto hb = dk::to_host(half);
-  for (std::size_t i = 0; i < std::get<0>(hb).size(); i += 997) {
-    CHECK(dk::widen(std::get<0>(hb)[i]) == dk::widen(dk::narrow_to<dk::bfloat16_t>(std::get<0>(h)[i])));
-  }
-  auto y = dk::zeros_like(t, gpu);
-  dk::tree_fill(y, 1.f);
-  dk::tree_axpy(2.f, t, y);
-  auto hy = dk::to_host(y);
-  for (std::size_t i = 0; i < std::get<0>(hy).size(); i += 991)
-    CHECK(std::get<0>(hy)[i] == 1.f + 2.f * std::get<0>(h)[i]);
-  CHECK(dk::tree_reduce(y, dk::reduce::max) == Approx(1.0 + 2.0 * std::get<0>(h).back()));
 }
 
 TEST_CASE("trees on different devices are refused on cuda:0 too", "[tree_algorithms][gpu]") {

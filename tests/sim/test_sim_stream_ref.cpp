@@ -6,6 +6,7 @@
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
 
+#include "../common/test_data.hpp"
 #include "sim_test_support.hpp"
 
 #include <cuda/stream_ref>
@@ -14,6 +15,7 @@
 
 namespace dk = devicekit;
 namespace sim = devicekit::cuda_sim;
+using devicekit::testing::ramp;
 
 namespace {
 
@@ -34,12 +36,6 @@ struct raw_stream {
     (void)cudaStreamDestroy(handle);
   }
 };
-
-std::vector<float> ramp(std::size_t n, float start) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
 
 }  // namespace
 

@@ -1,0 +1,95 @@
+// devicekit's NCCL layer on simulated GPUs: timeouts and aborts when a peer is gone or a call
+// fails half-way, and the scratch NCCL takes from the device's pool.
+#include <catch2/catch.hpp>
+
+#include "sim_devicekit_support.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#if DEVICEKIT_HAS_NCCL
+// A collective whose peer never joins ends in the communicator's timeout and abort: the structure
+// check's exchange waits for the all-gather before copying its result to pageable host memory
+// (such a copy returns only when done, so it would block the host before the timeout could act).
+TEST_CASE("a collective whose peer never joins times out and aborts", "[sim][multi][nccl]") {
+  const ncclUniqueId id = dk::nccl_communicator::unique_id();
+  std::atomic<bool> release_peer{false};
+  std::thread peer([&] {  // rank 1 joins the communicator, then takes part in nothing
+    auto c = dk::nccl_communicator::init_rank(id, 2, 1, dk::device::cuda(1));
+    while (!release_peer.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  auto comm = dk::nccl_communicator::init_rank(id, 2, 0, dk::device::cuda(0));
+  comm.set_timeout(std::chrono::milliseconds(200));
+  auto tree = dk::place(ramp(64, 1.f), dk::device::cuda(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(dk::all_reduce(comm, tree, dk::reduce_op::sum), dk::communication_error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  release_peer = true;
+  peer.join();
+}
+
+// An NCCL call that fails in the middle of an operation (after earlier buckets went to the peers)
+// aborts the communicator, whatever the error: left usable, the peers would wait for the rest for
+// ever.
+TEST_CASE("an NCCL failure in the middle of an operation aborts the communicator", "[sim][nccl]") {
+  auto comm = dk::nccl_communicator::one_rank(dk::device::cuda(0));
+  comm.set_bucket_bytes(64);  // one collective per leaf
+  auto a = dk::place(ramp(64, 1.f), dk::device::cuda(0));
+  auto b = dk::place(ramp(64, 2.f), dk::device::cuda(0));
+  auto c = dk::place(ramp(64, 3.f), dk::device::cuda(0));
+  auto tree = std::make_tuple(std::move(a), std::move(b), std::move(c));
+  sim::fail_call("ncclAllReduce", 2, static_cast<cudaError_t>(ncclInvalidArgument));
+  CHECK_THROWS_AS(dk::all_reduce(comm, tree, dk::reduce_op::sum), dk::communication_error);
+  CHECK(comm.aborted());
+}
+
+// Destroying a communicator with work queued that will never finish (its peer is gone) waits
+// under the timeout and aborts, instead of blocking for ever in cudaStreamSynchronize.
+TEST_CASE("a communicator whose peer is gone is released within its timeout", "[sim][multi][nccl]") {
+  const ncclUniqueId id = dk::nccl_communicator::unique_id();
+  std::atomic<bool> release_peer{false};
+  std::thread peer([&] {
+    auto c = dk::nccl_communicator::init_rank(id, 2, 1, dk::device::cuda(1));
+    while (!release_peer.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  auto placed = dk::place(ramp(64, 1.f), dk::device::cuda(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    auto comm = dk::nccl_communicator::init_rank(id, 2, 0, dk::device::cuda(0));
+    comm.set_timeout(std::chrono::milliseconds(200));
+    // A raw collective the peer never joins, queued on the communicator's stream.
+    dk::scoped_device on(0);
+    REQUIRE(ncclAllReduce(placed.data(), placed.data(), 64, ncclFloat32, ncclSum, comm.native_handle(),
+                          comm.stream()) == ncclSuccess);
+  }  // released here
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  release_peer = true;
+  peer.join();
+}
+
+TEST_CASE("NCCL's scratch comes from the device's pool and is counted as scratch", "[sim][nccl][registry]") {
+  std::vector<dk::device> devs;
+  for (int g = 0; g < sim::device_count(); ++g) devs.push_back(dk::device::cuda(g));
+  std::vector<dk::scratch_stats> before;
+  for (const auto d : devs) before.push_back(dk::scratch_memory_stats(d));
+  {
+    auto comm = dk::nccl_communicator::init_all(devs);
+    std::vector<std::tuple<dk::device_array<float>>> trees;
+    for (const auto d : devs) trees.emplace_back(dk::place(std::vector<float>(64, 1.f), d));
+    dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum);
+    CHECK(dk::to_host(std::get<0>(trees[0])) == std::vector<float>(64, static_cast<float>(devs.size())));
+    for (std::size_t i = 0; i < devs.size(); ++i) {
+      const auto during = dk::scratch_memory_stats(devs[i]);
+      CHECK(during.allocations > before[i].allocations);
+      CHECK(during.in_use_bytes > before[i].in_use_bytes);  // kept by the communicator
+    }
+  }
+  for (std::size_t i = 0; i < devs.size(); ++i) {
+    CHECK(dk::scratch_memory_stats(devs[i]).in_use_bytes == before[i].in_use_bytes);  // given back with it
+  }
+}
+#endif

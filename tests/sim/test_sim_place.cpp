@@ -1,0 +1,188 @@
+// Placement on simulated GPUs: the placement cases every backend runs (tests/common), on the last
+// simulated GPU, and what only the simulator observes: memory given back without waiting for the
+// device, copies into placed trees that allocate nothing, the default device scope and the
+// pinned-host memory kind.
+#include <catch2/catch.hpp>
+
+#include "sim_devicekit_support.hpp"
+
+// The cases every backend runs, on the last simulated GPU (cuda:0 with one device).
+#define DEVICEKIT_CASES_BACKEND "sim"
+#define DEVICEKIT_CASES_DEVICE() dk::device::cuda(devicekit::cuda_sim::device_count() - 1)
+#include "../common/place_cases.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+// Dropping a placed tree gives its memory to a devicekit pool, which does not wait for the device:
+// cudaFree waits for all work on the device (the simulator's does too), so it would stall behind
+// any stream of the device, a prefetch's copies included.
+TEST_CASE("dropping a placed tree does not wait for the device's other streams", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream busy(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(busy.native_handle(), gate::hold, &g) == cudaSuccess);
+  {
+    timed_call drop([&] {
+      auto placed = dk::place(ramp(1 << 16, 1.f), gpu);
+      CHECK(dk::to_host(placed) == ramp(1 << 16, 1.f));
+    });  // the placed tree is dropped at the end of the call
+    CHECK(drop.finished_within(std::chrono::seconds(3)));
+    g.open = true;
+  }
+  busy.synchronize();
+  // The default resource is a devicekit pool: its stats see placements.
+  dk::device_memory* pool = &dk::default_placement_resource(gpu);
+  REQUIRE(pool == &dk::default_memory(gpu));
+  const auto before = pool->stats().allocated_bytes;
+  {
+    auto placed = dk::place(ramp(1024, 0.f), gpu);
+    CHECK(pool->stats().allocated_bytes >= before + 1024 * sizeof(float));
+  }
+  CHECK(pool->stats().allocated_bytes == before);
+}
+
+// A tree dropped before the copy that fills it has run gives its memory back after that copy: a
+// pool's stream-less free means "no work in flight", so without the wait the next tree would get
+// the same memory and the late copy would overwrite it.
+TEST_CASE("a tree dropped before its copy ran gives its memory back after the copy", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), small_pool()};
+  const dk::stream held(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(held.native_handle(), gate::hold, &g) == cudaSuccess);
+  std::thread opener([&g] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    g.open = true;
+  });
+  const std::vector<float> first(1 << 16, 1.f);
+  const std::vector<float> second(1 << 16, 2.f);
+  {
+    auto early = dk::place(first, gpu, held, pool);  // its copy waits behind the gate
+  }                                                  // dropped: waits for that copy (about 200 ms), then frees
+  auto next = dk::place(second, gpu, pool);          // the same memory, reused
+  opener.join();
+  held.synchronize();
+  CHECK(dk::to_host(next) == second);
+}
+
+// place(..., stream) above the staging chunk size takes fresh staging, up to
+// detail::max_staging_in_flight, and returns at once: waiting on the host for the stream to drain
+// an older buffer would hold the caller until the stream's earlier work (a kernel) ended.
+TEST_CASE("placing a large tree on a busy stream returns without waiting for the stream", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const dk::stream busy(gpu);
+  const auto tree = big_tree(6, std::size_t{2} << 20);  // 48 MiB: six chunks
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(busy.native_handle(), gate::hold, &g) == cudaSuccess);
+  std::optional<dk::placed_t<decltype(tree)>> placed;
+  {
+    timed_call call([&] { placed.emplace(dk::place(tree, gpu, busy)); });
+    CHECK(call.finished_within(std::chrono::seconds(3)));
+    g.open = true;
+  }
+  busy.synchronize();
+  REQUIRE(placed.has_value());
+  CHECK(dk::to_host(*placed) == tree);
+}
+
+// copy(src, placed, stream): a training loop refills the buffers it placed once. The copy must
+// allocate nothing on the device (pool and simulator counters unchanged), return without waiting
+// for a busy stream (the pageable source is staged first), and land once the stream runs.
+TEST_CASE("copy into a placed tree allocates nothing and does not wait for the stream", "[sim][place][copy_into]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal()), small_pool()};
+  const dk::stream s(gpu);
+  auto placed = dk::place(std::make_tuple(ramp(4096, 0.f), ramp(100, 5.f), 1.5), gpu, s, pool);
+  s.synchronize();
+  const auto stats_before = pool.stats();
+  const std::size_t bytes_before = sim::device_bytes_in_use(gpu.ordinal());
+
+  const auto next = std::make_tuple(ramp(4096, 1000.f), ramp(100, -50.f), 2.5);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(s.native_handle(), gate::hold, &g) == cudaSuccess);
+  {
+    timed_call call([&] { dk::copy(next, placed, s); });
+    CHECK(call.finished_within(std::chrono::seconds(3)));
+    g.open = true;
+  }
+  s.synchronize();
+  CHECK(dk::to_host(std::get<0>(placed)) == std::get<0>(next));
+  CHECK(dk::to_host(std::get<1>(placed)) == std::get<1>(next));
+  CHECK(std::get<2>(placed) == 2.5);
+  const auto stats_after = pool.stats();
+  CHECK(stats_after.allocation_count == stats_before.allocation_count);
+  CHECK(stats_after.reserved_bytes == stats_before.reserved_bytes);
+  CHECK(sim::device_bytes_in_use(gpu.ordinal()) == bytes_before);
+
+  // A placed tree as the source: from the first GPU (a peer or staged copy with two or more),
+  // finished on return in the stream-less form.
+  const auto source = dk::place(std::make_tuple(ramp(4096, 7.f), ramp(100, 8.f), 3.5), dk::device::cuda(0));
+  dk::copy(source, placed);
+  CHECK(dk::to_host(std::get<0>(placed)) == ramp(4096, 7.f));
+  CHECK(dk::to_host(std::get<1>(placed)) == ramp(100, 8.f));
+  CHECK(pool.stats().allocation_count == stats_before.allocation_count);
+  CHECK(sim::violations().empty());
+}
+
+TEST_CASE("copy with a stream of another GPU names both devices", "[sim][multi][place][copy_into][mismatch]") {
+  const dk::device last = dk::device::cuda(sim::device_count() - 1);
+  auto placed = dk::place(ramp(16, 0.f), dk::device::cuda(0));
+  const dk::stream other(last);
+  const auto e = mismatch_of([&] { dk::copy(ramp(16, 1.f), placed, other); });
+  REQUIRE(e.has_value());
+  CHECK(e->expected() == dk::device::cuda(0));
+  CHECK(e->actual() == last);
+  CHECK(dk::to_host(placed) == ramp(16, 0.f));
+}
+
+TEST_CASE("default_device_scope sends placement without a device to the scoped GPU", "[sim][place][default_device]") {
+  const dk::device last = dk::device::cuda(sim::device_count() - 1);
+  dk::device_manager<dk::cuda_detector> dm{dk::settings{}};
+  REQUIRE(dm.default_device() == dk::device::cuda(0));
+  {
+    dk::default_device_scope scope(last);
+    const auto placed = dm.place(ramp(64, 3.f));
+    CHECK(dk::device_of(placed) == last);
+    CHECK(dk::to_host(placed) == ramp(64, 3.f));
+    CHECK(dk::device_of(dk::place(ramp(8, 0.f))) == last);
+  }
+  CHECK(dk::device_of(dm.place(ramp(8, 0.f))) == dk::device::cuda(0));
+}
+
+TEST_CASE("placing with memory_kind::pinned_host keeps the device and puts the bytes in pinned memory",
+          "[sim][place][memory_kind]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const auto tree = std::make_tuple(ramp(5000, 2.f), std::vector<int>{4, 5, 6}, 1.5);
+  dk::device_memory& pinned = dk::default_memory(gpu, dk::memory_kind::pinned_host);
+  CHECK(&pinned != &dk::default_memory(gpu));
+  CHECK(&pinned != &dk::staging_memory());
+  const auto before = pinned.stats().allocated_bytes;
+  {
+    const auto placed = dk::place(tree, gpu, dk::memory_kind::pinned_host);
+    CHECK(dk::device_of(placed) == gpu);  // the leaves belong to the device, as in JAX
+    CHECK(pinned.stats().allocated_bytes > before);
+    cudaPointerAttributes attr{};
+    REQUIRE(cudaPointerGetAttributes(&attr, std::get<0>(placed).data()) == cudaSuccess);
+    CHECK(attr.type == cudaMemoryTypeHost);
+    CHECK(dk::to_host(placed) == tree);
+    // Onto the device's memory and back into pinned memory from there.
+    const auto on_device = dk::place(placed, gpu);
+    REQUIRE(cudaPointerGetAttributes(&attr, std::get<0>(on_device).data()) == cudaSuccess);
+    CHECK(attr.type == cudaMemoryTypeDevice);
+    CHECK(dk::to_host(on_device) == tree);
+    const auto pinned_again = dk::place(on_device, gpu, dk::memory_kind::pinned_host);
+    CHECK(dk::to_host(pinned_again) == tree);
+    // A manager's own pinned pool, and its figures under the kind.
+    dk::device_manager<> dm;
+    const auto mine = dm.place(tree, gpu, dk::memory_kind::pinned_host);
+    CHECK(dm.memory_stats(gpu, dk::memory_kind::pinned_host).bytes_in_use >= 5000 * sizeof(float));
+    CHECK(dm.memory_stats(dk::device::cpu()).bytes_in_use >= 2 * 5000 * sizeof(float));  // pinned memory is host memory
+    CHECK(dk::to_host(mine) == tree);
+  }
+  CHECK(pinned.stats().allocated_bytes == before);
+}

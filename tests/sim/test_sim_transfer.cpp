@@ -1,0 +1,275 @@
+// The copy engine under placement on simulated GPUs: pinned staging (sized, chunked, given back in
+// stream order, kept under queued copies), moves between devices with and without peer access, and
+// the host side of batched copies; none of it may wait on the host for a busy stream.
+#include <catch2/catch.hpp>
+
+#include "sim_devicekit_support.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+// A device-to-host transfer that fails half-way keeps its pinned staging until the copies already
+// queued into it have run: back in the cache at once, the next placement would stage its data
+// there and send the stale bytes to the device.
+TEST_CASE("a failed device-to-host transfer does not give its staging back under queued copies", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  auto a = dk::place(ramp(1024, 1.f), gpu);  // two allocations: two copies into the staging
+  auto b = dk::place(ramp(1024, 5000.f), gpu);
+  auto tree = std::make_tuple(std::move(a), std::move(b));
+  const dk::stream& transfers = dk::detail::placement_stream(gpu);
+  gate held_transfers;
+  REQUIRE(cudaLaunchHostFunc(transfers.native_handle(), gate::hold, &held_transfers) == cudaSuccess);
+  std::thread([&held_transfers] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    held_transfers.open = true;
+  }).detach();
+  sim::fail_call("cudaMemcpyAsync", 2, cudaErrorLaunchFailure);  // the second copy fails
+  CHECK_THROWS_AS(dk::to_host(tree), dk::cuda_error);
+  (void)cudaGetLastError();
+  // The next placement, held on its stream until the failed transfer's copy has landed.
+  const dk::stream s(gpu);
+  gate held_placement;
+  REQUIRE(cudaLaunchHostFunc(s.native_handle(), gate::hold, &held_placement) == cudaSuccess);
+  const std::vector<float> fresh(2048, 9.f);
+  auto placed = dk::place(fresh, gpu, s);
+  while (!held_transfers.open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  transfers.synchronize();
+  held_placement.open = true;
+  s.synchronize();
+  CHECK(dk::to_host(placed) == fresh);
+}
+
+// Device-to-host transfers pin a chunk at a time, not their whole size, and every host wait on the
+// way blocks instead of spinning (cudaEventBlockingSync): a 40 MiB tree comes down in 8 MiB
+// chunks through two buffers.
+TEST_CASE("large transfers are chunked both ways and wait without spinning", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::device_memory& staging = dk::staging_memory();
+  const std::size_t cached_before = staging.stats().reserved_bytes;
+  staging.reset_peak_stats();
+  const std::size_t spins_before = sim::spinning_host_waits();
+  // Five leaves of 8 MiB + 4 bytes: the chunk boundaries fall inside leaves.
+  const auto tree = big_tree(5, (std::size_t{2} << 20) + 1);
+  auto placed = dk::place(tree, gpu);
+  const auto back = dk::to_host(placed);
+  CHECK(back == tree);
+  CHECK(sim::spinning_host_waits() == spins_before);
+  // At most two chunk buffers came from the system for each direction (the pool may have had
+  // some already); a whole-transfer staging area would be 40 MiB.
+  CHECK(staging.stats().peak_reserved_bytes - cached_before <= 4 * dk::detail::staging_chunk_bytes);
+}
+
+TEST_CASE("device-to-host transfers come down in chunks through two staging buffers", "[sim][place][registry]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const auto tree = big_tree(3, (std::size_t{2} << 20) + 3);  // 24 MiB + 36 bytes: four chunks
+  const auto placed = dk::place(tree, gpu);
+  dk::device_memory& staging = dk::staging_memory();
+  (void)staging.trim();
+  const auto before = staging.stats();
+  staging.reset_peak_stats();
+  const auto transfers_before = dk::detail::stats().device_to_host_transfers.load();
+  CHECK(dk::to_host(placed) == tree);
+  CHECK(dk::detail::stats().device_to_host_transfers.load() > transfers_before);
+  // Two chunk buffers at most, never the whole transfer.
+  CHECK(staging.stats().peak_allocated_bytes - before.allocated_bytes <= 2 * dk::detail::staging_chunk_bytes);
+  CHECK(staging.stats().allocated_bytes == before.allocated_bytes);
+}
+
+// Staging comes from the process's pinned pool (memory/registry.hpp), so its stats and the report
+// see it.
+TEST_CASE("staging comes from the pinned pool, exactly sized, freed in stream order after its copy",
+          "[sim][place][registry]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  dk::device_memory& staging = dk::staging_memory();
+  CHECK(staging.config().small_size_limit == 0);  // no size classes: blocks are their requests
+  (void)staging.trim();                           // take in completed frees of earlier tests
+  const auto before = staging.stats();
+  staging.reset_peak_stats();
+  const dk::stream held(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(held.native_handle(), gate::hold, &g) == cudaSuccess);
+  const std::vector<float> tree = ramp(750001, 1.f);  // 3000004 bytes: neither a power of two nor 256-aligned
+  auto placed = dk::place(tree, gpu, held);           // its copy waits behind the gate
+  {
+    const auto during = staging.stats();
+    CHECK(during.peak_allocated_bytes - before.allocated_bytes == tree.size() * sizeof(float));  // exact
+    CHECK(during.allocated_bytes == before.allocated_bytes);           // freed once the copy was queued...
+    CHECK(during.pending_stream_frees > before.pending_stream_frees);  // ...in the order of its stream
+    CHECK(during.reserved_bytes >= tree.size() * sizeof(float));
+    const auto s = dk::staging_memory_stats();
+    REQUIRE(s.has_value());
+    CHECK(s->pending_stream_frees == during.pending_stream_frees);
+  }
+  g.open = true;
+  held.synchronize();
+  (void)staging.trim();  // takes in the completed free
+  CHECK(staging.stats().pending_stream_frees == 0);
+  CHECK(staging.stats().allocated_bytes == before.allocated_bytes);
+  CHECK(dk::to_host(placed) == tree);
+  // The host's figures include the staging pool; the report shows it.
+  dk::device_manager<> dm;
+  CHECK(dm.memory_stats(dk::device::cpu(), dk::memory_kind::pinned_host).num_allocs >=
+        staging.stats().allocation_count);
+  REQUIRE(dm.report().staging.has_value());
+  std::ostringstream os;
+  dk::print_device_info(dm, os);
+  CHECK(os.str().find("Pinned Staging:") != std::string::npos);
+}
+
+// A move between devices without peer access goes in chunks, the destination stream waiting for
+// each chunk's download on an event: the host waits for neither stream. Meaningful in the run
+// without peer access (sim.devicekit.gpus2_no_peer); elsewhere it checks the peer path.
+TEST_CASE("a move between devices waits on the host for neither device's streams", "[sim][multi][place]") {
+  const dk::device from = dk::device::cuda(0);
+  const dk::device to = dk::device::cuda(1);
+  const auto tree = big_tree(3, (std::size_t{2} << 20) + 7);  // 24 MiB: three chunks when staged
+  auto src = dk::place(tree, from);
+  const dk::stream busy(to);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(busy.native_handle(), gate::hold, &g) == cudaSuccess);
+  // The source side busy too: its downloads queue on this thread's placement stream of `from`.
+  REQUIRE(cudaLaunchHostFunc(dk::detail::placement_stream(from).native_handle(), gate::hold, &g) == cudaSuccess);
+  const auto staged_before = dk::detail::stats().staged_device_copies.load();
+  // On this thread (the placement stream is the calling thread's); the gate opens after 2 s.
+  std::thread opener([&g] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    g.open = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<dk::placed_t<decltype(tree)>> moved;
+  moved.emplace(dk::place(src, to, busy));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  opener.join();
+  busy.synchronize();
+  REQUIRE(moved.has_value());
+  CHECK(dk::to_host(*moved) == tree);
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 1, 0) == cudaSuccess);
+  CHECK((dk::detail::stats().staged_device_copies.load() > staged_before) == (can == 0));
+}
+
+// A batched copy (batched_copy, whose CUB kernel the simulator cannot run: its host side is
+// detail::batched_copy_plumbing, tested here with a stand-in launch) selects its stream's device,
+// not whatever device is current, and takes its tables and scratch from that device's devicekit
+// pool, not the driver's default pool (release threshold 0: back to the system at every
+// synchronisation).
+TEST_CASE("a batched copy runs on its stream's device with scratch from that device's pool", "[sim][multi][place]") {
+  const int last = sim::device_count() - 1;
+  const dk::device gpu = dk::device::cuda(last);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  const dk::stream s(gpu);
+  constexpr std::size_t count = 20;
+  std::vector<std::vector<float>> host;
+  std::vector<dk::device_array<float>> src;
+  std::vector<dk::device_array<float>> dst;
+  for (std::size_t i = 0; i < count; ++i) {
+    host.push_back(ramp(64 + i, static_cast<float>(100 * i)));
+    src.push_back(dk::place(host.back(), gpu));
+    dst.push_back(dk::place(std::vector<float>(64 + i, -1.f), gpu));
+  }
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < count; ++i) {
+    srcs.push_back(src[i].data());
+    dsts.push_back(const_cast<float*>(dst[i].data()));
+    sizes.push_back(src[i].size_bytes());
+  }
+  dk::device_memory& pool = dk::default_placement_resource(gpu);
+  const auto before = pool.stats();
+  std::vector<std::size_t> table_back(3 * count);
+  int device_in_launch = -1;
+  std::size_t temp_seen = 0;
+  dk::detail::batched_copy_plumbing(
+      srcs.data(), dsts.data(), sizes.data(), count, s.native_handle(), [] { return std::size_t{4096}; },
+      [&](const void* const* d_srcs, void* const* d_dsts, const std::size_t* d_sizes, void* temp,
+          std::size_t temp_bytes) {
+        (void)cudaGetDevice(&device_in_launch);
+        temp_seen = temp_bytes;
+        CHECK(temp != nullptr);
+        // The stand-in kernel: read the tables back (as the kernel would read them) and copy.
+        const auto table = count * sizeof(void*);
+        cudaError_t r = cudaMemcpyAsync(table_back.data(), d_srcs, table, cudaMemcpyDeviceToHost, s.native_handle());
+        if (r == cudaSuccess)
+          r = cudaMemcpyAsync(table_back.data() + count, d_dsts, table, cudaMemcpyDeviceToHost, s.native_handle());
+        if (r == cudaSuccess)
+          r = cudaMemcpyAsync(table_back.data() + 2 * count, d_sizes, table, cudaMemcpyDeviceToHost, s.native_handle());
+        for (std::size_t i = 0; i < count && r == cudaSuccess; ++i) {
+          r = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s.native_handle());
+        }
+        return r;
+      });
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);  // the caller's device again
+  CHECK(device_in_launch == last);
+  CHECK(temp_seen == 4096);
+  s.synchronize();
+  for (std::size_t i = 0; i < count; ++i) {
+    CHECK(table_back[i] == reinterpret_cast<std::size_t>(srcs[i]));
+    CHECK(table_back[count + i] == reinterpret_cast<std::size_t>(dsts[i]));
+    CHECK(table_back[2 * count + i] == sizes[i]);
+    CHECK(dk::to_host(dst[i]) == host[i]);
+  }
+  const auto after = pool.stats();
+  CHECK(after.allocation_count == before.allocation_count + 1);  // tables and scratch: one block
+  CHECK(after.allocated_bytes == before.allocated_bytes);        // given back in stream order
+}
+
+// Scratch comes from the device's devicekit pool and is counted as scratch in its stats and the
+// manager's report.
+TEST_CASE("batched-copy scratch comes from the device's pool and is counted as scratch", "[sim][place][registry]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream s(gpu);
+  constexpr std::size_t count = 4;
+  std::vector<dk::device_array<float>> src;
+  std::vector<dk::device_array<float>> dst;
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < count; ++i) {
+    src.push_back(dk::place(ramp(32, static_cast<float>(i)), gpu));
+    dst.push_back(dk::place(std::vector<float>(32, 0.f), gpu));
+    srcs.push_back(src.back().data());
+    dsts.push_back(const_cast<float*>(dst.back().data()));
+    sizes.push_back(src.back().size_bytes());
+  }
+  dk::device_memory& pool = dk::default_memory(gpu);
+  const auto scratch_before = dk::scratch_memory_stats(gpu);
+  const auto pool_before = pool.stats();
+  std::size_t in_use_during = 0;
+  std::size_t pool_during = 0;
+  dk::detail::batched_copy_plumbing(
+      srcs.data(), dsts.data(), sizes.data(), count, s.native_handle(), [] { return std::size_t{10000}; },
+      [&](const void* const*, void* const*, const std::size_t*, void*, std::size_t) {
+        in_use_during = dk::scratch_memory_stats(gpu).in_use_bytes;
+        pool_during = pool.stats().allocated_bytes;
+        cudaError_t r = cudaSuccess;
+        for (std::size_t i = 0; i < count && r == cudaSuccess; ++i) {
+          r = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToDevice, s.native_handle());
+        }
+        return r;
+      });
+  s.synchronize();
+  const std::size_t tables = (3 * count * sizeof(void*) + 255) / 256 * 256;
+  CHECK(in_use_during - scratch_before.in_use_bytes == tables + 10000);
+  CHECK(pool_during - pool_before.allocated_bytes == tables + 10000);  // the device's pool
+  const auto after = dk::scratch_memory_stats(gpu);
+  CHECK(after.allocations == scratch_before.allocations + 1);
+  CHECK(after.in_use_bytes == scratch_before.in_use_bytes);
+  CHECK(after.peak_bytes >= tables + 10000);
+  CHECK(pool.stats().allocated_bytes == pool_before.allocated_bytes);
+  for (std::size_t i = 0; i < count; ++i) CHECK(dk::to_host(dst[i]) == ramp(32, static_cast<float>(i)));
+  // The manager's report and memory_stats(dev) see it.
+  dk::device_manager<> dm;
+  const auto r = dm.report();
+  REQUIRE(r.memory_of(gpu) != nullptr);
+  CHECK(r.memory_of(gpu)->scratch_allocations == after.allocations);
+  CHECK(dm.memory_stats(gpu).num_allocs >= pool.stats().allocation_count);
+}
