@@ -7,8 +7,8 @@ says what it guards rather than where it came from.
 1. Layers. include/devicekit/<layer>/ may include only its own layer and the layers below it, in
    the order the README's "Layers" table gives. A header that holds nothing but includes (a
    forwarding header kept at a public path that moved) may name any layer: it carries no code.
-2. Size. No file under include/ or sim/ is longer than 520 lines; manager.hpp, the manager's
-   facade, no longer than 400.
+2. Size. No file under include/ or sim/ is longer than 520 lines; the manager's facade
+   (manager.hpp and manager/device_manager.hpp) no longer than 400.
 3. No history. Code, tests, examples, tools and scripts name no issue or finding numbers and no
    origin documents: a comment says what the code guards, which stays true when the history is
    forgotten.
@@ -33,7 +33,7 @@ LAYER_RANK = {
     "manager": 8,
 }
 MAX_LINES = 520
-MAX_LINES_BY_PATH = {"include/devicekit/manager.hpp": 400}
+MAX_LINES_BY_PATH = {"include/devicekit/manager.hpp": 400, "include/devicekit/manager/device_manager.hpp": 400}
 SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".cmake", ".py", ".sh", ".txt", ".in"}
 HISTORY = [
     re.compile(r"\b(issue|finding)s?\s*#?\d+", re.IGNORECASE),
