@@ -11,6 +11,7 @@
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/element_type.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/core/event.hpp>
 #include <devicekit/core/float_types.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/pool_access.hpp>

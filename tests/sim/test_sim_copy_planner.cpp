@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
+#include <devicekit/transfer/copy.hpp>
 
 #include <cstddef>
 #include <algorithm>

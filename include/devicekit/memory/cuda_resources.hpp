@@ -19,6 +19,7 @@
 
 #  include <devicekit/core/device.hpp>
 #  include <devicekit/core/error.hpp>
+#  include <devicekit/core/event.hpp>
 #  include <devicekit/core/pool_access.hpp>
 #  include <devicekit/core/runtime.hpp>
 #  include <devicekit/core/stream.hpp>
@@ -47,11 +48,9 @@ struct cuda_events {
       DEVICEKIT_CUDA_CHECK(cudaGetDevice(&dev));
     }
     scoped_device on(dev);
-    cudaEvent_t ev = nullptr;
-    // BlockingSync: the pool waits for these on the host when it must (wait()); the thread then
-    // sleeps instead of spinning a core (CUDA runtime API, cudaEventCreateWithFlags).
-    DEVICEKIT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync));
-    return ev;
+    // BlockingSync (core/event.hpp): the pool waits for these on the host when it must (wait());
+    // the thread then sleeps instead of spinning a core.
+    return create_event();
   }
   static void record(void* ev, native_stream_handle s) {
     DEVICEKIT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev), s));
@@ -67,7 +66,7 @@ struct cuda_events {
   /// thread rather than spinning as cudaStreamSynchronize does.
   [[nodiscard]] static cudaError_t wait_for(cudaStream_t s) noexcept {
     cudaEvent_t ev = nullptr;
-    cudaError_t r = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync);
+    cudaError_t r = try_create_event(ev);
     if (r != cudaSuccess) return r;
     r = cudaEventRecord(ev, s);
     if (r == cudaSuccess) r = cudaEventSynchronize(ev);

@@ -15,12 +15,13 @@
 #  include <devicekit/distribute/detail/pack.hpp>
 #  include <devicekit/distribute/errors.hpp>
 #  include <devicekit/distribute/options.hpp>
-#  include <devicekit/place/detail/copy.hpp>
+#  include <devicekit/transfer/copy.hpp>
 
 #  include <nccl.h>
 
 #  include <chrono>
 #  include <cstddef>
+#  include <span>
 #  include <string>
 #  include <string_view>
 #  include <thread>
@@ -136,9 +137,9 @@ class nccl_transport {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, part(p).stream), "cudaMemcpyAsync", p);
   }
   /// A bucket's pack or unpack, every leaf of it, as one list of device-to-device runs on the
-  /// local rank's stream through placement's multi-run copy (place/detail/copy.hpp:
+  /// local rank's stream through the copy engine's same-device path (transfer/copy.hpp:
   /// copy_same_device): one batched launch (CUB's DeviceMemcpy::Batched when a .cu file of the
-  /// program includes place/batched_copy.cuh) instead of a cudaMemcpyAsync per leaf, whose
+  /// program includes transfer/batched_copy.cuh) instead of a cudaMemcpyAsync per leaf, whose
   /// few microseconds of launch each would dominate a bucket of many small leaves (the reason
   /// PyTorch DDP flattens a bucket's gradients with one kernel).
   void copy_batch(std::size_t p, std::span<const copy_span> runs) {

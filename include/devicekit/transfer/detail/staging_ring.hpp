@@ -1,0 +1,150 @@
+#pragma once
+/// \file
+/// Pinned staging for transfers that pass through host memory: the chunk sizes, `staging_ring`
+/// (buffers for one transfer, reused once their copies complete) and the arithmetic that maps
+/// source and destination ranges onto chunks. No locks: a ring belongs to one transfer on one
+/// thread; the staging pool it draws from locks itself.
+#include <devicekit/core/config.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+
+#if DEVICEKIT_HAS_CUDA
+#  include <devicekit/core/error.hpp>
+#  include <devicekit/core/runtime.hpp>
+#  include <devicekit/memory/device_memory.hpp>
+#  include <devicekit/memory/registry.hpp>
+
+#  include <deque>
+#  include <vector>
+#endif
+
+namespace devicekit::detail {
+
+/// Transfers at or below this size go through one staging area in one copy; larger ones are
+/// pipelined in `staging_chunk_bytes` chunks, in every direction, so a transfer never pins its
+/// whole size at once.
+inline constexpr std::size_t single_stage_limit = std::size_t{16} << 20;
+inline constexpr std::size_t staging_chunk_bytes = std::size_t{8} << 20;
+/// Staging one transfer toward a stream may hold while the stream has not yet reached its copies
+/// (a stream busy with earlier work): up to this much, the host takes fresh buffers and returns
+/// without waiting for the stream; beyond it, it waits for the oldest chunk's copy.
+inline constexpr std::size_t max_staging_in_flight = std::size_t{256} << 20;
+
+/// A byte range of a transfer's staging space [0, total) that holds part of one source or
+/// destination range: `at` is where the range begins in the staging space.
+struct staged_range {
+  std::size_t at;
+  std::size_t bytes;
+};
+
+/// Calls f(range index, offset in range, offset in [lo, hi), length) for each part of `ranges`
+/// (sorted by `at`, not overlapping) inside [lo, hi); `cursor` carries the first range that may
+/// still overlap from one call to the next (chunks come in increasing order).
+template <class F>
+void for_each_part(std::span<const staged_range> ranges, std::size_t& cursor, std::size_t lo, std::size_t hi, F&& f) {
+  while (cursor < ranges.size() && ranges[cursor].at + ranges[cursor].bytes <= lo) ++cursor;
+  for (std::size_t k = cursor; k < ranges.size() && ranges[k].at < hi; ++k) {
+    const std::size_t a = std::max(lo, ranges[k].at);
+    const std::size_t z = std::min(hi, ranges[k].at + ranges[k].bytes);
+    if (a < z) f(k, a - ranges[k].at, a - lo, z - a);
+  }
+}
+
+/// The staging buffer size for a transfer of `total` bytes: all of it up to single_stage_limit.
+[[nodiscard]] inline std::size_t staging_buffer_bytes(std::size_t total) noexcept {
+  return total <= single_stage_limit ? total : staging_chunk_bytes;
+}
+
+#if DEVICEKIT_HAS_CUDA
+
+/// Pinned staging buffers of one size for one transfer, from the process's staging pool
+/// (staging_memory(), memory/registry.hpp). `next()` gives a buffer no queued copy uses any more:
+/// an idle one, the oldest one whose copy has completed, or a fresh one from the pool while fewer
+/// than `max_in_flight` bytes are out, so the host does not wait for a stream that is still busy
+/// with earlier work; past that it waits for the oldest. The pool's synchronous allocate hands
+/// out only blocks whose stream-ordered frees have completed, so the host may write a fresh
+/// buffer at once. `used(b, ev, s)` hands a buffer back with the event after its last copy (the
+/// ring owns the event) and the stream that copy was queued on. The destructor returns every
+/// buffer to the pool: those still in use with a stream-ordered free on their stream (RMM's and
+/// the CUDA stream-ordered allocator's rule: a free queued after the last use), the others at
+/// once; a buffer taken and not handed back goes back at once, so on an error path the caller
+/// first waits for the copies it queued.
+class staging_ring {
+ public:
+  staging_ring(std::size_t buffer_bytes, std::size_t max_in_flight)
+      : pool_(&staging_memory()),
+        bytes_(buffer_bytes),
+        max_buffers_(std::max<std::size_t>(2, max_in_flight / std::max<std::size_t>(1, buffer_bytes))) {}
+  staging_ring(const staging_ring&) = delete;
+  staging_ring& operator=(const staging_ring&) = delete;
+  ~staging_ring() {
+    for (auto& b : busy_) {
+      if (cuda_calls_allowed()) (void)cudaEventDestroy(b.done);
+      try {
+        pool_->deallocate_async(b.p, bytes_, 256, b.stream);
+      } catch (...) {
+        // The free's event could not be recorded: wait for the copy, then free at once.
+        if (cuda_calls_allowed()) (void)cudaStreamSynchronize(b.stream);
+        free_now(b.p);
+      }
+    }
+    for (std::byte* p : idle_) free_now(p);
+  }
+
+  [[nodiscard]] std::byte* next() {
+    if (idle_.empty() && !busy_.empty()) {
+      const cudaError_t r = cudaEventQuery(busy_.front().done);  // NotReady: a status, not the last error
+      if (r != cudaErrorNotReady || busy_.size() >= max_buffers_) {
+        if (r == cudaErrorNotReady) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(busy_.front().done));
+        (void)cudaEventDestroy(busy_.front().done);
+        idle_.push_back(busy_.front().p);
+        busy_.pop_front();
+      }
+    }
+    if (idle_.empty()) idle_.push_back(static_cast<std::byte*>(pool_->allocate(bytes_)));
+    std::byte* p = idle_.back();
+    idle_.pop_back();
+    taken_.push_back(p);
+    return p;
+  }
+
+  void used(std::byte* p, cudaEvent_t done, cudaStream_t s) {
+    std::erase(taken_, p);
+    busy_.push_back({p, done, s});
+  }
+
+  /// Buffers taken and not handed back become idle (their copies were not queued, or the caller
+  /// has waited for them).
+  void abandon_taken() noexcept {
+    idle_.insert(idle_.end(), taken_.begin(), taken_.end());
+    taken_.clear();
+  }
+
+ private:
+  struct busy_buffer {
+    std::byte* p;
+    cudaEvent_t done;
+    cudaStream_t stream;
+  };
+
+  void free_now(std::byte* p) noexcept {
+    try {
+      pool_->deallocate(p, bytes_);
+    } catch (...) {
+      // Only a foreign pointer or a wrong size throws, neither of which the ring can produce.
+    }
+  }
+
+  device_memory* pool_;
+  std::size_t bytes_;
+  std::size_t max_buffers_;
+  std::deque<busy_buffer> busy_;
+  std::vector<std::byte*> idle_;
+  std::vector<std::byte*> taken_;
+};
+
+#endif  // DEVICEKIT_HAS_CUDA
+
+}  // namespace devicekit::detail
