@@ -2,9 +2,9 @@
 /// \file
 /// tree_fill([s,] tree, value): every element of a placed tree set to one value.
 ///
-/// A transform whose element function is the constant: one launch for the whole tree, as the
-/// resetting of gradients or optimizer state needs, instead of a cudaMemset per leaf (and values
-/// other than zero, converted to each leaf's element type).
+/// A transform whose element function is the constant: one launch for the whole tree, for any
+/// value converted to each leaf's element type (cudaMemset sets bytes, so it serves zero only, and
+/// takes a call per leaf).
 #include <devicekit/compute/detail/dispatch_transform.hpp>
 #include <devicekit/compute/detail/element_ops.hpp>
 #include <devicekit/core/float_types.hpp>

@@ -5,7 +5,8 @@
 ///
 /// What gradient clipping (the global norm) and dynamic loss scaling (are all gradients finite?)
 /// ask of a whole tree: one launch per element type, each chunk reduced by one block and the
-/// partials finished on the device, accumulated in double whatever the elements.
+/// partials finished on the device, accumulated in double whatever the elements. The tags
+/// (reduce::sum, ...) live beside the reductions the kernels run, in compute/detail/element_ops.hpp.
 #include <devicekit/compute/detail/dispatch_reduce.hpp>
 #include <devicekit/compute/detail/element_ops.hpp>
 #include <devicekit/core/error.hpp>

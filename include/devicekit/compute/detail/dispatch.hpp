@@ -46,6 +46,8 @@ void tree_device_reduce(kernel_priority<0>, const Op*, const tree_launch_plan<1>
   throw config_error("tree algorithms: no kernels in this translation unit");
 }
 
+/// A cuda tree in a translation unit without the kernels. The message names
+/// <devicekit/tree/algorithms.cuh>, which brings the algorithms and their kernels in one include.
 [[noreturn]] inline void throw_no_kernels(const char* operation, device dev) {
   throw config_error(std::string(operation) + ": the tree is on " + dev.str() +
                      ", and this call was compiled without the kernels: compile it with nvcc in a file that includes "
