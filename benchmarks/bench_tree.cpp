@@ -1,4 +1,4 @@
-// The tree algorithms (tree/algorithms.hpp) on the cpu device against the per-leaf calls they
+// The tree algorithms (compute/) on the cpu device against the per-leaf calls they
 // replace. Every ratio is baseline time / devicekit time, both measured in this run.
 //
 //   tree.transform.vs_per_leaf           tree_axpy (y += a x) vs one thrust::transform
@@ -10,8 +10,8 @@
 // CI machines). The cuda entries are in bench_tree_cuda.cu.
 #include "bench_common.hpp"
 
+#include <devicekit/compute.hpp>
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.hpp>
 
 #include <cmath>
 #include <cstdio>

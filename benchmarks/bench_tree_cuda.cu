@@ -1,4 +1,4 @@
-// The tree algorithms on a GPU (tree/algorithms.cuh: one launch per element-type group over a
+// The tree algorithms on a GPU (compute/kernels.cuh: one launch per element-type group over a
 // chunk table, apex's multi_tensor_apply scheme, which PyTorch's _foreach ops use) against the
 // per-leaf calls they replace, on the same stream. Every ratio is baseline time / devicekit time,
 // both measured in this run (run only with a GPU; without one it prints what is owed, exit 0):
@@ -19,8 +19,9 @@
 // the partials must cost nothing noticeable).
 #include "bench_common.hpp"
 
+#include <devicekit/compute.hpp>
+#include <devicekit/compute/kernels.cuh>
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.cuh>
 
 #include <thrust/system/cuda/execution_policy.h>
 #include <thrust/transform.h>

@@ -1,13 +1,14 @@
 #pragma once
 /// \file
 /// Everything devicekit offers, layer by layer, and the device manager that composes them.
-/// Each layer has its own umbrella (<devicekit/core.hpp>, detect, tree, memory, place,
+/// Each layer has its own umbrella (<devicekit/core.hpp>, detect, tree, memory, place, compute,
 /// distribute, report) and each facility header also stands alone: a translation unit that
 /// needs one layer pays for that layer only (scripts/compile-times measures each).
 ///
 /// Not included here: <devicekit/report/json.hpp> (nlohmann-json, the most expensive header to
-/// compile; include it where JSON is written), <devicekit/tree/algorithms.hpp> (Thrust's host
-/// algorithms; include it where trees are computed on) and the CUDA-only headers (.cuh).
+/// compile; include it where JSON is written) and the CUDA-only headers (.cuh: the kernels of
+/// compute/ are in <devicekit/compute/kernels.cuh>, for files that nvcc compiles).
+#include <devicekit/compute.hpp>
 #include <devicekit/core.hpp>
 #include <devicekit/detect.hpp>
 #include <devicekit/distribute.hpp>

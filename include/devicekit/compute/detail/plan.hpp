@@ -1,8 +1,7 @@
 #pragma once
 /// \file
-/// The host side of the tree algorithms (tree/algorithms.hpp): the element operations shared by
-/// the host loops and the kernels (tree/algorithms.cuh), the chunk table that lets one launch
-/// cover every leaf, and the stream-ordered plumbing that stages the table to a device.
+/// The chunk table of the tree algorithms: every leaf of a call split into chunks and grouped by
+/// element types, and the stream-ordered plumbing that stages the table to a device.
 ///
 /// One launch for many leaves is apex's multi_tensor_apply and PyTorch's `_foreach` kernels
 /// (aten/src/ATen/native/cuda/MultiTensorApply.cuh): a table of (pointer, length) chunks goes to
@@ -14,7 +13,6 @@
 #include <devicekit/core/detail/host_access.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
-#include <devicekit/core/float_types.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/registry.hpp>
 
@@ -26,33 +24,9 @@
 #include <cstring>
 #include <optional>
 #include <typeinfo>
-#include <utility>
 #include <vector>
 
-#if defined(__CUDACC__)
-#  define DEVICEKIT_HOST_DEVICE __host__ __device__
-#else
-#  define DEVICEKIT_HOST_DEVICE
-#endif
-
-namespace devicekit {
-
-/// Reductions of tree_reduce: tag values `reduce::sum`, `reduce::max`, `reduce::sumsq`.
-namespace reduce {
-/// The sum of all elements.
-struct sum_t {};
-/// The largest element (-infinity for a tree without elements). NaN is not propagated reliably:
-/// ask tree_all_finite for that.
-struct max_t {};
-/// The sum of squares (tree_global_norm is its square root: the global gradient norm that
-/// torch.nn.utils.clip_grad_norm_ computes).
-struct sumsq_t {};
-inline constexpr sum_t sum{};
-inline constexpr max_t max{};
-inline constexpr sumsq_t sumsq{};
-}  // namespace reduce
-
-namespace detail {
+namespace devicekit::detail {
 
 /// Elements per chunk: apex's multi_tensor_apply uses 65536 (2048 * 32) for the same reason, a
 /// block's worth of work large enough to hide its start and small enough to balance.
@@ -77,63 +51,6 @@ template <std::size_t K>
 struct tree_chunk {
   void* p[K];
   std::size_t n;
-};
-
-/// The value a kernel or host loop computes with: float for the reduced-precision floats (CUDA's
-/// conversions are __host__ __device__), the element itself otherwise.
-template <class E>
-DEVICEKIT_HOST_DEVICE inline auto widen_element(E x) {
-  if constexpr (is_reduced_float_v<E>) {
-    return static_cast<float>(x);
-  } else {
-    return x;
-  }
-}
-template <class E, class V>
-DEVICEKIT_HOST_DEVICE inline E narrow_element(V v) {
-  if constexpr (is_reduced_float_v<E>) {
-    return E(static_cast<float>(v));
-  } else {
-    return static_cast<E>(v);
-  }
-}
-
-/// The reductions as element maps and a combine. Accumulation is in double whatever the leaves
-/// (exact for integers below 2^53, and fp32 gradient norms over 10^9 elements keep their digits).
-template <class Op>
-struct reduction;
-template <>
-struct reduction<reduce::sum_t> {
-  DEVICEKIT_HOST_DEVICE static double map(double x) { return x; }
-  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
-  static double init() { return 0.0; }
-};
-template <>
-struct reduction<reduce::sumsq_t> {
-  DEVICEKIT_HOST_DEVICE static double map(double x) { return x * x; }
-  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
-  static double init() { return 0.0; }
-};
-template <>
-struct reduction<reduce::max_t> {
-  DEVICEKIT_HOST_DEVICE static double map(double x) { return x; }
-  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return b > a ? b : a; }
-  static double init() { return -__builtin_huge_val(); }
-};
-/// Counts the elements that are NaN or infinite (tree_all_finite): x - x is 0 for every finite x
-/// and NaN otherwise (IEEE 754), which needs no <cmath> on the device.
-struct nonfinite_t {};
-template <>
-struct reduction<nonfinite_t> {
-  DEVICEKIT_HOST_DEVICE static double map(double x) { return (x - x) == 0.0 ? 0.0 : 1.0; }
-  DEVICEKIT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
-  static double init() { return 0.0; }
-};
-
-/// Combine as a functor (CUB's BlockReduce and DeviceReduce take one).
-template <class Op>
-struct combine_fn {
-  DEVICEKIT_HOST_DEVICE double operator()(double a, double b) const { return reduction<Op>::combine(a, b); }
 };
 
 template <class... E>
@@ -265,5 +182,4 @@ void tree_launch_plumbing(device dev, native_stream_handle s, const void* table,
 
 #endif  // DEVICEKIT_HAS_CUDA
 
-}  // namespace detail
-}  // namespace devicekit
+}  // namespace devicekit::detail

@@ -1,0 +1,127 @@
+#pragma once
+/// \file
+/// Where a tree algorithm runs and how it finds its kernels: the device and stream checks, the
+/// fallbacks a translation unit without the kernels sees, and the launcher of each group.
+///
+/// The kernels exist only where nvcc compiles compute/kernels.cuh. The algorithms call them
+/// through overloads ranked by kernel_priority and found by argument-dependent lookup where a call
+/// is instantiated, so one set of headers serves .cpp files (cpu trees run, cuda trees are refused
+/// with config_error) and .cu files (cuda trees launch) alike.
+#include <devicekit/compute/detail/plan.hpp>
+#include <devicekit/core/config.hpp>
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/stream.hpp>
+#include <devicekit/place/place.hpp>
+#include <devicekit/tree/leaf.hpp>
+#include <devicekit/tree/path.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+namespace devicekit::detail {
+
+template <int N>
+struct kernel_priority : kernel_priority<N - 1> {};
+template <>
+struct kernel_priority<0> {};
+
+/// What a translation unit without the kernels (compute/kernels.cuh under nvcc) finds: the
+/// overloads there take kernel_priority<1> and win where they are visible.
+template <class Job>
+constexpr bool tree_kernels_available(kernel_priority<0>, const Job*) {
+  return false;
+}
+template <class Job, class Types, std::size_t K>
+int tree_kernel_launch(kernel_priority<0>, const Job*, Types*, const tree_chunk<K>*, std::size_t, double*, double,
+                       native_stream_handle) {
+  throw config_error("tree algorithms: no kernels in this translation unit");
+}
+template <class Op>
+void tree_device_reduce(kernel_priority<0>, const Op*, const tree_launch_plan<1>&, device, native_stream_handle,
+                        double*, double*) {
+  throw config_error("tree algorithms: no kernels in this translation unit");
+}
+
+/// A cuda tree in a translation unit without the kernels. The message names
+/// <devicekit/tree/algorithms.cuh>, which brings the algorithms and their kernels in one include.
+[[noreturn]] inline void throw_no_kernels(const char* operation, device dev) {
+  throw config_error(std::string(operation) + ": the tree is on " + dev.str() +
+                     ", and this call was compiled without the kernels: compile it with nvcc in a file that includes "
+                     "<devicekit/tree/algorithms.cuh> (or move the tree to the cpu)");
+}
+
+/// The group launcher for one combination of element types: finds the kernel through the
+/// kernel_priority overloads at instantiation.
+template <class Job, class Types, std::size_t K>
+int launch_group(const tree_chunk<K>* d, std::size_t count, const void* job, double* partials, double init,
+                 native_stream_handle s) {
+  return tree_kernel_launch(kernel_priority<1>{}, static_cast<const Job*>(job), static_cast<Types*>(nullptr), d, count,
+                            partials, init, s);
+}
+
+/// Queues every group of `plan` (whose table is at `d_table` on the device), counting launches.
+template <std::size_t K>
+int run_groups(const tree_launch_plan<K>& plan, const tree_chunk<K>* d_table, const void* job, double* partials,
+               double init, native_stream_handle s) {
+  std::size_t at = 0;
+  for (const auto& g : plan.groups()) {
+    const int r = g.launch(d_table + at, g.chunks.size(), job, partials == nullptr ? nullptr : partials + at, init, s);
+    tree_counters().launches.fetch_add(1, std::memory_order_relaxed);
+    if (r != 0) return r;
+    at += g.chunks.size();
+  }
+  return 0;
+}
+
+template <class L>
+using element_of_t = typename leaf_traits<std::remove_cvref_t<L>>::element_type;
+
+template <class L>
+[[nodiscard]] element_of_t<L>* mutable_data(const L& leaf) noexcept {
+  return const_cast<element_of_t<L>*>(leaf_traits<std::remove_cvref_t<L>>::data(leaf));
+}
+
+/// The device the call runs on (trees and leaves checked to agree), and the stream checked.
+template <class... Trees>
+[[nodiscard]] device algorithm_device(const char* operation, const stream_ref* s, const Trees&... trees) {
+  std::optional<device> found;
+  if constexpr (sizeof...(Trees) == 1) {
+    found = device_of(trees...);
+  } else {
+    found = same_device(trees...);
+  }
+  const device dev = found.value_or(device::cpu());
+  if (s != nullptr) check_stream(*s, dev, operation);
+  return dev;
+}
+
+/// Leaves of a cuda device whose bytes are in host memory (place(..., memory_kind::host)) are
+/// not for kernels.
+template <class L>
+void check_kernel_leaf(const char* operation, const tree_path& path, const L& leaf) {
+  if (memory_device_of(leaf).is_cpu()) {
+    throw config_error(std::string(operation) + ": leaf '" + path.display() + "' of " +
+                       leaf_traits<L>::device(leaf).str() +
+                       " lies in host memory (memory_kind pinned_host or host); place it in device memory first");
+  }
+}
+
+#if DEVICEKIT_HAS_CUDA
+/// The stream a call runs on: the caller's, or, for a call without a stream, the device's
+/// placement stream ordered after its legacy default stream (default_ordered_stream), then
+/// waited for.
+struct call_stream {
+  stream_ref s;
+  bool wait;
+};
+[[nodiscard]] inline call_stream stream_for(device dev, const stream_ref* s) {
+  if (s != nullptr) return {*s, false};
+  return {stream_ref(default_ordered_stream(dev)), true};
+}
+#endif
+
+}  // namespace devicekit::detail

@@ -1,0 +1,139 @@
+#pragma once
+/// \file
+/// The kernels of the tree algorithms (compute/), nvcc only: include this header, beside the
+/// compute headers it calls, in the .cu file that calls tree_transform, tree_reduce, ... on trees
+/// placed on a cuda device.
+///
+/// The calls there then launch one grid-stride kernel per combination of element types over the
+/// chunk table (apex multi_tensor_apply's scheme: each block takes whole chunks), and reductions
+/// write one partial per chunk (cub::BlockReduce) that cub::DeviceReduce finishes, with its
+/// temporary storage from the device's devicekit pool. Functors need a `__host__ __device__`
+/// call operator (lambdas: nvcc --extended-lambda). Kept apart from the algorithms so that a .cpp
+/// file can use them on cpu trees: these overloads outrank the fallbacks of
+/// compute/detail/dispatch.hpp wherever they are visible.
+#if !defined(__CUDACC__)
+#  error \
+      "devicekit/compute/kernels.cuh launches kernels: include it from a .cu file compiled by nvcc (a .cpp file may use devicekit/compute.hpp on cpu trees)"
+#endif
+#include <devicekit/compute/detail/dispatch.hpp>
+#include <devicekit/compute/detail/element_ops.hpp>
+#include <devicekit/compute/detail/plan.hpp>
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/stream.hpp>
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/device/device_reduce.cuh>
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+namespace devicekit::detail {
+
+/// Threads per block, and the most blocks a launch asks for (blocks then stride over chunks:
+/// enough to fill every SM of current GPUs several times over).
+inline constexpr int tree_block_threads = 256;
+inline constexpr std::size_t tree_max_blocks = 8192;
+
+[[nodiscard]] inline unsigned tree_grid(std::size_t chunks) {
+  return static_cast<unsigned>(std::min(chunks, tree_max_blocks));
+}
+
+template <class Job, class Eout, class... Ein, std::size_t K, std::size_t... I>
+__device__ void tree_transform_chunk(const Job& job, const tree_chunk<K>& c, std::index_sequence<I...> seq) {
+  auto* out = static_cast<Eout*>(c.p[0]);
+  const slots<std::index_sequence<I...>, const Ein*...> in{{static_cast<const Ein*>(c.p[I + 1])}...};
+  for (std::size_t i = threadIdx.x; i < c.n; i += blockDim.x) job.run(seq, out, in, i);
+}
+
+template <class Job, class Eout, class... Ein>
+__global__ void __launch_bounds__(tree_block_threads)
+    tree_transform_kernel(const tree_chunk<sizeof...(Ein) + 1>* chunks, std::size_t count, Job job) {
+  for (std::size_t c = blockIdx.x; c < count; c += gridDim.x) {
+    tree_transform_chunk<Job, Eout, Ein...>(job, chunks[c], std::index_sequence_for<Ein...>{});
+  }
+}
+
+template <class Op, class E>
+__global__ void __launch_bounds__(tree_block_threads)
+    tree_reduce_kernel(const tree_chunk<1>* chunks, std::size_t count, double* partials, double init) {
+  using block_reduce = cub::BlockReduce<double, tree_block_threads>;
+  __shared__ typename block_reduce::TempStorage temp;
+  for (std::size_t c = blockIdx.x; c < count; c += gridDim.x) {
+    const tree_chunk<1> ch = chunks[c];
+    const auto* p = static_cast<const E*>(ch.p[0]);
+    double acc = init;
+    for (std::size_t i = threadIdx.x; i < ch.n; i += blockDim.x) {
+      acc = reduction<Op>::combine(acc, reduce_job<Op>::element(p, i));
+    }
+    const double r = block_reduce(temp).Reduce(acc, combine_fn<Op>{});
+    if (threadIdx.x == 0) partials[c] = r;
+    __syncthreads();  // temp is reused by the next chunk
+  }
+}
+
+template <class Job>
+constexpr bool tree_kernels_available(kernel_priority<1>, const Job*) {
+  return true;
+}
+
+/// One group of a transform: Job is a transform_job.
+template <class F, class... S, class Eout, class... Ein, std::size_t K>
+int tree_kernel_launch(kernel_priority<1>, const transform_job<F, S...>* job, type_list<Eout, Ein...>*,
+                       const tree_chunk<K>* chunks, std::size_t count, double*, double, native_stream_handle s) {
+  tree_transform_kernel<transform_job<F, S...>, Eout, Ein...>
+      <<<tree_grid(count), tree_block_threads, 0, s>>>(chunks, count, *job);
+  return static_cast<int>(cudaGetLastError());
+}
+
+/// One group of a reduction.
+template <class Op, class E>
+int tree_kernel_launch(kernel_priority<1>, const reduce_job<Op>*, type_list<E>*, const tree_chunk<1>* chunks,
+                       std::size_t count, double* partials, double init, native_stream_handle s) {
+  tree_reduce_kernel<Op, E><<<tree_grid(count), tree_block_threads, 0, s>>>(chunks, count, partials, init);
+  return static_cast<int>(cudaGetLastError());
+}
+
+/// A reduction on the device: every group's partials, then cub::DeviceReduce over them into
+/// `d_out` (a device double) or, with `h_out`, into scratch copied to `*h_out` (the caller waits
+/// for `s`). Table, partials, result and CUB's temporary storage are one scratch block.
+template <class Op>
+void tree_device_reduce(kernel_priority<1>, const Op*, const tree_launch_plan<1>& plan, device dev,
+                        native_stream_handle s, double* d_out, double* h_out) {
+  const double init = reduction<Op>::init();
+  const std::size_t count = plan.chunk_count();
+  scoped_device on(dev.ordinal());
+  if (count == 0) {
+    if (h_out != nullptr) *h_out = init;
+    if (d_out != nullptr) {
+      // Pageable source: the runtime copies it before returning (CUDA runtime API, "API
+      // synchronization behavior"), so `init` may go out of scope.
+      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(d_out, &init, sizeof(double), cudaMemcpyHostToDevice, s));
+    }
+    return;
+  }
+  std::size_t temp_bytes = 0;
+  DEVICEKIT_CUDA_CHECK(cub::DeviceReduce::Reduce(nullptr, temp_bytes, static_cast<const double*>(nullptr),
+                                                 static_cast<double*>(nullptr), count, combine_fn<Op>{}, init, s));
+  const std::size_t partial_bytes = (count + 1) * sizeof(double);  // + the result
+  const std::size_t temp_at = (partial_bytes + 255) / 256 * 256;
+  const auto table = plan.table();
+  const reduce_job<Op> job{};
+  tree_launch_plumbing(dev, s, table.data(), table.size() * sizeof(tree_chunk<1>), temp_at + temp_bytes,
+                       [&](std::byte* d_table, std::byte* extra) -> cudaError_t {
+                         auto* partials = reinterpret_cast<double*>(extra);
+                         double* result = d_out != nullptr ? d_out : partials + count;
+                         const int r =
+                             run_groups(plan, reinterpret_cast<const tree_chunk<1>*>(d_table), &job, partials, init, s);
+                         if (r != 0) return static_cast<cudaError_t>(r);
+                         cudaError_t e = cub::DeviceReduce::Reduce(extra + temp_at, temp_bytes, partials, result, count,
+                                                                   combine_fn<Op>{}, init, s);
+                         if (e == cudaSuccess && h_out != nullptr) {
+                           e = cudaMemcpyAsync(h_out, result, sizeof(double), cudaMemcpyDeviceToHost, s);
+                         }
+                         return e;
+                       });
+}
+
+}  // namespace devicekit::detail
