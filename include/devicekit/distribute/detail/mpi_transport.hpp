@@ -1,0 +1,280 @@
+#pragma once
+/// \file
+/// The machinery of the MPI communicator (distribute/mpi.hpp): whether MPI is running
+/// (mpi_active), the MPI datatype of an element type, and mpi_backend, the MPI calls of
+/// collective_backend on host memory with their error handling and int-count limits. Included by
+/// mpi.hpp; available with DEVICEKIT_HAS_MPI.
+#include <devicekit/core/config.hpp>
+
+#if DEVICEKIT_HAS_MPI
+#  include <devicekit/core/device.hpp>
+#  include <devicekit/core/element_type.hpp>
+#  include <devicekit/core/error.hpp>
+#  include <devicekit/distribute/detail/mpi_arithmetic.hpp>
+#  include <devicekit/distribute/detail/pack.hpp>
+#  include <devicekit/distribute/errors.hpp>
+#  include <devicekit/distribute/options.hpp>
+
+#  include <mpi.h>
+
+#  include <algorithm>
+#  include <climits>
+#  include <cstddef>
+#  include <cstring>
+#  include <string>
+#  include <string_view>
+#  include <utility>
+#  include <vector>
+
+namespace devicekit {
+
+/// Whether MPI_Init has run and MPI_Finalize has not.
+[[nodiscard]] inline bool mpi_active() noexcept {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+/// The MPI datatype of an element type; MPI_DATATYPE_NULL for the reduced-precision floats, which
+/// the MPI standard lacks (see distribute/mpi.hpp for how they are reduced).
+[[nodiscard]] inline MPI_Datatype mpi_datatype(element_type t) noexcept {
+  switch (t) {
+    case element_type::opaque: return MPI_BYTE;
+    case element_type::int8: return MPI_INT8_T;
+    case element_type::uint8: return MPI_UINT8_T;
+    case element_type::int16: return MPI_INT16_T;
+    case element_type::uint16: return MPI_UINT16_T;
+    case element_type::int32: return MPI_INT32_T;
+    case element_type::uint32: return MPI_UINT32_T;
+    case element_type::int64: return MPI_INT64_T;
+    case element_type::uint64: return MPI_UINT64_T;
+    case element_type::float32: return MPI_FLOAT;
+    case element_type::float64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+namespace detail {
+
+/// The slice of a packed bucket that the MPI backend reduces at a time (see mpi_backend::
+/// slice_bytes).
+inline constexpr std::size_t mpi_slice_bytes = std::size_t{256} << 10;
+
+/// The MPI model of collective_backend (see collectives.hpp): one participant, host memory.
+class mpi_backend {
+ public:
+  mpi_backend() = default;
+  explicit mpi_backend(MPI_Comm base) {
+    if (!mpi_active()) {
+      throw config_error(
+          "mpi_communicator: MPI is not initialised; create a devicekit::mpi_environment in main() first");
+    }
+    check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
+    // Errors come back as return codes (and become exceptions) instead of aborting the job.
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  mpi_backend(const mpi_backend&) = delete;
+  mpi_backend& operator=(const mpi_backend&) = delete;
+  mpi_backend(mpi_backend&& o) noexcept { swap(o); }
+  mpi_backend& operator=(mpi_backend&& o) noexcept {
+    if (this != &o) {
+      release();
+      swap(o);
+    }
+    return *this;
+  }
+  ~mpi_backend() { release(); }
+
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+  void set_operation(std::string_view op) noexcept { op_ = op; }
+
+  // --- the backend interface ---
+  [[nodiscard]] std::size_t participants() const noexcept { return 1; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] int rank(std::size_t = 0) const noexcept { return rank_; }
+  [[nodiscard]] static std::string_view name() noexcept { return "MPI"; }
+  /// Every arithmetic type: the reduced-precision floats through float (see distribute/mpi.hpp).
+  [[nodiscard]] static bool can_reduce(element_type t) noexcept { return t != element_type::opaque; }
+  /// MPI moves host memory: leaves must be on the cpu (no CUDA-aware MPI is assumed).
+  [[nodiscard]] bool accepts(device d, std::size_t = 0) const noexcept { return d.is_cpu(); }
+  [[nodiscard]] std::string memory_description(std::size_t = 0) const {
+    return "the MPI communicator cannot use: it moves host (cpu) memory; use an nccl_communicator for GPU leaves";
+  }
+  void group_begin() noexcept {}
+  void group_end() noexcept {}
+  void* scratch(std::size_t, int slot, std::size_t bytes) {
+    auto& s = scratch_[slot];
+    if (s.size() < bytes) s.resize(bytes);
+    return s.data();
+  }
+  void copy(std::size_t, void* dst, const void* src, std::size_t bytes) noexcept {
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+  }
+  void exchange(const void* mine, std::size_t bytes_each, void* all) {
+    check(MPI_Allgather(mine, to_int(bytes_each, "MPI_Allgather"), MPI_BYTE, all, to_int(bytes_each, "MPI_Allgather"),
+                        MPI_BYTE, comm_),
+          "MPI_Allgather");
+  }
+  void broadcast(std::size_t, void* buf, std::size_t count, element_type t, int root) {
+    as_bytes_if_untyped(count, t);
+    // MPI counts are ints: large leaves go in pieces.
+    const std::size_t es = size_of(t);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min<std::size_t>(count - done, INT_MAX);
+      check(MPI_Bcast(byte_at(buf, done * es), static_cast<int>(n), mpi_datatype(t), root, comm_), "MPI_Bcast");
+      done += n;
+    }
+  }
+  void all_reduce(std::size_t, const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
+    if (mpi_datatype(t) == MPI_DATATYPE_NULL) {
+      all_reduce_widened(s, r, count, t, op);
+      return;
+    }
+    const std::size_t es = size_of(t);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min<std::size_t>(count - done, INT_MAX);
+      const void* src = s == r ? MPI_IN_PLACE : byte_at(s, done * es);
+      check(MPI_Allreduce(src, byte_at(r, done * es), static_cast<int>(n), mpi_datatype(t), mpi_op(op), comm_),
+            "MPI_Allreduce");
+      done += n;
+    }
+    if (op == reduce_op::average) divide_in_place(r, count, t, size_);
+  }
+  void all_gather(std::size_t, const void* s, void* r, std::size_t count, element_type t) {
+    as_bytes_if_untyped(count, t);
+    const int n = to_int(count, "MPI_Allgather");
+    check(MPI_Allgather(s, n, mpi_datatype(t), r, n, mpi_datatype(t), comm_), "MPI_Allgather");
+  }
+  void reduce_scatter(std::size_t, const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
+    if (mpi_datatype(t) == MPI_DATATYPE_NULL) {
+      reduce_scatter_widened(s, r, recv_count, t, op);
+      return;
+    }
+    check(MPI_Reduce_scatter_block(s, r, to_int(recv_count, "MPI_Reduce_scatter_block"), mpi_datatype(t), mpi_op(op),
+                                   comm_),
+          "MPI_Reduce_scatter_block");
+    if (op == reduce_op::average) divide_in_place(r, recv_count, t, size_);
+  }
+  void scatter(std::size_t, const void* s, const std::size_t* bytes, const std::size_t* displs, void* r,
+               std::size_t recv_bytes, int root) {
+    std::vector<int> c, d;
+    if (rank_ == root) {
+      c.resize(static_cast<std::size_t>(size_));
+      d.resize(static_cast<std::size_t>(size_));
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        c[i] = to_int(bytes[i], "MPI_Scatterv");
+        d[i] = to_int(displs[i], "MPI_Scatterv");
+      }
+    }
+    check(MPI_Scatterv(s, c.data(), d.data(), MPI_BYTE, r, to_int(recv_bytes, "MPI_Scatterv"), MPI_BYTE, root, comm_),
+          "MPI_Scatterv");
+  }
+  void finish(std::string_view) noexcept {}
+
+  /// Packed buckets are reduced in slices of this many bytes (detail/collectives.hpp:
+  /// all_reduce_sliced): each slice is packed, reduced and unpacked while it is still in the
+  /// core's cache. Measured with distribute.allreduce_small_leaves.vs_packed_raw (1000 x 1 KiB
+  /// leaves, 2 processes on shared memory): 256 KiB slices beat one call over the whole bucket,
+  /// which streams it through memory three times; overlapping slices with MPI_Iallreduce (pack
+  /// slice k + 1 and MPI_Test while slice k is in flight) measured slower than either, since
+  /// Open MPI's shared-memory transport moves the data on the same cores that pack it and its
+  /// nonblocking collectives (libnbc) advance only inside MPI calls.
+  [[nodiscard]] static constexpr std::size_t slice_bytes() noexcept { return mpi_slice_bytes; }
+
+  void barrier() { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  void check(int rc, std::string_view call) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+    throw communication_error("MPI", op_, call, rank_, size_, rc,
+                              len > 0 ? std::string_view(text, static_cast<std::size_t>(len)) : "unknown MPI error");
+  }
+
+ private:
+  static MPI_Op mpi_op(reduce_op op) noexcept {
+    switch (op) {
+      case reduce_op::min: return MPI_MIN;
+      case reduce_op::max: return MPI_MAX;
+      case reduce_op::product: return MPI_PROD;
+      default: return MPI_SUM;  // sum, and average (= sum, then a division)
+    }
+  }
+  /// A type MPI has no datatype for moves as its bytes.
+  static void as_bytes_if_untyped(std::size_t& count, element_type& t) noexcept {
+    if (mpi_datatype(t) != MPI_DATATYPE_NULL) return;
+    count *= size_of(t);
+    t = element_type::opaque;
+  }
+  float* float_scratch(std::size_t elements) {
+    if (widened_.size() < elements) widened_.resize(elements);
+    return widened_.data();
+  }
+  /// Reduced-precision all-reduce: widened to float, reduced with MPI_FLOAT, narrowed once.
+  void all_reduce_widened(const void* s, void* r, std::size_t count, element_type t, reduce_op op) {
+    const std::size_t es = size_of(t);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min(count - done, widen_chunk_elements);
+      float* f = float_scratch(n);
+      widen_to_float(f, byte_at(s, done * es), n, t);
+      check(MPI_Allreduce(MPI_IN_PLACE, f, static_cast<int>(n), MPI_FLOAT, mpi_op(op), comm_), "MPI_Allreduce");
+      narrow_from_float(byte_at(r, done * es), f, n, t, op == reduce_op::average ? size_ : 1);
+      done += n;
+    }
+  }
+  /// Reduced-precision reduce-scatter: each rank's block widened into a float block of the same
+  /// position (columns [done, done + n) of every rank's block at a time), reduced with
+  /// MPI_Reduce_scatter_block on MPI_FLOAT, this rank's block narrowed once.
+  void reduce_scatter_widened(const void* s, void* r, std::size_t recv_count, element_type t, reduce_op op) {
+    const std::size_t es = size_of(t);
+    const auto ranks = static_cast<std::size_t>(size_);
+    const std::size_t step = std::max<std::size_t>(1, widen_chunk_elements / ranks);
+    for (std::size_t done = 0; done < recv_count;) {
+      const std::size_t n = std::min(recv_count - done, step);
+      float* f = float_scratch(n * (ranks + 1));
+      for (std::size_t k = 0; k < ranks; ++k) widen_to_float(f + k * n, byte_at(s, (k * recv_count + done) * es), n, t);
+      float* mine = f + ranks * n;
+      check(MPI_Reduce_scatter_block(f, mine, static_cast<int>(n), MPI_FLOAT, mpi_op(op), comm_),
+            "MPI_Reduce_scatter_block");
+      narrow_from_float(byte_at(r, done * es), mine, n, t, op == reduce_op::average ? size_ : 1);
+      done += n;
+    }
+  }
+  int to_int(std::size_t n, std::string_view call) const {
+    if (n > static_cast<std::size_t>(INT_MAX)) {
+      throw communication_error("MPI", op_, call, rank_, size_, 0,
+                                "a count of " + std::to_string(n) +
+                                    " does not fit MPI's int counts; split the leaf or lower the bucket size");
+    }
+    return static_cast<int>(n);
+  }
+  void swap(mpi_backend& o) noexcept {
+    std::swap(comm_, o.comm_);
+    std::swap(rank_, o.rank_);
+    std::swap(size_, o.size_);
+    std::swap(op_, o.op_);
+    std::swap(scratch_, o.scratch_);
+    std::swap(widened_, o.widened_);
+  }
+  void release() noexcept {
+    if (comm_ != MPI_COMM_NULL && mpi_active()) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = -1;
+  int size_ = 0;
+  std::string_view op_ = "setup";
+  std::vector<std::byte> scratch_[2];
+  std::vector<float> widened_;  ///< reduced-precision elements widened to float
+};
+
+}  // namespace detail
+
+}  // namespace devicekit
+
+#endif  // DEVICEKIT_HAS_MPI

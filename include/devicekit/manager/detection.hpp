@@ -1,0 +1,63 @@
+#pragma once
+/// \file
+/// What the manager makes of a detector's answer: `normalize_capabilities` makes it
+/// self-consistent (a custom detector may give only counts) and refuses one with no usable device;
+/// `choose_default_device` picks the default device as the communicators pick theirs. Kept apart
+/// from the façade so that the rules for detection live in one place, as the detectors'
+/// (detect/detectors.hpp) do.
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/settings.hpp>
+#include <devicekit/detect/capabilities.hpp>
+#include <devicekit/detect/host.hpp>
+#include <devicekit/distribute/assignment.hpp>
+#include <devicekit/manager/errors.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace devicekit::detail {
+
+/// Makes a detector's answer self-consistent: a custom detector may give only counts. Throws
+/// config_error when no device is usable, saying how to widen the search.
+inline void normalize_capabilities(capabilities& caps, const settings& config) {
+  if (!caps.usable()) throw no_usable_device_error(caps, config);
+  if (caps.devices.empty()) {
+    for (int i = 0; i < caps.device_count; ++i) {
+      device_properties p;
+      p.id = device(caps.device_type, i);
+      p.name = caps.device_type == device_kind::cpu ? caps.host.model_name : "custom device";
+      p.total_memory_bytes = caps.total_memory_bytes / static_cast<std::uint64_t>(caps.device_count);
+      if (caps.cc) p.cc = *caps.cc;
+      p.hardware = caps.device_type == device_kind::cpu ? hardware_type::cpu : hardware_type::unknown;
+      caps.devices.push_back(std::move(p));
+    }
+  }
+  caps.device_count = static_cast<int>(caps.devices.size());
+  caps.gpu_count = static_cast<int>(std::count_if(caps.devices.begin(), caps.devices.end(),
+                                                  [](const auto& p) { return p.id.is_cuda() && p.usable(); }));
+  if (caps.host.logical_cores == 0 || caps.host.total_memory_bytes == 0) caps.host = query_host();
+  if (caps.gpu_count == 0 && config.get_prefer() == device_preference::cuda) {
+    caps.fallback_reason = "CUDA was requested (device preference 'cuda') but is unavailable: " +
+                           (caps.fallback_reason.empty() ? std::string("no GPU found") : caps.fallback_reason);
+  }
+}
+
+/// The default device as the communicators choose theirs (assign_device,
+/// distribute/assignment.hpp): the configured device (DEVICEKIT_DEVICE or settings; cpu:0 is
+/// always allowed), else visible[local rank % count] under a launcher that exports a node-local
+/// rank (Kokkos does the same), else the first device found. config_error when the configured
+/// device is not among those found.
+[[nodiscard]] inline device choose_default_device(const capabilities& caps, const settings& config) {
+  std::vector<device> visible;
+  for (const auto& p : caps.devices) visible.push_back(p.id);
+  if (!config.has_device()) return assign_device(visible, config, local_rank_from_environment());
+  const device wanted = config.get_device();
+  if (wanted == device::cpu(0)) return wanted;
+  if (std::find(visible.begin(), visible.end(), wanted) != visible.end()) return assign_device(visible, config);
+  throw unavailable_default_device_error(wanted, caps);
+}
+
+}  // namespace devicekit::detail

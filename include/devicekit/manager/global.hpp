@@ -1,0 +1,132 @@
+#pragma once
+/// \file
+/// The global manager, `default_manager()`, and the free functions that use it: `has_gpu()`,
+/// `default_device()`, `place(tree)`, `memory_stats(dev)`, `live_buffers(dev)`,
+/// `generative_model_preset()` and `print_device_info()`. Apart from the façade because it is
+/// process-wide state with its own rules: made on first use, never destroyed (no CUDA call from a
+/// static destructor after the runtime has shut down), re-initialised in place. Its pools are the
+/// process's (memory/registry.hpp), the ones placement uses without a resource, configured by its
+/// strategy and allocator kind; re-initialising it replaces them with pools of the new
+/// configuration and keeps the old ones alive for what is still allocated from them.
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/memory_kind.hpp>
+#include <devicekit/core/settings.hpp>
+#include <devicekit/detect/detectors.hpp>
+#include <devicekit/manager/device_manager.hpp>
+#include <devicekit/memory/detail/allocation_registry.hpp>
+#include <devicekit/memory/stats.hpp>
+#include <devicekit/memory/strategy.hpp>
+#include <devicekit/report/report.hpp>
+
+#include <iostream>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace devicekit {
+
+/// The type of the global manager: CUDA if there is a GPU, else the CPU; its memory strategy is
+/// chosen at run time (balanced unless default_manager(..., strategy) says otherwise).
+using default_manager_type = device_manager<first_available<cuda_detector, cpu_detector>, dynamic_strategy>;
+
+namespace detail {
+/// Makes a manager use the process's pools (memory/registry.hpp): what default_manager() does to
+/// the global one each time it is made or re-initialised.
+struct global_manager_access {
+  template <class M>
+  static void share_process_pools(M& m) noexcept {
+    m.state_.pools.use_process_pools();
+  }
+};
+
+struct global_manager {
+  std::mutex mutex;
+  // Deliberately never destroyed: the global manager may own CUDA resources, and a static
+  // destructor running after the CUDA runtime has shut down must not touch them.
+  default_manager_type* instance = nullptr;
+};
+inline global_manager& global() {
+  static global_manager* g = new global_manager;
+  return *g;
+}
+}  // namespace detail
+
+/// The process-wide manager, created on first use from the environment.
+inline default_manager_type& default_manager() {
+  auto& g = detail::global();
+  std::lock_guard lock(g.mutex);
+  if (g.instance == nullptr) {
+    g.instance = new default_manager_type();
+    detail::global_manager_access::share_process_pools(*g.instance);
+  }
+  return *g.instance;
+}
+
+/// The process-wide manager under `config` and memory `strategy`. With `force_reinit` an
+/// existing manager is re-detected under the new settings and strategy in place (references to
+/// it stay valid); without it, an existing manager is returned unchanged. Re-initialising while
+/// other threads use the manager is a data race: do it at start-up. Its pools are the process's
+/// (memory/registry.hpp): those of the old configuration are replaced on the next memory(dev)
+/// and kept alive for what is still allocated from them.
+inline default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy) {
+  auto& g = detail::global();
+  std::lock_guard lock(g.mutex);
+  if (g.instance == nullptr) {
+    g.instance = new default_manager_type(std::move(config), {}, std::move(strategy));
+  } else if (force_reinit) {
+    *g.instance = default_manager_type(std::move(config), {}, std::move(strategy));
+  }
+  detail::global_manager_access::share_process_pools(*g.instance);
+  return *g.instance;
+}
+/// The same with the balanced strategy (a re-initialisation goes back to it).
+inline default_manager_type& default_manager(settings config, bool force_reinit) {
+  return default_manager(std::move(config), force_reinit, dynamic_strategy{});
+}
+/// The same with settings and strategy from `cfg` (e.g. generative_model_preset().manager()).
+inline default_manager_type& default_manager(const manager_config& cfg, bool force_reinit) {
+  return default_manager(cfg.config, force_reinit, dynamic_strategy(cfg.strategy));
+}
+
+/// The memory of `d` on the global manager (see device_manager::memory_stats(device)).
+[[nodiscard]] inline device_memory_stats memory_stats(device d) { return default_manager().memory_stats(d); }
+/// The memory of `kind` for `d` on the global manager (see device_manager::memory_stats(device,
+/// memory_kind)).
+[[nodiscard]] inline device_memory_stats memory_stats(device d, memory_kind kind) {
+  return default_manager().memory_stats(d, kind);
+}
+/// The live allocations on `d` on the global manager (see device_manager::live_buffers).
+[[nodiscard]] inline std::vector<allocation_record> live_buffers(device d) { return default_manager().live_buffers(d); }
+
+/// The generative-model preset for the devices `dm` found: mixed precision in bf16 where every
+/// GPU has it, else fp16, else fp32 (the CPU).
+template <class D, class S, class Sc>
+[[nodiscard]] generative_preset generative_model_preset(const device_manager<D, S, Sc>& dm) {
+  generative_preset p = generative_model_preset(dm.capabilities());
+  p.config = dm.config();
+  return p;
+}
+/// The generative-model preset for the global manager's devices.
+[[nodiscard]] inline generative_preset generative_model_preset() { return generative_model_preset(default_manager()); }
+
+[[nodiscard]] inline bool has_gpu() { return default_manager().has_gpu(); }
+[[nodiscard]] inline device default_device() { return default_manager().default_device(); }
+
+/// `tree` placed by the global manager on the default device: the innermost
+/// default_device_scope's on this thread, else default_device(). Finished on return.
+template <class T>
+[[nodiscard]] auto place(const T& tree) {
+  return default_manager().place(tree);
+}
+
+/// Prints the report of `dm` (text; `verbose` adds every device property).
+template <class D, class S, class Sc>
+void print_device_info(const device_manager<D, S, Sc>& dm, std::ostream& os = std::cout, bool verbose = false) {
+  write_text(os, dm.report(), verbose);
+}
+/// Prints the report of the global manager.
+inline void print_device_info(std::ostream& os = std::cout, bool verbose = false) {
+  print_device_info(default_manager(), os, verbose);
+}
+
+}  // namespace devicekit
