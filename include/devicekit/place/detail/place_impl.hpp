@@ -137,9 +137,8 @@ template <class T>
         using L = std::remove_cvref_t<decltype(src)>;
         if constexpr (!is_scalar_leaf_v<L>) {
           using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(src)), memory_device_of(src),
-                           owner_of(src), mutable_bytes(dst),
-                           traits::size(src) * sizeof(typename traits::element_type)});
+          items.push_back({reinterpret_cast<const std::byte*>(traits::data(src)), memory_device_of(src), owner_of(src),
+                           mutable_bytes(dst), traits::size(src) * sizeof(typename traits::element_type)});
         }
       },
       tree, out);
