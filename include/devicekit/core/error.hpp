@@ -3,6 +3,7 @@
 /// The exceptions devicekit throws and the checked-call helper for CUDA runtime calls.
 #include <devicekit/core/config.hpp>
 
+#include <optional>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -52,6 +53,39 @@ class cuda_error : public error {
   std::source_location where_;
 };
 
+class device;  // core/device.hpp, which includes this file for config_error
+
+namespace detail {
+/// device_mismatch's class. A template only so that this file need not include core/device.hpp
+/// (which throws config_error, declared above): `Device` is complete wherever the class is used.
+template <class Device>
+class basic_device_mismatch : public error {
+ public:
+  explicit basic_device_mismatch(const std::string& what, std::optional<Device> expected = std::nullopt,
+                                 std::optional<Device> actual = std::nullopt)
+      : error(what), expected_(expected), actual_(actual) {}
+
+  /// The device the operation needed (or met first); nullopt when not known.
+  [[nodiscard]] const std::optional<Device>& expected() const noexcept { return expected_; }
+  /// The device that did not match it; nullopt when not known.
+  [[nodiscard]] const std::optional<Device>& actual() const noexcept { return actual_; }
+
+ private:
+  std::optional<Device> expected_;
+  std::optional<Device> actual_;
+};
+}  // namespace detail
+
+/// Trees, leaves or streams on different devices met in one operation. The message names both
+/// devices (and the leaves, where leaves disagree); `expected()` and `actual()` carry them as
+/// values, for code that handles the error (moves the tree, retries on another stream):
+///   leaves or trees that disagree   expected: the first one's device, actual: the other's
+///   a stream for another device     expected: the target device, actual: the stream's
+///   place_view of device leaves     expected: cpu:0, actual: the leaves' device
+/// Either is nullopt where the throw site does not know it (a device that is not among a
+/// manager's devices has no single expected one).
+using device_mismatch = detail::basic_device_mismatch<device>;
+
 #if DEVICEKIT_HAS_CUDA
 /// Throws cuda_error when `result` is not cudaSuccess. `call` is the call's text, for the message.
 /// The error is also cleared from the runtime's per-thread "last error" so that it does not
@@ -68,3 +102,8 @@ inline void check_cuda(cudaError_t result, std::string_view call,
 
 /// Checks a CUDA runtime call and throws devicekit::cuda_error naming the call and this line.
 #define DEVICEKIT_CUDA_CHECK(call) ::devicekit::check_cuda((call), #call)
+
+// device_mismatch needs `device` complete where it is used. core/device.hpp throws config_error,
+// so it includes this file; included here, after config_error, it completes `device` for users of
+// this file whichever of the two comes first.
+#include <devicekit/core/device.hpp>  // IWYU pragma: export

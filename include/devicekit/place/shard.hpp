@@ -34,7 +34,9 @@
 /// (layout_stride with a non-unit fastest stride), takes the host path.
 ///
 /// The mesh vocabulary is in place/mesh.hpp, the results in place/sharded.hpp, the machinery in
-/// place/detail/shard_impl.hpp.
+/// place/detail/shard_impl.hpp (which reads downward: the plan, a leaf's shard, the device path).
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
 #include <devicekit/core/uneven.hpp>
 #include <devicekit/place/detail/shard_impl.hpp>
 #include <devicekit/place/mesh.hpp>

@@ -1,0 +1,97 @@
+#pragma once
+/// \file
+/// The block a placed tree's leaves share: how its memory goes back (placed_block_release,
+/// host_resident_block), where a leaf's bytes are (memory_device_of), and how the block is laid
+/// out and aligned (page_offset_padding, block_alignment). place and shard allocate such blocks.
+#include <devicekit/core/config.hpp>
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/runtime.hpp>
+#include <devicekit/place/resource.hpp>
+#include <devicekit/tree/leaf.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace devicekit::detail {
+
+/// Frees a block of host memory whose leaves belong to a device (memory kinds pinned_host and
+/// host): its type marks such blocks, so that the copy engine reads and writes their bytes as the
+/// host memory they are (memory_device_of).
+struct host_resident_block {
+  device_memory* pool;
+  std::size_t bytes;
+  void operator()(void* p) const noexcept {
+    try {
+      pool->deallocate(p, bytes, placement_alignment);
+    } catch (...) {
+      // Only a foreign pointer or a wrong size throws, neither of which place produces.
+    }
+  }
+};
+
+/// Where the bytes of `leaf` are: its device, or cpu:0 for a leaf placed in host memory for a
+/// device (place(tree, dev, memory_kind::pinned_host)), whose device stays `dev` as in JAX.
+template <class L>
+[[nodiscard]] device memory_device_of(const L& leaf) noexcept {
+  if constexpr (self_describing_leaf<L>) {
+    if (leaf.owner() != nullptr && std::get_deleter<host_resident_block>(leaf.owner()) != nullptr) return device::cpu();
+  }
+  return leaf_traits<L>::device(leaf);
+}
+
+/// Gives a placed block back to its resource when the last leaf sharing it goes. A block filled
+/// by copies queued on a caller's stream may be dropped before they have run, and a pool's
+/// stream-less free means "no work in flight" (RMM's rule too): the memory would be handed out
+/// again under those copies. So the block first waits for its own copy, through an event recorded
+/// after it; the caller's stream itself is never named again (it may be gone by then). Work of
+/// the caller's that reads the tree is the caller's to finish before dropping it, as with any
+/// stream-ordered allocator (PyTorch's record_stream, RMM's device_buffer).
+template <class R>
+struct placed_block_release {
+  R* resource;
+  std::size_t bytes;
+  void* copied = nullptr;  ///< cudaEvent_t recorded after the copy; null: the copy had finished
+
+  void operator()(void* p) const noexcept {
+#if DEVICEKIT_HAS_CUDA
+    if (copied != nullptr && cuda_calls_allowed()) {
+      auto ev = static_cast<cudaEvent_t>(copied);
+      if (cudaEventQuery(ev) == cudaErrorNotReady) (void)cudaEventSynchronize(ev);  // blocking-sync event
+      (void)cudaEventDestroy(ev);
+    }
+#endif
+    resource->deallocate(p, bytes, placement_alignment);
+  }
+};
+
+/// Padding before a host leaf of `bytes` at block offset `offset` so that its copy does not
+/// suffer 4K aliasing: memcpy slows down severalfold (measured on this project's machines) when
+/// the destination sits a little ahead of the source modulo the 4 KiB page, because its stores
+/// alias the loads still in flight (Intel 64 and IA-32 Architectures Optimization Reference
+/// Manual, "4K aliasing"). Placing the destination at the source's page offset, rounded down to
+/// the 256-byte alignment, avoids that. Assumes the block starts on a page (block_alignment asks
+/// devicekit pools for page-aligned host blocks; others still get correct data). Only for leaves
+/// of a page or more, and only when the padding costs at most a quarter of the leaf.
+[[nodiscard]] inline std::size_t page_offset_padding(const void* src, std::size_t offset, std::size_t bytes) noexcept {
+  constexpr std::size_t page = 4096;
+  if (bytes < page) return 0;
+  const std::size_t target = (reinterpret_cast<std::uintptr_t>(src) % page) / placement_alignment * placement_alignment;
+  const std::size_t pad = (target + page - offset % page) % page;
+  return pad <= bytes / 4 ? pad : 0;
+}
+
+/// The alignment place asks of `R` for a block of `total` bytes: a page for host blocks of a
+/// page or more from a devicekit pool (page_offset_padding relies on it; pools serve any power
+/// of two), else placement_alignment (what any resource gives).
+template <class R>
+[[nodiscard]] std::size_t block_alignment(bool host_block, std::size_t total) noexcept {
+  constexpr std::size_t page = 4096;
+  if constexpr (std::derived_from<R, device_memory>) {
+    if (host_block && total >= page) return page;
+  }
+  return placement_alignment;
+}
+
+}  // namespace devicekit::detail

@@ -1,0 +1,126 @@
+#pragma once
+/// \file
+/// Helpers on single leaves that placement, shard and the tree algorithms share: what kind of
+/// shaped leaf a type is, the allocation a leaf belongs to, its bytes, the placed and host forms
+/// of a leaf, and the one device a tree's non-host leaves are on. Tree and core only: the
+/// helpers that need to know about memory (memory_device_of) are in place/detail/block.hpp.
+#include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
+#include <devicekit/tree/array.hpp>
+#include <devicekit/tree/leaf.hpp>
+#include <devicekit/tree/mdspan.hpp>
+#include <devicekit/tree/path.hpp>
+#include <devicekit/tree/tree.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace devicekit::detail {
+
+template <class T>
+inline constexpr bool is_shaped_array_v = false;
+#if DEVICEKIT_HAS_MDSPAN
+template <class T, class E, class L>
+inline constexpr bool is_shaped_array_v<shaped_array<T, E, L>> = true;
+#endif
+
+template <class T>
+inline constexpr bool is_mdspan_view_v = false;
+#if DEVICEKIT_HAS_MDSPAN
+template <class T, class E, class L>
+inline constexpr bool is_mdspan_view_v<md::mdspan<T, E, L, md::default_accessor<T>>> = true;
+#endif
+
+template <class L>
+inline constexpr bool is_scalar_leaf_v = leaf_traits<std::remove_cvref_t<L>>::kind == leaf_kind::scalar;
+
+/// Identity of the allocation a leaf's memory belongs to (for merging copies); null if unknown.
+template <class L>
+[[nodiscard]] const void* owner_of(const L& leaf) noexcept {
+  if constexpr (self_describing_leaf<L>) {
+    return leaf.owner().get();
+  } else {
+    return nullptr;
+  }
+}
+
+/// The leaf that placing `leaf` gives, at `p` on `dev`, kept alive by `owner`.
+template <class L>
+[[nodiscard]] auto make_placed_leaf(const L& leaf, std::byte* p, const std::shared_ptr<void>& owner, device dev) {
+  using traits = leaf_traits<L>;
+  using E = typename traits::element_type;
+  if constexpr (traits::kind == leaf_kind::scalar) {
+    return leaf;
+  } else if constexpr (traits::kind == leaf_kind::contiguous) {
+    return device_array<E>(owner, reinterpret_cast<E*>(p), traits::size(leaf), dev);
+  } else if constexpr (is_shaped_array_v<L>) {
+    return L(owner, reinterpret_cast<E*>(p), leaf.mapping(), dev);
+#if DEVICEKIT_HAS_MDSPAN
+  } else if constexpr (is_mdspan_view_v<L>) {
+    return shaped_array<E, typename L::extents_type, typename L::layout_type>(owner, reinterpret_cast<E*>(p),
+                                                                              leaf.mapping(), dev);
+#endif
+  } else {
+    static_assert(sizeof(L) == 0, "place: a shaped leaf type of your own needs a placed form: use shaped_array");
+  }
+}
+
+/// An empty host leaf of the shape `leaf` has (what to_host fills).
+template <class L>
+[[nodiscard]] auto make_host_leaf(const L& leaf) {
+  using traits = leaf_traits<L>;
+  using E = typename traits::element_type;
+  if constexpr (traits::kind == leaf_kind::scalar) {
+    return leaf;
+  } else if constexpr (traits::kind == leaf_kind::contiguous) {
+    return std::vector<E>(traits::size(leaf));
+  } else if constexpr (is_shaped_array_v<L>) {
+    return L(leaf.mapping());
+#if DEVICEKIT_HAS_MDSPAN
+  } else if constexpr (is_mdspan_view_v<L>) {
+    return shaped_array<E, typename L::extents_type, typename L::layout_type>(leaf.mapping());
+#endif
+  } else {
+    static_assert(sizeof(L) == 0, "to_host: a shaped leaf type of your own needs a host form: use shaped_array");
+  }
+}
+
+/// The first byte of `leaf`'s elements, writable (for the leaves a copy fills).
+template <class L>
+[[nodiscard]] std::byte* mutable_bytes(const L& leaf) noexcept {
+  using traits = leaf_traits<L>;
+  return reinterpret_cast<std::byte*>(const_cast<typename traits::element_type*>(traits::data(leaf)));
+}
+
+/// The device of a tree's array leaves that are not on the host, checked to be one: a tree is
+/// moved as a whole, in one transfer, from one place. Host leaves may be mixed in.
+template <class T>
+[[nodiscard]] std::optional<device> source_device(const T& tree, const char* operation) {
+  std::optional<device> found;
+  std::string found_path;
+  for_each_leaf_with_path(
+      [&](const tree_path& path, const auto& leaf) {
+        using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
+        if constexpr (traits::kind != leaf_kind::scalar) {
+          const device d = traits::device(leaf);
+          if (d.is_cpu()) return;
+          if (!found) {
+            found = d;
+            found_path = path.display();
+          } else if (*found != d) {
+            throw device_mismatch(std::string(operation) + ": the tree's leaves are on different devices: '" +
+                                      found_path + "' is on " + found->str() + ", '" + path.display() + "' is on " +
+                                      d.str() + "; place them on one device first",
+                                  *found, d);
+          }
+        }
+      },
+      tree);
+  return found;
+}
+
+}  // namespace devicekit::detail
