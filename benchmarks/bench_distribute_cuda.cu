@@ -3,16 +3,16 @@
 //   collective.pack.vs_per_leaf   1000 leaves of 1 KiB in separate device allocations packed into
 //                                 one bucket buffer on a stream, by detail::pack as the NCCL
 //                                 backend runs it (copy_batch: one multi-run copy through
-//                                 place/detail/copy.hpp, CUB's batched memcpy since this file
-//                                 includes place/batched_copy.cuh) vs one cudaMemcpyAsync per leaf
+//                                 transfer/copy.hpp, CUB's batched memcpy since this file
+//                                 includes transfer/batched_copy.cuh) vs one cudaMemcpyAsync per leaf
 //                                 (what the NCCL backend did before). Each figure is the median
 //                                 of the time to queue the pack and synchronize.
 #include "bench_common.hpp"
 
 #include <devicekit/devicekit.hpp>
 #include <devicekit/distribute/detail/pack.hpp>
-#include <devicekit/place/batched_copy.cuh>
-#include <devicekit/place/detail/copy.hpp>
+#include <devicekit/transfer/batched_copy.cuh>
+#include <devicekit/transfer/copy.hpp>
 
 #include <cstdio>
 #include <span>

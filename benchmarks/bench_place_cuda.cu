@@ -23,7 +23,7 @@
 #include "bench_common.hpp"
 
 #include <devicekit/devicekit.hpp>
-#include <devicekit/place/batched_copy.cuh>
+#include <devicekit/transfer/batched_copy.cuh>
 
 #include <cub/device/device_memcpy.cuh>
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/devicekit.hpp>
-#include <devicekit/place/batched_copy.cuh>
+#include <devicekit/transfer/batched_copy.cuh>
 
 #include <random>
 #include <vector>

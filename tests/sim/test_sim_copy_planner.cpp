@@ -1,5 +1,5 @@
-// The copy planner (place/detail/copy_planner.hpp), the simulator's cudaMemcpyBatchAsync, and
-// shard / replicate of trees already on GPUs, which must stay on the GPUs (issue 12). The
+// The copy planner (transfer/detail/planner.hpp), the simulator's cudaMemcpyBatchAsync, and
+// shard / replicate of trees already on GPUs, which must stay on the GPUs. The
 // simulator's copy counters (cuda_sim::copies()) show which copies the runtime was asked for.
 #include <catch2/catch.hpp>
 #include <devicekit/cuda_sim/control.hpp>

@@ -6,7 +6,7 @@
 ///                                           contiguous ranges become device_array<T>, shaped
 ///                                           leaves shaped_array<T, E, L>, scalars stay values.
 ///                                           All array leaves share one block from `resource`,
-///                                           filled by one staged transfer (place/detail/copy.hpp).
+///                                           filled by one staged transfer (transfer/copy.hpp).
 ///                                           Queued on `stream`; returns before the copy ends.
 ///   place(tree, device[, resource])         the same on an internal stream, finished on return
 ///   place(tree, device, memory_kind[, pool]) leaves of `device` whose bytes live in that kind of
@@ -26,7 +26,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/stream.hpp>
-#include <devicekit/place/detail/copy.hpp>
+#include <devicekit/transfer/copy.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>

@@ -6,7 +6,7 @@
 /// device-to-device; other devices: peer copies, batched by the copy planner), and padding is
 /// zeroed on the device with cudaMemsetAsync. Only a pair without peer access passes through
 /// host memory, as every copy between such devices must (cudaDeviceCanAccessPeer; the copy
-/// engine's staged path, place/detail/copy.hpp).
+/// engine's staged path, transfer/copy.hpp).
 #include <devicekit/core/config.hpp>
 
 #if DEVICEKIT_HAS_CUDA
@@ -14,7 +14,7 @@
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/core/stream.hpp>
 #  include <devicekit/place/detail/block.hpp>
-#  include <devicekit/place/detail/copy.hpp>
+#  include <devicekit/transfer/copy.hpp>
 #  include <devicekit/place/detail/shard_leaf.hpp>
 #  include <devicekit/place/detail/shard_plan.hpp>
 #  include <devicekit/place/detail/shard_runs.hpp>

@@ -10,7 +10,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/uneven.hpp>
-#include <devicekit/place/detail/copy.hpp>
+#include <devicekit/transfer/copy.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/detail/shard_device.hpp>
