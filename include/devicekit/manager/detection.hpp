@@ -2,7 +2,8 @@
 /// \file
 /// What the manager makes of a detector's answer: `normalize_capabilities` makes it
 /// self-consistent (a custom detector may give only counts) and refuses one with no usable device;
-/// `choose_default_device` picks the default device as the communicators pick theirs. Kept apart
+/// `choose_default_device` picks the default device as the communicators pick theirs; the checks
+/// that a device given to the manager is one of those detected (and usable) follow. Kept apart
 /// from the façade so that the rules for detection live in one place, as the detectors'
 /// (detect/detectors.hpp) do.
 #include <devicekit/core/device.hpp>
@@ -58,6 +59,43 @@ inline void normalize_capabilities(capabilities& caps, const settings& config) {
   if (wanted == device::cpu(0)) return wanted;
   if (std::find(visible.begin(), visible.end(), wanted) != visible.end()) return assign_device(visible, config);
   throw unavailable_default_device_error(wanted, caps);
+}
+
+/// The total memory of `d`, one of the detected devices or cpu:0; config_error otherwise.
+[[nodiscard]] inline std::uint64_t total_memory_of(const capabilities& caps, device d) {
+  for (const auto& p : caps.devices) {
+    if (p.id == d) return p.total_memory_bytes;
+  }
+  if (d == device::cpu()) return caps.host.total_memory_bytes;
+  throw not_a_memory_device_error(d, device_names(caps));
+}
+
+/// A device a detector listed but devicekit cannot use (a GPU only NVML sees) is refused here,
+/// before any CUDA call, with the reason, rather than failing deep in the runtime.
+inline void check_usable(const capabilities& caps, device d) {
+  for (const auto& p : caps.devices) {
+    if (p.id == d && !p.usable()) throw unusable_device_error(d, p);
+  }
+}
+
+/// The devices whose device-kind pools a manager reports: its devices and cpu:0.
+[[nodiscard]] inline std::vector<device> memory_devices_of(const capabilities& caps) {
+  std::vector<device> out;
+  for (const auto& p : caps.devices) {
+    const device d = p.id.is_cpu() ? device::cpu() : p.id;
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  }
+  if (std::find(out.begin(), out.end(), device::cpu()) == out.end()) out.push_back(device::cpu());
+  return out;
+}
+
+/// Placement goes to the host or to one of the detected devices; device_mismatch otherwise.
+inline void check_placement_device(const capabilities& caps, device dev) {
+  if (dev.is_cpu()) return;
+  for (const auto& p : caps.devices) {
+    if (p.id == dev) return;
+  }
+  throw not_a_placement_device_error(dev, device_names(caps));
 }
 
 }  // namespace devicekit::detail

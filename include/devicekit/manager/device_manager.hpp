@@ -359,35 +359,12 @@ class device_manager {
   }
 
  private:
-  [[nodiscard]] std::uint64_t total_memory(device d) const {
-    for (const auto& p : state_.caps.devices) {
-      if (p.id == d) return p.total_memory_bytes;
-    }
-    if (d == device::cpu()) return state_.caps.host.total_memory_bytes;
-    throw detail::not_a_memory_device_error(d, device_names());
-  }
-
-  /// A device a detector listed but devicekit cannot use (a GPU only NVML sees): refuse it here,
-  /// before any CUDA call, with the reason, rather than fail deep in the runtime.
-  void check_usable(device d) const {
-    for (const auto& p : state_.caps.devices) {
-      if (p.id == d && !p.usable()) throw detail::unusable_device_error(d, p);
-    }
-  }
+  [[nodiscard]] std::uint64_t total_memory(device d) const { return detail::total_memory_of(state_.caps, d); }
+  void check_usable(device d) const { detail::check_usable(state_.caps, d); }
 
   friend struct detail::global_manager_access;
 
-  /// The devices whose device-kind pools this manager reports: its devices and cpu:0.
-  [[nodiscard]] std::vector<device> memory_devices() const {
-    std::vector<device> out;
-    for (const auto& p : state_.caps.devices) {
-      if (std::find(out.begin(), out.end(), p.id.is_cpu() ? device::cpu() : p.id) == out.end()) {
-        out.push_back(p.id.is_cpu() ? device::cpu() : p.id);
-      }
-    }
-    if (std::find(out.begin(), out.end(), device::cpu()) == out.end()) out.push_back(device::cpu());
-    return out;
-  }
+  [[nodiscard]] std::vector<device> memory_devices() const { return detail::memory_devices_of(state_.caps); }
 
   [[nodiscard]] std::string device_names() const { return detail::device_names(state_.caps); }
 
@@ -411,13 +388,7 @@ class device_manager {
     return *scoped;
   }
 
-  void check_placement_device(device dev) const {
-    if (dev.is_cpu()) return;
-    for (const auto& p : state_.caps.devices) {
-      if (p.id == dev) return;
-    }
-    throw detail::not_a_placement_device_error(dev, device_names());
-  }
+  void check_placement_device(device dev) const { detail::check_placement_device(state_.caps, dev); }
 
   detail::manager_state state_;
   [[no_unique_address]] Detector detector_;

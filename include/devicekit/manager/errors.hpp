@@ -3,7 +3,7 @@
 /// The errors of the device manager, their text in one place: a device the manager does not
 /// have, one it cannot use, memory it cannot pin, a placement outside its devices, detection that
 /// found nothing usable, and row shares of a scheme that do not cover the batch. The types are
-/// core's config_error and placement's device_mismatch; tests match the text, so it lives here,
+/// core's config_error and device_mismatch; tests match the text, so it lives here,
 /// once, next to its siblings, rather than inline at each throw.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
@@ -11,7 +11,6 @@
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
-#include <devicekit/place/place.hpp>
 
 #include <cstddef>
 #include <optional>
