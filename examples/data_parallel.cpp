@@ -23,9 +23,9 @@
 //                                               does so when it has a CUDA compiler): compiled
 //                                               by g++, the replicas compute on the CPU instead.
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/compute.hpp>
 #if DEVICEKIT_CUDA_COMPILER
-#  include <devicekit/tree/algorithms.cuh>
+#  include <devicekit/compute/kernels.cuh>
 #endif
 
 #include <algorithm>
