@@ -34,7 +34,7 @@ LAYER_RANK = {
 }
 MAX_LINES = 520
 MAX_LINES_BY_PATH = {"include/devicekit/manager.hpp": 400, "include/devicekit/manager/device_manager.hpp": 400}
-SOURCE_SUFFIXES = {".hpp", ".cuh", ".h", ".cpp", ".cu", ".cmake", ".py", ".sh", ".txt", ".in"}
+SOURCE_SUFFIXES = {".hpp", ".ipp", ".cuh", ".h", ".cpp", ".cu", ".cmake", ".py", ".sh", ".txt", ".in"}
 HISTORY = [
     re.compile(r"\b(issue|finding)s?\s*#?\d+", re.IGNORECASE),
     re.compile(r"\bissue\s+\"", re.IGNORECASE),
@@ -66,7 +66,7 @@ def is_forwarding_header(lines):
 def check_layers(root, problems):
     base = root / "include" / "devicekit"
     for path in sorted(base.rglob("*")):
-        if not path.is_file() or path.suffix not in {".hpp", ".cuh", ".h"}:
+        if not path.is_file() or path.suffix not in {".hpp", ".ipp", ".cuh", ".h"}:
             continue
         rel = path.relative_to(base)
         if len(rel.parts) < 2 or rel.parts[0] not in LAYER_RANK:
@@ -100,7 +100,7 @@ def check_sizes(root, problems):
 
 
 def check_history(root, problems):
-    folders = ("include", "sim", "tests", "examples", "tools", "scripts", "benchmarks", "cmake")
+    folders = ("include", "src", "sim", "tests", "examples", "tools", "scripts", "benchmarks", "cmake")
     files = [root / "CMakeLists.txt"]
     for folder in folders:
         for path in sorted((root / folder).rglob("*")):

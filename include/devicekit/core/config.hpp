@@ -62,3 +62,28 @@
 #if DEVICEKIT_HAS_CUDA
 #  include <cuda_runtime_api.h>
 #endif
+
+// Separate compilation (opt-in; header-only is the default). Most of devicekit is ordinary
+// functions (detection, the pools, the copy engine, errors, the report) that a header-only library
+// compiles again in every translation unit that uses them: about half of what a file that builds a
+// manager pays. Defining DEVICEKIT_SEPARATE_COMPILATION (or linking the CMake target
+// devicekit::compiled, which defines it) keeps their definitions, which live in `.ipp` files beside
+// their headers, out of the user's translation units; one translation unit compiles them all by
+// including <devicekit/src.hpp>, as Boost.Asio's BOOST_ASIO_SEPARATE_COMPILATION and spdlog's
+// SPDLOG_COMPILED_LIB do. Templates stay in the headers either way.
+//   DEVICEKIT_HEADER_ONLY   1 unless DEVICEKIT_SEPARATE_COMPILATION is defined
+//   DEVICEKIT_DECL          what an `.ipp` definition is declared with: `inline` header-only
+//   DEVICEKIT_DEFINE_IMPL   1 where a header includes its `.ipp`: header-only builds, and the one
+//                           translation unit that compiles the library (DEVICEKIT_SOURCE)
+#if defined(DEVICEKIT_SEPARATE_COMPILATION)
+#  define DEVICEKIT_HEADER_ONLY 0
+#  define DEVICEKIT_DECL
+#else
+#  define DEVICEKIT_HEADER_ONLY 1
+#  define DEVICEKIT_DECL inline
+#endif
+#if DEVICEKIT_HEADER_ONLY || defined(DEVICEKIT_SOURCE)
+#  define DEVICEKIT_DEFINE_IMPL 1
+#else
+#  define DEVICEKIT_DEFINE_IMPL 0
+#endif

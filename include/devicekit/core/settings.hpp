@@ -41,65 +41,22 @@ enum class device_preference { automatic, cuda, cpu };
 
 /// Parses `auto`, `cuda` (or `gpu`) and `cpu`. `source` names where the text came from so the
 /// message can point at it (for example "DEVICEKIT_PREFER").
-[[nodiscard]] inline device_preference parse_device_preference(std::string_view text,
-                                                               std::string_view source = "preference") {
-  if (text == "auto" || text.empty()) return device_preference::automatic;
-  if (text == "cuda" || text == "gpu") return device_preference::cuda;
-  if (text == "cpu") return device_preference::cpu;
-  throw config_error(std::string(source) + "='" + std::string(text) +
-                     "' is not a valid device preference; allowed values: auto, cuda, cpu");
-}
+[[nodiscard]] DEVICEKIT_DECL device_preference parse_device_preference(std::string_view text,
+                                                                       std::string_view source = "preference");
 
 /// The platform names DEVICEKIT_PLATFORMS accepts, for messages.
 inline constexpr std::string_view valid_platform_names = "cuda (or gpu), cpu";
 
 /// Parses a comma-separated platform priority such as `cuda,cpu` (spaces around names are
 /// ignored). Unknown names, repeated names and an empty list are config_errors naming `source`.
-[[nodiscard]] inline std::vector<device_kind> parse_platform_list(std::string_view text,
-                                                                  std::string_view source = "platforms") {
-  std::vector<device_kind> out;
-  auto fail = [&](const std::string& why) {
-    throw config_error(std::string(source) + "='" + std::string(text) + "': " + why + "; valid platform names: " +
-                       std::string(valid_platform_names) + ", comma-separated in priority order (e.g. cuda,cpu)");
-  };
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    std::string_view name = text.substr(pos, comma - pos);
-    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
-    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
-    device_kind kind{};
-    if (name == "cuda" || name == "gpu") {
-      kind = device_kind::cuda;
-    } else if (name == "cpu") {
-      kind = device_kind::cpu;
-    } else if (name.empty()) {
-      fail(text.empty() ? "the platform list is empty" : "the platform list has an empty entry");
-    } else {
-      fail("'" + std::string(name) + "' is not a platform");
-    }
-    for (const auto k : out) {
-      if (k == kind) fail("platform '" + std::string(to_string(kind)) + "' is listed twice");
-    }
-    out.push_back(kind);
-    pos = comma + 1;
-  }
-  return out;
-}
+[[nodiscard]] DEVICEKIT_DECL std::vector<device_kind> parse_platform_list(std::string_view text,
+                                                                          std::string_view source = "platforms");
 
 /// `cuda,cpu`: a platform list as DEVICEKIT_PLATFORMS spells it.
-[[nodiscard]] inline std::string format_platform_list(const std::vector<device_kind>& platforms) {
-  std::string s;
-  for (const auto k : platforms) s += (s.empty() ? "" : ",") + std::string(to_string(k));
-  return s;
-}
+[[nodiscard]] DEVICEKIT_DECL std::string format_platform_list(const std::vector<device_kind>& platforms);
 
 namespace detail {
-[[nodiscard]] inline std::optional<std::string> getenv_string(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
+[[nodiscard]] DEVICEKIT_DECL std::optional<std::string> getenv_string(const char* name);
 }  // namespace detail
 
 class settings {
@@ -108,28 +65,7 @@ class settings {
 
   /// Reads DEVICEKIT_PREFER, DEVICEKIT_DEVICE, DEVICEKIT_PLATFORMS and DEVICEKIT_NVML_LIBRARY.
   /// Throws config_error on a bad value.
-  [[nodiscard]] static settings from_environment() {
-    settings s;
-    if (auto p = detail::getenv_string("DEVICEKIT_PREFER")) {
-      s.set_prefer(parse_device_preference(*p, "DEVICEKIT_PREFER"));
-    }
-    if (auto d = detail::getenv_string("DEVICEKIT_DEVICE"); d && !d->empty()) {
-      try {
-        s.set_device(device::parse(*d));
-      } catch (const config_error& e) {
-        throw config_error(std::string("DEVICEKIT_DEVICE: ") + e.what());
-      }
-    }
-    s.read_memory_environment();
-    if (auto p = detail::getenv_string("DEVICEKIT_PLATFORMS")) {
-      s.set_platforms(parse_platform_list(*p, "DEVICEKIT_PLATFORMS"));
-      s.platforms_source_ = "DEVICEKIT_PLATFORMS";
-    }
-    if (auto lib = detail::getenv_string("DEVICEKIT_NVML_LIBRARY"); lib && !lib->empty()) {
-      s.set_nvml_library(*lib);
-    }
-    return s;
-  }
+  [[nodiscard]] static settings from_environment();
 
   settings& set_prefer(device_preference p) {
     prefer_ = p;
@@ -167,15 +103,7 @@ class settings {
   /// of `first_available<D...>` (which still orders detectors of the same platform). A list
   /// that excludes every platform found makes detection fail with a reason naming the list.
   /// Throws config_error for an empty list or a platform listed twice.
-  settings& set_platforms(std::vector<device_kind> platforms) {
-    if (platforms.empty())
-      throw config_error("set_platforms: the platform list is empty; valid platform names: " +
-                         std::string(valid_platform_names));
-    (void)parse_platform_list(format_platform_list(platforms), "set_platforms");  // rejects repeats
-    platforms_ = std::move(platforms);
-    platforms_source_ = "settings";
-    return *this;
-  }
+  settings& set_platforms(std::vector<device_kind> platforms);
   [[nodiscard]] bool has_platforms() const noexcept { return platforms_.has_value(); }
   /// The run-time platform list; empty when none was given (the detector order decides).
   [[nodiscard]] std::vector<device_kind> get_platforms() const {
@@ -210,13 +138,7 @@ class settings {
   }
 
   /// Sets the environment variables (overwriting). Returns the names it set.
-  std::vector<std::string> apply_environment() const {
-    std::vector<std::string> applied;
-    for (const auto& [name, value] : environment_) {
-      if (::setenv(name.c_str(), value.c_str(), 1) == 0) applied.push_back(name);
-    }
-    return applied;
-  }
+  std::vector<std::string> apply_environment() const;
 
  private:
   std::optional<device_preference> prefer_;
@@ -228,14 +150,11 @@ class settings {
   std::optional<allocator_kind> allocator_;
   std::uint64_t collective_memory_size_ = 0;
 
-  void read_memory_environment() {
-    if (auto a = detail::getenv_string("DEVICEKIT_ALLOCATOR"); a && !a->empty()) {
-      set_allocator(parse_allocator_kind(*a, "DEVICEKIT_ALLOCATOR"));
-    }
-    if (auto c = detail::getenv_string("DEVICEKIT_COLLECTIVE_MEMORY_SIZE"); c && !c->empty()) {
-      set_collective_memory_size(parse_byte_size(*c, "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"));
-    }
-  }
+  void read_memory_environment();
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/settings.ipp>
+#endif
