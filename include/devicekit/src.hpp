@@ -10,10 +10,12 @@
 /// It must come first in its translation unit: each header decides when it is first included
 /// whether to bring its definitions.
 #if defined(DEVICEKIT_VERSION_MAJOR)
-#  error "<devicekit/src.hpp> must be the first devicekit header in its translation unit (each header decides when it is first included whether to bring its definitions)"
+#  error \
+      "<devicekit/src.hpp> must be the first devicekit header in its translation unit (each header decides when it is first included whether to bring its definitions)"
 #endif
 #if !defined(DEVICEKIT_SEPARATE_COMPILATION)
-#  error "<devicekit/src.hpp> compiles devicekit's functions once for a program built with DEVICEKIT_SEPARATE_COMPILATION; define it here and in every translation unit that includes devicekit (the CMake target devicekit::compiled does both)"
+#  error \
+      "<devicekit/src.hpp> compiles devicekit's functions once for a program built with DEVICEKIT_SEPARATE_COMPILATION; define it here and in every translation unit that includes devicekit (the CMake target devicekit::compiled does both)"
 #endif
 #define DEVICEKIT_SOURCE 1
 

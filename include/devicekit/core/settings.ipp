@@ -86,7 +86,6 @@ DEVICEKIT_DECL settings settings::from_environment() {
   return s;
 }
 
-
 DEVICEKIT_DECL settings& settings::set_platforms(std::vector<device_kind> platforms) {
   if (platforms.empty())
     throw config_error("set_platforms: the platform list is empty; valid platform names: " +
@@ -97,7 +96,6 @@ DEVICEKIT_DECL settings& settings::set_platforms(std::vector<device_kind> platfo
   return *this;
 }
 
-
 DEVICEKIT_DECL std::vector<std::string> settings::apply_environment() const {
   std::vector<std::string> applied;
   for (const auto& [name, value] : environment_) {
@@ -105,7 +103,6 @@ DEVICEKIT_DECL std::vector<std::string> settings::apply_environment() const {
   }
   return applied;
 }
-
 
 DEVICEKIT_DECL void settings::read_memory_environment() {
   if (auto a = detail::getenv_string("DEVICEKIT_ALLOCATOR"); a && !a->empty()) {
@@ -115,6 +112,5 @@ DEVICEKIT_DECL void settings::read_memory_environment() {
     set_collective_memory_size(parse_byte_size(*c, "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"));
   }
 }
-
 
 }  // namespace devicekit
