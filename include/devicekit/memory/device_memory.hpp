@@ -61,15 +61,10 @@
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <limits>
 #include <mutex>
 #include <source_location>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 namespace devicekit {

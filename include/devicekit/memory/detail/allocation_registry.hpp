@@ -12,7 +12,6 @@
 #include <devicekit/memory/errors.hpp>
 #include <devicekit/memory/stats.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

@@ -15,8 +15,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>

@@ -16,11 +16,9 @@
 #include <devicekit/memory/detail/slab_cache.hpp>
 #include <devicekit/memory/errors.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
 namespace devicekit::detail {
