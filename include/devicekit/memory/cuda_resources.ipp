@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/cuda_resources.hpp: events, cudaMallocHost, the driver pools and their release.
+/// The definitions behind memory/cuda_resources.hpp: events, cudaMallocHost, the driver pools and
+/// their release.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/cuda_resources.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/device_memory.hpp: the pool's maintenance, allocation, recovery ladder and free.
+/// The definitions behind memory/device_memory.hpp: the pool's maintenance, allocation, recovery
+/// ladder and free.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/device_memory.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/pool.hpp: the total memory of a device, a pool's default budget basis.
+/// The definitions behind memory/pool.hpp: the total memory of a device, a pool's default budget
+/// basis.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/pool.hpp>
 

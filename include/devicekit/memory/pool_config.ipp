@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/pool_config.hpp: validation, DEVICEKIT_MEMORY_DEBUG and the budget of a pool.
+/// The definitions behind memory/pool_config.hpp: validation, DEVICEKIT_MEMORY_DEBUG and the budget
+/// of a pool.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/pool_config.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/allocation_registry.hpp: the snapshot of live allocations and the leak report.
+/// The definitions behind memory/detail/allocation_registry.hpp: the snapshot of live allocations
+/// and the leak report.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/allocation_registry.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/block_heap.hpp: best fit and splitting, coalescing, growth and chunk release.
+/// The definitions behind memory/detail/block_heap.hpp: best fit and splitting, coalescing, growth
+/// and chunk release.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/block_heap.hpp>
 

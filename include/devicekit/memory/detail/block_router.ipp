@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/block_router.hpp: taking a block for a request and taking it back.
+/// The definitions behind memory/detail/block_router.hpp: taking a block for a request and taking
+/// it back.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/block_router.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/pool_counters.hpp: counting an allocation and the pool's stats.
+/// The definitions behind memory/detail/pool_counters.hpp: counting an allocation and the pool's
+/// stats.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/pool_counters.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/pool_invariants.hpp: the walk over every structure of a pool.
+/// The definitions behind memory/detail/pool_invariants.hpp: the walk over every structure of a
+/// pool.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/pool_invariants.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/pool_stream_registry.hpp: stream slots, free events, polling and migration of pending frees.
+/// The definitions behind memory/detail/pool_stream_registry.hpp: stream slots, free events,
+/// polling and migration of pending frees.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/pool_stream_registry.hpp>
 

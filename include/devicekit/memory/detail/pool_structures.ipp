@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/pool_structures.hpp: the block arena, the free index and the live map.
+/// The definitions behind memory/detail/pool_structures.hpp: the block arena, the free index and
+/// the live map.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/pool_structures.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The definitions behind memory/detail/slab_cache.hpp: slots taken and released, slabs made and destroyed.
+/// The definitions behind memory/detail/slab_cache.hpp: slots taken and released, slabs made and
+/// destroyed.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/slab_cache.hpp>
 
