@@ -19,8 +19,6 @@
 
 #  include <devicekit/core/device.hpp>
 #  include <devicekit/core/error.hpp>
-#  include <devicekit/core/event.hpp>
-#  include <devicekit/core/pool_access.hpp>
 #  include <devicekit/core/runtime.hpp>
 #  include <devicekit/core/stream.hpp>
 #  include <devicekit/memory/errors.hpp>
@@ -40,39 +38,15 @@ namespace detail {
 }
 
 struct cuda_events {
-  static void* create(native_stream_handle s) {
-    int dev = 0;
-    if (s != nullptr) {
-      DEVICEKIT_CUDA_CHECK(cudaStreamGetDevice(s, &dev));
-    } else {
-      DEVICEKIT_CUDA_CHECK(cudaGetDevice(&dev));
-    }
-    scoped_device on(dev);
-    // BlockingSync (core/event.hpp): the pool waits for these on the host when it must (wait());
-    // the thread then sleeps instead of spinning a core.
-    return create_event();
-  }
+  static void* create(native_stream_handle s);
   static void record(void* ev, native_stream_handle s) {
     DEVICEKIT_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(ev), s));
   }
-  static bool complete(void* ev) {
-    const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(ev));
-    if (r == cudaErrorNotReady) return false;  // a status, not the last error: nothing to clear
-    DEVICEKIT_CUDA_CHECK(r);
-    return true;
-  }
+  static bool complete(void* ev);
   static void wait(void* ev) { DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(ev))); }
   /// Waits for the work queued on `s` (a stream of the current device) so far, blocking the
   /// thread rather than spinning as cudaStreamSynchronize does.
-  [[nodiscard]] static cudaError_t wait_for(cudaStream_t s) noexcept {
-    cudaEvent_t ev = nullptr;
-    cudaError_t r = try_create_event(ev);
-    if (r != cudaSuccess) return r;
-    r = cudaEventRecord(ev, s);
-    if (r == cudaSuccess) r = cudaEventSynchronize(ev);
-    (void)cudaEventDestroy(ev);
-    return r;
-  }
+  [[nodiscard]] static cudaError_t wait_for(cudaStream_t s) noexcept;
   static void destroy(void* ev) noexcept {
     if (ev != nullptr && cuda_calls_allowed()) (void)cudaEventDestroy(static_cast<cudaEvent_t>(ev));
   }
@@ -88,17 +62,7 @@ class pinned_host_resource {
 
   pinned_host_resource() {}
 
-  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
-    detail::check_alignment(alignment);
-    if (alignment > 4096) {
-      throw invalid_request("pinned_host_resource gives page-aligned memory (4096 bytes); alignment " +
-                            std::to_string(alignment) + " is more: allocate through a memory_pool");
-    }
-    void* p = nullptr;
-    DEVICEKIT_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
-    note_cuda_runtime_used();
-    return p;
-  }
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256);
   void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
     if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeHost(p);
   }
@@ -138,88 +102,14 @@ class cuda_device_resource {
   /// the device's budget). The resource's own stream orders chunk allocations; they are
   /// synchronised before being handed out, so a chunk is usable on every stream.
   explicit cuda_device_resource(int ordinal = 0, std::uint64_t release_threshold = UINT64_MAX,
-                                mode m = mode::async_pool)
-      : state_(std::make_shared<state>()) {
-    state_->ordinal = ordinal;
-    scoped_device on(ordinal);
-    note_cuda_runtime_used();
-    int pools = 0;
-    DEVICEKIT_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal));
-    if (m == mode::device_default_pool && pools != 0) {
-      // cudaMallocAsync allocates from the device's current memory pool, which is its default
-      // pool until cudaDeviceSetMemPool changes it (CUDA runtime API, cudaMallocAsync and
-      // cudaDeviceGetDefaultMemPool). The threshold and peer access are set on the default pool;
-      // it is not ours to destroy.
-      DEVICEKIT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&state_->pool, ordinal));
-      std::uint64_t threshold = release_threshold;
-      DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
-      detail::pool_peer_access::instance().add_pool(ordinal, state_->pool);
-      state_->registered = true;
-      state_->shared_pool = true;
-    } else if (m == mode::async_pool && pools != 0) {
-      cudaMemPoolProps props{};
-      props.allocType = cudaMemAllocationTypePinned;
-      props.handleTypes = cudaMemHandleTypeNone;
-      props.location.type = cudaMemLocationTypeDevice;
-      props.location.id = ordinal;
-      DEVICEKIT_CUDA_CHECK(cudaMemPoolCreate(&state_->pool, &props));
-      std::uint64_t threshold = release_threshold;  // the attribute is a cuuint64_t (64-bit)
-      DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-      DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
-      detail::pool_peer_access::instance().add_pool(ordinal, state_->pool);
-      state_->registered = true;
-    }
-    state_->threshold = release_threshold;
-  }
+                                mode m = mode::async_pool);
 
-  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256) {
-    detail::check_alignment(alignment);
-    if (alignment > 256) {
-      throw invalid_request("cuda_device_resource gives 256-byte aligned memory; alignment " +
-                            std::to_string(alignment) + " is more: allocate through a memory_pool");
-    }
-    void* p = nullptr;
-    scoped_device on(state_->ordinal);
-    if (state_->pool != nullptr) {
-      if (state_->shared_pool) {
-        DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, state_->stream));
-      } else {
-        DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, state_->stream));
-      }
-      const cudaError_t sync = detail::cuda_events::wait_for(state_->stream);
-      if (sync != cudaSuccess) {
-        (void)cudaFreeAsync(p, state_->stream);
-        check_cuda(sync, "waiting for the resource stream");
-      }
-    } else {
-      DEVICEKIT_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
-    }
-    return p;
-  }
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = 256);
 
-  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept {
-    if (p == nullptr || !cuda_calls_allowed()) return;
-    scoped_device on(state_->ordinal, std::nothrow);
-    if (state_->pool != nullptr) {
-      (void)cudaFreeAsync(p, state_->stream);
-    } else {
-      (void)cudaFree(p);
-    }
-  }
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = 256) noexcept;
 
   /// Stream-ordered forms (the resource alone, without a caching pool on top).
-  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, native_stream_handle s) {
-    detail::check_alignment(alignment);
-    void* p = nullptr;
-    scoped_device on(state_->ordinal);
-    if (state_->pool != nullptr && !state_->shared_pool) {
-      DEVICEKIT_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, state_->pool, s));
-    } else {
-      DEVICEKIT_CUDA_CHECK(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, s));
-    }
-    return p;
-  }
+  [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, native_stream_handle s);
   void deallocate_async(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/, native_stream_handle s) noexcept {
     if (p != nullptr && cuda_calls_allowed()) (void)cudaFreeAsync(p, s);
   }
@@ -235,12 +125,7 @@ class cuda_device_resource {
 #  endif
 
   /// Hands memory the driver pool keeps back to the system (after the pool trimmed its chunks).
-  void trim() noexcept {
-    if (state_->pool != nullptr && cuda_calls_allowed()) {
-      (void)detail::cuda_events::wait_for(state_->stream);
-      (void)cudaMemPoolTrimTo(state_->pool, 0);
-    }
-  }
+  void trim() noexcept;
 
   [[nodiscard]] device get_device() const noexcept { return device::cuda(state_->ordinal); }
   [[nodiscard]] bool uses_driver_pool() const noexcept { return state_->pool != nullptr; }
@@ -287,16 +172,7 @@ class cuda_device_resource {
     state() = default;
     state(const state&) = delete;
     state& operator=(const state&) = delete;
-    ~state() {
-      // After the runtime has shut down the driver reclaims everything; calling it would crash.
-      if (!cuda_calls_allowed()) return;
-      if (stream != nullptr) {
-        (void)cudaStreamSynchronize(stream);
-        (void)cudaStreamDestroy(stream);
-      }
-      if (registered) detail::pool_peer_access::instance().remove_pool(ordinal, pool);
-      if (pool != nullptr && !shared_pool) (void)cudaMemPoolDestroy(pool);
-    }
+    ~state();
   };
   std::shared_ptr<state> state_;
 };
@@ -305,4 +181,8 @@ class cuda_device_resource {
 
 #else
 #  include <devicekit/memory/detail/cuda_resources_unavailable.hpp>
+#endif
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/cuda_resources.ipp>
 #endif

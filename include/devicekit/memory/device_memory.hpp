@@ -61,15 +61,10 @@
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <limits>
 #include <mutex>
 #include <source_location>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 namespace devicekit {
@@ -139,24 +134,11 @@ class device_memory {
   // --- maintenance ------------------------------------------------------------------------------
   /// Returns empty chunks (except the preallocated initial one) to the upstream, after taking in
   /// other streams' completed frees. Never blocks on a stream. Returns the bytes released.
-  std::size_t trim() {
-    std::lock_guard lock(mutex_);
-    take_in_frees(false);
-    const std::size_t released = heap_.release_empty_chunks(true).first;
-    notify(detail::pool_event::other, 0);
-    upstream_->trim();
-    return released;
-  }
+  std::size_t trim();
 
   /// Waits for every stream's pending frees, then returns all unused memory (the initial chunk
   /// too) to the upstream. Live allocations stay valid: clear() never frees them.
-  void clear() {
-    std::lock_guard lock(mutex_);
-    take_in_frees(true);
-    heap_.release_empty_chunks(false);
-    notify(detail::pool_event::other, 0);
-    upstream_->trim();
-  }
+  void clear();
 
   /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
   /// event only: `s` itself may already be destroyed), makes those blocks ready for every stream,
@@ -173,19 +155,7 @@ class device_memory {
   /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, when
   /// fragmentation then exceeds `defrag_threshold` (or `force`), returns empty chunks upstream.
   /// Live pointers never move.
-  defragment_result defragment(bool force = false) {
-    std::lock_guard lock(mutex_);
-    defragment_result r;
-    r.fragmentation_before = stats_locked().fragmentation;
-    take_in_frees(false);
-    if (force || stats_locked().fragmentation > config_.defrag_threshold) {
-      std::tie(r.released_bytes, r.chunks_released) = heap_.release_empty_chunks(true);
-      upstream_->trim();
-    }
-    r.fragmentation_after = stats_locked().fragmentation;
-    notify(detail::pool_event::other, 0);
-    return r;
-  }
+  defragment_result defragment(bool force = false);
 
   // --- observation ------------------------------------------------------------------------------
   [[nodiscard]] pool_stats stats() const {
@@ -228,41 +198,13 @@ class device_memory {
   friend bool operator==(const device_memory& a, const device_memory& b) noexcept { return &a == &b; }
 
  protected:
-  device_memory(device dev, pool_config config) : device_(dev), config_(detail::validated(std::move(config))) {
-    live_.set_tracking(detail::tracking_enabled(config_));
-    // Each allocation its own chunk, of exactly its (rounded) size, with release_on_free: nothing
-    // is cached, so no size classes and no growth beyond the request.
-    const int classes = config_.release_on_free ? 0 : detail::size_classes::count_for(config_.small_size_limit);
-    slabs_.configure(classes, config_.small_size_limit);
-    min_chunk_ = config_.release_on_free ? detail::pool_granule
-                                         : detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
-  }
+  device_memory(device dev, pool_config config);
 
   /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
-  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes) {
-    upstream_ = &upstream;
-    events_ = upstream.has_events();
-    heap_.configure(upstream_, min_chunk_, detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule),
-                    config_.growth_factor);
-    streams_.configure(upstream_, slabs_.class_count());
-    budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes);
-    max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
-    std::lock_guard lock(mutex_);
-    heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
-  }
+  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes);
 
   /// Called by the concrete pool's destructor, while the upstream still exists.
-  void release_everything() noexcept {
-    std::lock_guard lock(mutex_);
-    live_.report_leaks(device_, config_.on_leak);
-    if (cuda_calls_allowed()) {
-      try {
-        streams_.poll(0, true, heap_, slabs_);  // in-flight work may still use pending blocks
-      } catch (...) {}
-    }
-    streams_.destroy_events();
-    heap_.release_all();
-  }
+  void release_everything() noexcept;
 
  private:
   friend class memory_profiler;
@@ -277,29 +219,7 @@ class device_memory {
   }
 
   void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
-                      const std::source_location& where) {
-    detail::check_alignment(alignment);
-    if (bytes == 0) return nullptr;
-    std::unique_lock lock(mutex_);
-    const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
-    // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
-    const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
-                            alignment > std::numeric_limits<std::size_t>::max() / 4;
-    if (impossible) {
-      throw_oom(bytes,
-                "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
-    }
-    // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
-    // host - a few bytes for a free-list entry - is assumed not to fail; if it does, std::bad_alloc
-    // propagates.)
-    live_.reserve_one();
-    taken t = try_take(bytes, alignment, sid);
-    if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
-    live_.insert({t.addr, bytes, t.owner, t.kind}, where, alignment);
-    counters_.allocated_one(bytes, t.size);
-    if (!observers_.empty()) notify(detail::pool_event::allocate, bytes);
-    return reinterpret_cast<void*>(t.addr);
-  }
+                      const std::source_location& where);
 
   taken try_take(std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
     return detail::take_block(heap_, slabs_, streams_, bytes, alignment, sid);
@@ -307,36 +227,7 @@ class device_memory {
 
   /// The recovery ladder: other streams' completed frees -> grow -> wait for other streams' frees
   /// -> release cached blocks and grow -> the user's callback (without the lock) -> out_of_memory.
-  taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
-    const std::size_t need = detail::growth_need(slabs_, bytes, alignment);
-    taken t;
-    if (streams_.poll(sid, false, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    ++counters_.retries;
-    if (streams_.poll(sid, true, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    slabs_.release_empty(heap_);
-    heap_.release_empty_chunks(false);
-    if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-    if (config_.on_out_of_memory) {
-      const pool_stats snapshot = stats_locked();
-      lock.unlock();
-      const bool again = config_.on_out_of_memory(bytes, snapshot);
-      lock.lock();
-      if (again) {
-        streams_.poll(sid, true, heap_, slabs_);
-        if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
-        if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
-      }
-    }
-    std::string cause;
-    if (!heap_.last_upstream_error().empty()) {
-      cause = "the upstream refused more memory (" + heap_.last_upstream_error() + ")";
-    } else if (heap_.reserved() + need > max_size_) {
-      cause = "growing by " + detail::human_bytes(need) + " would pass the budget";
-    }
-    throw_oom(bytes, cause);
-  }
+  taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid);
 
   bool grow(std::size_t need) {
     if (!heap_.grow(need, max_size_, device_)) return false;
@@ -344,32 +235,9 @@ class device_memory {
     return true;
   }
 
-  [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause) {
-    ++counters_.ooms;
-    if (!observers_.empty()) notify(detail::pool_event::out_of_memory, bytes);
-    const pool_stats s = stats_locked();
-    heap_.clear_upstream_error();
-    throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause);
-  }
+  [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause);
 
-  void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
-    if (p == nullptr) return;
-    std::lock_guard lock(mutex_);
-    detail::live_record& rec =
-        live_.find_for_free(p, bytes, device_, [&](std::uintptr_t a) { return heap_.inside_chunk(a); });
-    const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
-    // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
-    if (sid != 0) streams_.record_free_event(streams_.at(sid));
-    const detail::live_record r = rec;
-    live_.erase(&rec);
-    counters_.in_use -= detail::return_block(r, r.key, sid, heap_, slabs_, streams_);
-    counters_.freed_one(bytes);
-    if (config_.release_on_free) {
-      streams_.poll(0, false, heap_, slabs_);
-      heap_.release_empty_chunks(false);
-    }
-    if (!observers_.empty()) notify(detail::pool_event::free, bytes);
-  }
+  void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s);
 
   [[nodiscard]] pool_stats stats_locked() const {
     return detail::compute_stats(counters_, heap_, slabs_, streams_, max_size_);
@@ -410,3 +278,7 @@ class device_memory {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/device_memory.ipp>
+#endif

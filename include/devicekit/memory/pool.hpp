@@ -23,28 +23,12 @@
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
-#include <unistd.h>
 
 namespace devicekit {
 
 namespace detail {
 /// Total memory of the device an upstream serves: the basis of a pool's default budget.
-[[nodiscard]] inline std::uint64_t total_memory_of(device dev) {
-  if (dev.is_cpu()) {
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long page = ::sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
-  }
-#if DEVICEKIT_HAS_CUDA
-  scoped_device on(dev.ordinal());
-  std::size_t free_bytes = 0;
-  std::size_t total = 0;
-  DEVICEKIT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  return total;
-#else
-  return 0;
-#endif
-}
+[[nodiscard]] DEVICEKIT_DECL std::uint64_t total_memory_of(device dev);
 }  // namespace detail
 
 template <class Upstream>
@@ -84,3 +68,7 @@ class memory_pool final : public device_memory {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/pool.ipp>
+#endif

@@ -11,11 +11,7 @@
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -63,62 +59,19 @@ struct pool_config {
 
 namespace detail {
 /// Reads DEVICEKIT_MEMORY_DEBUG.
-[[nodiscard]] inline bool memory_debug_from_environment() {
-  const char* v = std::getenv("DEVICEKIT_MEMORY_DEBUG");
-  if (v == nullptr) return false;
-  const std::string s(v);
-  if (s.empty() || s == "0" || s == "off" || s == "false" || s == "no") return false;
-  if (s == "1" || s == "on" || s == "true" || s == "yes") return true;
-  throw config_error("DEVICEKIT_MEMORY_DEBUG='" + s +
-                     "' is not valid; allowed values: 1, on, true, yes (tracking on) "
-                     "or 0, off, false, no, empty (tracking off)");
-}
+[[nodiscard]] DEVICEKIT_DECL bool memory_debug_from_environment();
 
 /// Checks `config` (config_error naming the field otherwise) and returns it as the pool keeps
 /// it: with release_on_free, growth is by the request and nothing is preallocated.
-[[nodiscard]] inline pool_config validated(pool_config config) {
-  auto bad = [](const std::string& what) { throw config_error("pool_config: " + what); };
-  if (!std::isfinite(config.growth_factor) || config.growth_factor < 1.0) {
-    bad("growth_factor " + std::to_string(config.growth_factor) +
-        " must be >= 1 (1 grows by what is needed, 2 doubles)");
-  }
-  if (!(config.defrag_threshold >= 0.0 && config.defrag_threshold <= 1.0)) {
-    bad("defrag_threshold " + std::to_string(config.defrag_threshold) + " must lie in [0, 1]");
-  }
-  if (config.min_chunk_size == 0 || config.min_chunk_size > config.max_chunk_size) {
-    bad("min_chunk_size must be > 0 and <= max_chunk_size");
-  }
-  if (config.small_size_limit > size_classes::max_small) {
-    bad("small_size_limit " + std::to_string(config.small_size_limit) + " must be at most 1 MiB");
-  }
-  if (config.release_on_free) {
-    config.growth_factor = 1.0;
-    config.initial_size = 0;
-  }
-  return config;
-}
+[[nodiscard]] DEVICEKIT_DECL pool_config validated(pool_config config);
 
 /// The budget of a pool made with `config` on a device of `kind` with `total_bytes` of memory:
 /// the manager's (config.budget), or the balanced strategy's, with max_size as its cap when set.
-[[nodiscard]] inline memory_budget budget_of(const pool_config& config, device_kind kind, std::size_t total_bytes) {
-  memory_budget b = config.budget ? *config.budget : budget_for(balanced{}, kind, total_bytes);
-  if (config.max_size && !config.budget) {
-    b.budget_bytes = *config.max_size;
-    b.fraction = b.total_bytes > 0
-                     ? std::min(1.0, static_cast<double>(*config.max_size) / static_cast<double>(b.total_bytes))
-                     : 1.0;
-  }
-  return b;
-}
+[[nodiscard]] DEVICEKIT_DECL memory_budget budget_of(const pool_config& config, device_kind kind,
+                                                     std::size_t total_bytes);
 
 /// How `b` was reached, for out_of_memory messages ("0.75 of 80.00 GiB total, less ...").
-[[nodiscard]] inline std::string budget_text(const memory_budget& b) {
-  if (b.total_bytes == 0) return {};
-  char frac[32];
-  std::snprintf(frac, sizeof frac, "%.2f", b.fraction);
-  return std::string(frac) + " of " + human_bytes(b.total_bytes) + " total, less " + human_bytes(b.headroom_bytes) +
-         " headroom";
-}
+[[nodiscard]] DEVICEKIT_DECL std::string budget_text(const memory_budget& b);
 
 /// Whether a pool made with `config` tracks allocation sites.
 [[nodiscard]] inline bool tracking_enabled(const pool_config& config) {
@@ -128,3 +81,7 @@ namespace detail {
 }  // namespace detail
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/pool_config.ipp>
+#endif

@@ -36,8 +36,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <fstream>
 #include <ostream>
 #include <string>
 #include <type_traits>
@@ -77,35 +75,9 @@ struct profile_state final : pool_observer {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  void on_event(pool_event e, std::size_t bytes, std::size_t allocated, std::size_t reserved) override {
-    switch (e) {
-      case pool_event::grew: peak_reserved = std::max(peak_reserved, reserved); return;
-      case pool_event::out_of_memory: ++ooms; return;
-      case pool_event::allocate:
-        ++allocations;
-        bytes_allocated += bytes;
-        break;
-      case pool_event::free: ++frees; break;
-      case pool_event::other: break;
-    }
-    peak_allocated = std::max(peak_allocated, allocated);
-    peak_reserved = std::max(peak_reserved, reserved);
-    if (record_timeline) samples.push_back({now_us(), allocated, reserved});
-  }
-  void on_attach(std::size_t allocated, std::size_t reserved) override {
-    start_allocated = peak_allocated = allocated;
-    peak_reserved = reserved;
-    if (record_timeline) {
-      markers.push_back({now_us(), true, name});
-      samples.push_back({now_us(), allocated, reserved});
-    }
-  }
-  void on_detach(std::size_t allocated, std::size_t reserved) override {
-    if (record_timeline) {
-      samples.push_back({now_us(), allocated, reserved});
-      markers.push_back({now_us(), false, name});
-    }
-  }
+  void on_event(pool_event e, std::size_t bytes, std::size_t allocated, std::size_t reserved) override;
+  void on_attach(std::size_t allocated, std::size_t reserved) override;
+  void on_detach(std::size_t allocated, std::size_t reserved) override;
   void on_scope(bool begin, const std::string& other) override {
     if (record_timeline) markers.push_back({now_us(), begin, other});
   }
@@ -140,21 +112,7 @@ class memory_profiler {
   }
   /// Resumes recording after stop(), adding to the figures recorded so far (see the file's
   /// comment). Does nothing when already running.
-  void start() {
-    if (running_) return;
-    // Attaching sets the start and peak figures to the pool's present ones: the earlier periods'
-    // are carried here first, and the readers combine both under the pool's lock, so a reader
-    // never sees the peak drop.
-    read([&] {
-      if (!resumed_) first_start_allocated_ = state_.start_allocated;
-      resumed_ = true;
-      carried_peak_allocated_ = std::max(carried_peak_allocated_, state_.peak_allocated);
-      carried_peak_reserved_ = std::max(carried_peak_reserved_, state_.peak_reserved);
-      return 0;
-    });
-    memory_->attach_observer(&state_);
-    running_ = true;
-  }
+  void start();
   /// Whether events are being recorded: from construction to stop(), and after start().
   [[nodiscard]] bool running() const noexcept { return running_; }
   [[nodiscard]] const std::string& name() const noexcept { return state_.name; }
@@ -164,12 +122,7 @@ class memory_profiler {
     return read([&] { return peak_allocated_locked(); });
   }
   /// How far the peak rose above what was allocated when the profiler (first) started.
-  [[nodiscard]] std::size_t peak_increase_bytes() const {
-    return read([&] {
-      const std::size_t peak = peak_allocated_locked();
-      return peak - std::min(peak, resumed_ ? first_start_allocated_ : state_.start_allocated);
-    });
-  }
+  [[nodiscard]] std::size_t peak_increase_bytes() const;
   [[nodiscard]] std::size_t peak_reserved_bytes() const {
     return read([&] { return std::max(carried_peak_reserved_, state_.peak_reserved); });
   }
@@ -191,50 +144,9 @@ class memory_profiler {
   }
 
   /// Writes the timeline as Chrome trace event JSON (Perfetto opens it).
-  void write_chrome_trace(std::ostream& os) const {
-    const auto [samples, markers] = read([&] { return std::make_pair(state_.samples, state_.markers); });
-    const std::string dev = memory_->get_device().str();
-    os << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-    os << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"devicekit memory " << dev
-       << "\"}},\n";
-    os << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"profiler scopes\"}}";
-    char ts[64];
-    for (const auto& s : samples) {
-      std::snprintf(ts, sizeof ts, "%.3f", s.t_us);
-      os << ",\n{\"name\":\"memory " << dev << " (bytes)\",\"ph\":\"C\",\"pid\":1,\"ts\":" << ts
-         << ",\"args\":{\"allocated\":" << s.allocated << ",\"reserved\":" << s.reserved << "}}";
-    }
-    // Slices must nest: a scope still open inside this profiler when it stopped ends there (this
-    // profiler saw no more of it), and the end it reports later is dropped.
-    std::vector<const std::string*> open;
-    auto slice = [&](const std::string& name, bool begin, double t_us) {
-      std::snprintf(ts, sizeof ts, "%.3f", t_us);
-      os << ",\n{\"name\":\"" << escape(name) << "\",\"ph\":\"" << (begin ? 'B' : 'E')
-         << "\",\"pid\":1,\"tid\":1,\"ts\":" << ts << "}";
-    };
-    for (const auto& m : markers) {
-      if (m.begin) {
-        open.push_back(&m.name);
-        slice(m.name, true, m.t_us);
-        continue;
-      }
-      const auto it = std::find_if(open.rbegin(), open.rend(), [&](const std::string* n) { return *n == m.name; });
-      if (it == open.rend()) continue;
-      const auto keep = static_cast<std::size_t>(open.rend() - it) - 1;
-      while (open.size() > keep) {
-        slice(*open.back(), false, m.t_us);
-        open.pop_back();
-      }
-    }
-    os << "\n]}\n";
-  }
+  void write_chrome_trace(std::ostream& os) const;
   /// Writes the trace to `path`; config_error if the file cannot be written.
-  void write_chrome_trace(const std::string& path) const {
-    std::ofstream f(path);
-    if (!f) throw config_error("memory_profiler: cannot open '" + path + "' for writing");
-    write_chrome_trace(f);
-    if (!f) throw config_error("memory_profiler: writing '" + path + "' failed");
-  }
+  void write_chrome_trace(const std::string& path) const;
 
  private:
   template <class F>
@@ -246,22 +158,7 @@ class memory_profiler {
     return std::max(carried_peak_allocated_, state_.peak_allocated);
   }
 
-  static std::string escape(const std::string& s) {
-    std::string out;
-    for (const char c : s) {
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        out += buf;
-      } else {
-        out += c;
-      }
-    }
-    return out;
-  }
+  static std::string escape(const std::string& s);
 
   device_memory* memory_;
   detail::profile_state state_;
@@ -274,3 +171,7 @@ class memory_profiler {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/profiler.ipp>
+#endif

@@ -86,107 +86,30 @@ class process_memory {
   }
 
   /// The key (dev, kind) is served by, or config_error saying what to use instead.
-  [[nodiscard]] static memory_key key_of(device dev, memory_kind kind) {
-    if (kind == memory_kind::host || (dev.is_cpu() && kind == memory_kind::device)) {
-      return {device::cpu(), memory_kind::host};
-    }
-#if DEVICEKIT_HAS_CUDA
-    if (dev.is_cpu()) return {device::cpu(), memory_kind::pinned_host};
-    return {dev, kind};
-#else
-    if (kind == memory_kind::pinned_host) {
-      throw config_error("memory kind pinned_host on " + dev.str() +
-                         " needs CUDA (page-locked memory comes from cudaMallocHost), but devicekit was built without "
-                         "it (DEVICEKIT_HAS_CUDA is 0); use memory_kind::host, or build with the CUDA toolkit");
-    }
-    throw config_error("cannot use the memory of " + dev.str() +
-                       ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0); use cpu devices, or build with "
-                       "the CUDA toolkit");
-#endif
-  }
+  [[nodiscard]] static memory_key key_of(device dev, memory_kind kind);
 
   /// The pool of (dev, kind), made with the default configuration on first use.
-  [[nodiscard]] device_memory& get(device dev, memory_kind kind) {
-    const memory_key key = key_of(dev, kind);
-    std::lock_guard lock(mutex_);
-    slot& s = slots_[key];
-    if (!s.pool) s.pool = make_default(key);
-    return *s.pool;
-  }
+  [[nodiscard]] device_memory& get(device dev, memory_kind kind);
 
   /// The pool of (dev, kind) as made by `make` under `signature` (a text that identifies the
   /// configuration): the pool there is returned if it was made under the same signature;
   /// otherwise a new one is made and the old one is retired (its unused memory released; it
   /// stays alive, so what was allocated from it can still be freed into it). What the global
   /// manager uses, so that its strategy and allocator kind apply to the process's pools.
-  [[nodiscard]] device_memory& adopt(device dev, memory_kind kind, const std::string& signature, const factory& make) {
-    const memory_key key = key_of(dev, kind);
-    std::lock_guard lock(mutex_);
-    slot& s = slots_[key];
-    if (s.pool && s.signature == signature) return *s.pool;
-    std::unique_ptr<device_memory> fresh = make();
-    if (s.pool) {
-      try {
-        s.pool->trim();
-      } catch (...) {
-        // A failure to hand cached memory back leaves it cached: the pool stays usable.
-      }
-      s.retired.push_back(std::move(s.pool));
-    }
-    s.pool = std::move(fresh);
-    s.signature = signature;
-    return *s.pool;
-  }
+  [[nodiscard]] device_memory& adopt(device dev, memory_kind kind, const std::string& signature, const factory& make);
 
   /// The pool of (dev, kind) if it has been made; null otherwise (stats must not make pools).
-  [[nodiscard]] device_memory* find(device dev, memory_kind kind) const {
-    const memory_key key = key_of(dev, kind);
-    std::lock_guard lock(mutex_);
-    const auto it = slots_.find(key);
-    return it == slots_.end() ? nullptr : it->second.pool.get();
-  }
+  [[nodiscard]] device_memory* find(device dev, memory_kind kind) const;
 
   /// Every pool made for (dev, kind), the current one first, then those retired by adopt().
-  [[nodiscard]] std::vector<const device_memory*> pools(device dev, memory_kind kind) const {
-    const memory_key key = key_of(dev, kind);
-    std::vector<const device_memory*> out;
-    std::lock_guard lock(mutex_);
-    const auto it = slots_.find(key);
-    if (it == slots_.end()) return out;
-    if (it->second.pool) out.push_back(it->second.pool.get());
-    for (const auto& p : it->second.retired) out.push_back(p.get());
-    return out;
-  }
+  [[nodiscard]] std::vector<const device_memory*> pools(device dev, memory_kind kind) const;
 
   /// Every pinned pool (those of each device's pinned_host kind, and staging), for the host's
   /// figures: pinned memory is host memory.
-  [[nodiscard]] std::vector<const device_memory*> pinned_pools() const {
-    std::vector<const device_memory*> out;
-    std::lock_guard lock(mutex_);
-    for (const auto& [key, s] : slots_) {
-      if (key.kind != memory_kind::pinned_host) continue;
-      if (s.pool) out.push_back(s.pool.get());
-      for (const auto& p : s.retired) out.push_back(p.get());
-    }
-    if (staging_) out.push_back(staging_.get());
-    return out;
-  }
+  [[nodiscard]] std::vector<const device_memory*> pinned_pools() const;
 
   /// The copy engine's pinned staging pool (made on first use; needs CUDA).
-  [[nodiscard]] device_memory& staging() {
-    std::lock_guard lock(mutex_);
-    if (!staging_) {
-#if DEVICEKIT_HAS_CUDA
-      require_cuda_device("pinned staging memory");
-      staging_ = std::make_unique<memory_pool<pinned_host_resource>>(pinned_host_resource{}, exact_pinned_config());
-#else
-      throw config_error(
-          "staging memory is pinned host memory and needs CUDA, but devicekit was built without it "
-          "(DEVICEKIT_HAS_CUDA is 0)");
-#endif
-    }
-    return *staging_;
-  }
+  [[nodiscard]] device_memory& staging();
   /// The staging pool if it has been made; null otherwise.
   [[nodiscard]] device_memory* find_staging() const {
     std::lock_guard lock(mutex_);
@@ -194,13 +117,7 @@ class process_memory {
   }
 
   /// Records `bytes` of scratch taken from the pool of `dev` (given back: note_scratch_freed).
-  void note_scratch_taken(device dev, std::size_t bytes) {
-    std::lock_guard lock(mutex_);
-    scratch_stats& s = scratch_[dev];
-    s.in_use_bytes += bytes;
-    s.peak_bytes = std::max(s.peak_bytes, s.in_use_bytes);
-    ++s.allocations;
-  }
+  void note_scratch_taken(device dev, std::size_t bytes);
   void note_scratch_freed(device dev, std::size_t bytes) noexcept {
     std::lock_guard lock(mutex_);
     scratch_stats& s = scratch_[dev];
@@ -221,31 +138,12 @@ class process_memory {
 
   process_memory() = default;
 
-  static std::unique_ptr<device_memory> make_default(const memory_key& key) {
-    if (key.kind == memory_kind::host) return std::make_unique<memory_pool<host_resource>>(host_resource{});
-#if DEVICEKIT_HAS_CUDA
-    if (key.kind == memory_kind::pinned_host) {
-      require_cuda_device("memory kind pinned_host on " + key.dev.str());
-      return std::make_unique<memory_pool<pinned_host_resource>>(pinned_host_resource{}, exact_pinned_config());
-    }
-    return std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(key.dev.ordinal()));
-#else
-    throw config_error("cannot make a pool for " + key.dev.str() + ": devicekit was built without CUDA");
-#endif
-  }
+  static std::unique_ptr<device_memory> make_default(const memory_key& key);
 
 #if DEVICEKIT_HAS_CUDA
   /// Page-locked memory needs a working CUDA runtime with a device (cudaMallocHost fails
   /// otherwise): config_error now, saying what to use instead, rather than a cuda_error later.
-  static void require_cuda_device(const std::string& what) {
-    int count = 0;
-    const cudaError_t r = cudaGetDeviceCount(&count);
-    if (r != cudaSuccess) (void)cudaGetLastError();
-    if (r == cudaSuccess && count > 0) return;
-    throw config_error(what + " needs a CUDA device to pin memory for, and none is usable (" +
-                       (r == cudaSuccess ? std::string("no device") : std::string(cudaGetErrorName(r))) +
-                       "); use memory_kind::host (ordinary host memory) instead");
-  }
+  static void require_cuda_device(const std::string& what);
 #endif
 
   mutable std::mutex mutex_;
@@ -266,20 +164,9 @@ class scratch_block {
   }
   scratch_block(const scratch_block&) = delete;
   scratch_block& operator=(const scratch_block&) = delete;
-  ~scratch_block() {
-    if (p_ == nullptr) return;
-    try {
-      pool_->deallocate(p_, bytes_);
-    } catch (...) {}
-    process_memory::instance().note_scratch_freed(dev_, bytes_);
-  }
+  ~scratch_block();
   [[nodiscard]] void* get() const noexcept { return p_; }
-  void release(native_stream_handle s) {
-    void* p = std::exchange(p_, nullptr);
-    if (p == nullptr) return;
-    process_memory::instance().note_scratch_freed(dev_, bytes_);
-    pool_->deallocate_async(p, bytes_, 256, s);
-  }
+  void release(native_stream_handle s);
 
  private:
   device_memory* pool_;
@@ -314,3 +201,7 @@ class scratch_block {
 }
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/registry.ipp>
+#endif

@@ -31,7 +31,6 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/errors.hpp>
 
-#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -73,12 +72,7 @@ concept stream_event_source = requires(R& r, void* ev, native_stream_handle s) {
 };
 
 namespace detail {
-inline void check_alignment(std::size_t alignment) {
-  if (alignment == 0 || !std::has_single_bit(alignment)) {
-    throw invalid_request("alignment " + std::to_string(alignment) +
-                          " is not a power of two: pass 1, 2, 4, ..., 256 (the default), 512, ...");
-  }
-}
+DEVICEKIT_DECL void check_alignment(std::size_t alignment);
 
 [[noreturn]] inline void no_cuda(const char* what) {
   throw config_error(std::string(what) + " needs CUDA, but devicekit was built without it (DEVICEKIT_HAS_CUDA is 0)");
@@ -91,3 +85,7 @@ inline void check_alignment(std::size_t alignment) {
 // this header first, for the concepts above, so that either also stands alone.
 #include <devicekit/memory/cuda_resources.hpp>
 #include <devicekit/memory/host_resources.hpp>
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/resources.ipp>
+#endif

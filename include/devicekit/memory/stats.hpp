@@ -3,10 +3,10 @@
 /// What a pool reports about itself (`pool_stats`, PyTorch's memory_stats keys reduced to what a
 /// user acts on) and one device's figures in jaxlib's terms (`device_memory_stats`). The errors
 /// the memory layer throws are in <devicekit/memory/errors.hpp>.
-#include <algorithm>
+#include <devicekit/core/config.hpp>
+
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <string>
 
@@ -54,54 +54,18 @@ struct device_memory_stats {
   std::uint64_t largest_free_block_bytes = 0;  ///< the largest request served without growing
 
   /// Adds one pool's figures.
-  device_memory_stats& operator+=(const pool_stats& p) {
-    bytes_in_use += p.allocated_bytes;
-    peak_bytes_in_use += p.peak_allocated_bytes;
-    num_allocs += p.allocation_count;
-    largest_alloc_size = std::max<std::uint64_t>(largest_alloc_size, p.largest_allocation_bytes);
-    bytes_reserved += p.reserved_bytes;
-    largest_free_block_bytes = std::max<std::uint64_t>(largest_free_block_bytes, p.largest_free_block);
-    return *this;
-  }
+  device_memory_stats& operator+=(const pool_stats& p);
 
   /// The figures under jaxlib's key names, exactly those seven.
-  [[nodiscard]] std::map<std::string, std::int64_t> as_map() const {
-    auto i = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
-    return {{"bytes_in_use", i(bytes_in_use)},
-            {"peak_bytes_in_use", i(peak_bytes_in_use)},
-            {"bytes_limit", i(bytes_limit)},
-            {"num_allocs", i(num_allocs)},
-            {"largest_alloc_size", i(largest_alloc_size)},
-            {"bytes_reserved", i(bytes_reserved)},
-            {"largest_free_block_bytes", i(largest_free_block_bytes)}};
-  }
+  [[nodiscard]] std::map<std::string, std::int64_t> as_map() const;
   /// The map as a JSON object, keys in alphabetical order (stable for comparisons and logs).
-  [[nodiscard]] std::string to_json() const {
-    std::string out = "{";
-    for (const auto& [key, value] : as_map()) {
-      out += (out.size() > 1 ? ", \"" : "\"") + key + "\": " + std::to_string(value);
-    }
-    return out + "}";
-  }
+  [[nodiscard]] std::string to_json() const;
 
   friend bool operator==(const device_memory_stats&, const device_memory_stats&) = default;
 };
 
 namespace detail {
-[[nodiscard]] inline std::string human_bytes(std::uint64_t bytes) {
-  char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (bytes >= (1ull << 30)) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / static_cast<double>(1ull << 30));
-  } else if (bytes >= (1ull << 20)) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", b / static_cast<double>(1ull << 20));
-  } else if (bytes >= (1ull << 10)) {
-    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  }
-  return buf;
-}
+[[nodiscard]] DEVICEKIT_DECL std::string human_bytes(std::uint64_t bytes);
 }  // namespace detail
 
 }  // namespace devicekit
@@ -109,3 +73,7 @@ namespace detail {
 // The errors used to live here: code that includes only this header keeps getting them. Included
 // last, after pool_stats, which out_of_memory carries.
 #include <devicekit/memory/errors.hpp>
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/stats.ipp>
+#endif

@@ -27,8 +27,6 @@
 #include <devicekit/core/settings.hpp>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -75,13 +73,7 @@ class runtime_fraction {
   static constexpr std::string_view name() noexcept { return "custom"; }
   [[nodiscard]] double fraction() const noexcept { return fraction_; }
 
-  static double validate(double f) {
-    if (!std::isfinite(f) || f <= 0.0 || f > 1.0) {
-      throw config_error("memory fraction " + std::to_string(f) +
-                         " is invalid: it must lie in (0, 1], e.g. 0.75 for 75% of total device memory");
-    }
-    return f;
-  }
+  static double validate(double f);
 
  private:
   double fraction_;
@@ -104,27 +96,8 @@ struct fraction_range {
 /// 0 <= start <= cap <= 1, cap > 0.
 class runtime_fraction_range {
  public:
-  runtime_fraction_range(double start, double cap) : start_(start), cap_(runtime_fraction::validate(cap)) {
-    if (!std::isfinite(start) || start < 0.0 || start > cap_) {
-      throw config_error("memory fraction range start " + std::to_string(start) + " is invalid: it must lie in [0, " +
-                         std::to_string(cap_) + "] (the cap), e.g. \"0.75-0.90\"");
-    }
-  }
-  [[nodiscard]] static runtime_fraction_range parse(std::string_view text) {
-    auto number = [&](std::string_view part) {
-      // std::from_chars for double is in libstdc++ 11+; strtod would accept trailing junk.
-      double v = 0.0;
-      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-      if (part.empty() || ec != std::errc{} || end != part.data() + part.size()) {
-        throw config_error("cannot parse memory fraction range '" + std::string(text) +
-                           "': expected a fraction like \"0.8\" or a start-cap pair like \"0.75-0.90\"");
-      }
-      return v;
-    };
-    const auto dash = text.find('-', 1);
-    if (dash == std::string_view::npos) return {0.0, number(text)};
-    return {number(text.substr(0, dash)), number(text.substr(dash + 1))};
-  }
+  runtime_fraction_range(double start, double cap);
+  [[nodiscard]] static runtime_fraction_range parse(std::string_view text);
   static constexpr std::string_view name() noexcept { return "custom"; }
   [[nodiscard]] double fraction() const noexcept { return cap_; }
   [[nodiscard]] double start_fraction() const noexcept { return start_; }
@@ -162,38 +135,12 @@ struct memory_budget {
 
 /// `b` less a reserve for collectives: the budget (and the start, which never exceeds it)
 /// shrink by `reserve_bytes`. config_error when the reserve exceeds the device's total memory.
-[[nodiscard]] inline memory_budget reserve_for_collectives(memory_budget b, std::uint64_t reserve_bytes,
-                                                           std::string_view device_name) {
-  if (reserve_bytes == 0) return b;
-  if (reserve_bytes > b.total_bytes) {
-    throw config_error("collective_memory_size " + std::to_string(reserve_bytes) + " bytes exceeds the " +
-                       std::to_string(b.total_bytes) + " bytes of " + std::string(device_name) +
-                       ": set a smaller reserve (settings::set_collective_memory_size or "
-                       "DEVICEKIT_COLLECTIVE_MEMORY_SIZE, e.g. 256MiB), or 0 for none");
-  }
-  b.collective_reserve_bytes = reserve_bytes;
-  b.budget_bytes = b.budget_bytes > reserve_bytes ? b.budget_bytes - reserve_bytes : 0;
-  b.start_bytes = std::min(b.start_bytes, b.budget_bytes);
-  return b;
-}
+[[nodiscard]] DEVICEKIT_DECL memory_budget reserve_for_collectives(memory_budget b, std::uint64_t reserve_bytes,
+                                                                   std::string_view device_name);
 
 /// The budget for `total_bytes` of memory at `fraction` (validated), less `headroom_bytes`.
-[[nodiscard]] inline memory_budget compute_budget(std::uint64_t total_bytes, double fraction,
-                                                  std::uint64_t headroom_bytes, double start_fraction = 0.0) {
-  memory_budget b;
-  b.total_bytes = total_bytes;
-  b.headroom_bytes = headroom_bytes;
-  b.fraction = runtime_fraction::validate(fraction);
-  b.start_fraction = runtime_fraction_range(start_fraction, fraction).start_fraction();
-  auto less_headroom = [&](double f) -> std::uint64_t {
-    const double bytes = std::floor(f * static_cast<double>(total_bytes));
-    const double h = static_cast<double>(headroom_bytes);
-    return bytes > h ? static_cast<std::uint64_t>(bytes - h) : 0;
-  };
-  b.budget_bytes = less_headroom(b.fraction);
-  b.start_bytes = start_fraction > 0.0 ? std::min(b.budget_bytes, less_headroom(start_fraction)) : 0;
-  return b;
-}
+[[nodiscard]] DEVICEKIT_DECL memory_budget compute_budget(std::uint64_t total_bytes, double fraction,
+                                                          std::uint64_t headroom_bytes, double start_fraction = 0.0);
 
 namespace detail {
 template <class S>
@@ -317,3 +264,7 @@ requires requires(const Capabilities& caps) {
 }
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/strategy.ipp>
+#endif

@@ -12,7 +12,6 @@
 #include <devicekit/memory/errors.hpp>
 #include <devicekit/memory/stats.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -106,16 +105,7 @@ class allocation_registry {
   }
 
   /// Every live allocation, by address.
-  [[nodiscard]] std::vector<allocation_record> snapshot() const {
-    std::vector<allocation_record> out;
-    out.reserve(live_.size());
-    live_.for_each([&](const live_record& r) {
-      const allocation_site site = site_of(r.key);
-      out.push_back({reinterpret_cast<void*>(r.key), r.requested, site.alignment, site.where});
-    });
-    std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.ptr < y.ptr; });
-    return out;
-  }
+  [[nodiscard]] std::vector<allocation_record> snapshot() const;
 
   /// Hands the leak report of a pool being destroyed to `on_leak` (or standard error when it is
   /// empty); nothing when no allocation is live or tracking is off. Never throws: it runs in a
@@ -135,26 +125,7 @@ class allocation_registry {
 
   /// The live allocations as text (empty when there are none); `destroyed`: the pool is being
   /// destroyed, so they leaked.
-  [[nodiscard]] std::string report(device dev, bool destroyed) const {
-    if (live_.size() == 0) return {};
-    const std::vector<allocation_record> live = snapshot();
-    std::size_t total = 0;
-    for (const auto& x : live) total += x.bytes;
-    std::string s = "devicekit: memory pool on " + dev.str() + (destroyed ? " destroyed with " : " has ") +
-                    std::to_string(live.size()) + " live allocation(s), " + human_bytes(total) +
-                    (destroyed ? " leaked:\n" : ":\n");
-    std::size_t shown = 0;
-    for (const auto& x : live) {
-      if (++shown > 100) {
-        s += "  ... and " + std::to_string(live.size() - 100) + " more\n";
-        break;
-      }
-      s += "  " + pointer_text(x.ptr) + "  " + std::to_string(x.bytes) + " bytes  allocated at " + where_text(x.where) +
-           "\n";
-    }
-    if (!tracking_) s += "  (set DEVICEKIT_MEMORY_DEBUG=1 to see where each was allocated)\n";
-    return s;
-  }
+  [[nodiscard]] std::string report(device dev, bool destroyed) const;
 
  private:
   live_map live_;
@@ -164,3 +135,7 @@ class allocation_registry {
 
 }  // namespace detail
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/detail/allocation_registry.ipp>
+#endif

@@ -27,22 +27,8 @@ struct taken_block {
 /// Serves `bytes` (aligned to `alignment`) on stream slot `sid` (0: unordered) from what the pool
 /// already holds; grows nothing. Small requests take a slot freed on this very stream first (stream
 /// order makes its reuse safe), then any ready slot.
-[[nodiscard]] inline taken_block take_block(block_heap& heap, slab_cache& slabs, pool_stream_registry& streams,
-                                            std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
-  if (slabs.serves(bytes, alignment)) {
-    const int cls = size_classes::class_of(bytes);
-    const std::size_t slot = size_classes::slot_size(cls);
-    slab_cache::slot sl;
-    if (sid != 0) sl = streams.take_own_slot(sid, cls);
-    if (sl.addr == 0) sl = slabs.take(cls, heap);
-    if (sl.addr == 0) return {};
-    return {sl.addr, sl.owner, slot, live_kind::small};
-  }
-  const std::size_t n = round_up_pow2(bytes, pool_granule);
-  pool_block* b = heap.take(n, alignment, sid != 0 ? &streams.at(sid).large : nullptr, block_state::used);
-  if (b == nullptr) return {};
-  return {b->addr, b, b->size, live_kind::large};
-}
+[[nodiscard]] DEVICEKIT_DECL taken_block take_block(block_heap& heap, slab_cache& slabs, pool_stream_registry& streams,
+                                                    std::size_t bytes, std::size_t alignment, std::uint16_t sid);
 
 /// The bytes growing must add for take_block to succeed with this request: a whole slab for a
 /// small one, the rounded size plus the worst alignment padding for a large one.
@@ -56,22 +42,11 @@ struct taken_block {
 /// Gives the allocation `r` (at `a`) back: a large block to the free lists (of stream `sid`, to
 /// be reused by other streams once its event completes), a slot to its slab, or to the stream's
 /// deferred slots when ordered. Returns the bytes it occupied.
-inline std::size_t return_block(const live_record& r, std::uintptr_t a, std::uint16_t sid, block_heap& heap,
-                                slab_cache& slabs, pool_stream_registry& streams) {
-  if (r.kind() == live_kind::large) {
-    auto* b = static_cast<pool_block*>(r.owner());
-    const std::size_t size = b->size;
-    heap.insert_free(b, sid, sid != 0 ? streams.at(sid).next_seq++ : 0, streams.index_of(sid, heap));
-    return size;
-  }
-  auto* sl = static_cast<pool_slab*>(r.owner());
-  const std::size_t size = sl->slot_size;  // before release_slot, which may free an empty slab
-  if (sid != 0) {
-    streams.defer_slot(sid, sl->cls, a, sl);
-  } else {
-    slabs.release_slot(sl, a, heap);
-  }
-  return size;
-}
+DEVICEKIT_DECL std::size_t return_block(const live_record& r, std::uintptr_t a, std::uint16_t sid, block_heap& heap,
+                                        slab_cache& slabs, pool_stream_registry& streams);
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/detail/block_router.ipp>
+#endif

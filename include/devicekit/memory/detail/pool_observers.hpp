@@ -5,7 +5,6 @@
 /// the profiler; PyTorch's allocator keeps its trace observers the same way, apart from the
 /// allocator. Every call is made under the pool's lock, and the pool skips the list when it is
 /// empty (one branch per allocation when nobody watches).
-#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -52,16 +51,14 @@ class observer_list {
     list_.push_back(o);
   }
 
-  void remove(pool_observer* o, std::size_t allocated, std::size_t reserved) {
-    const auto it = std::find(list_.begin(), list_.end(), o);
-    if (it == list_.end()) return;
-    list_.erase(it);
-    o->on_detach(allocated, reserved);
-    for (auto* other : list_) other->on_scope(false, o->observer_name());
-  }
+  void remove(pool_observer* o, std::size_t allocated, std::size_t reserved);
 
  private:
   std::vector<pool_observer*> list_;
 };
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/detail/pool_observers.ipp>
+#endif

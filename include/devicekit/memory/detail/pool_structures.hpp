@@ -44,26 +44,14 @@ struct pool_block {
 
 class block_arena {
  public:
-  [[nodiscard]] pool_block* make() {
-    if (free_ == nullptr) grow();
-    pool_block* b = free_;
-    free_ = b->next_free;
-    *b = pool_block{};
-    return b;
-  }
+  [[nodiscard]] pool_block* make();
   void recycle(pool_block* b) noexcept {
     b->next_free = free_;
     free_ = b;
   }
 
  private:
-  void grow() {
-    constexpr std::size_t n = 256;
-    auto nodes = std::make_unique<pool_block[]>(n);
-    for (std::size_t i = 0; i < n; ++i) nodes[i].next_free = i + 1 < n ? &nodes[i + 1] : free_;
-    free_ = &nodes[0];
-    storage_.push_back(std::move(nodes));
-  }
+  void grow();
   std::vector<std::unique_ptr<pool_block[]>> storage_;
   pool_block* free_ = nullptr;
 };
@@ -80,58 +68,16 @@ class free_index {
   static constexpr int bin_count = 512;
   static constexpr std::size_t scan_limit = 32;
 
-  [[nodiscard]] static int bin_of(std::size_t size) noexcept {
-    const std::size_t u = size / pool_granule;
-    if (u < 8) return static_cast<int>(u);
-    const int fl = std::bit_width(u) - 1;
-    const int sl = static_cast<int>((u >> (fl - 3)) & 7u);
-    return (fl - 2) * 8 + sl;
-  }
+  [[nodiscard]] static int bin_of(std::size_t size) noexcept;
 
-  void insert(pool_block* b) {
-    const int k = bin_of(b->size);
-    auto& bin = bins_[static_cast<std::size_t>(k)];
-    b->bin = static_cast<std::uint16_t>(k);
-    b->slot = static_cast<std::uint32_t>(bin.size());
-    bin.push_back({b->size, b});
-    bitmap_[static_cast<std::size_t>(k >> 6)] |= 1ull << (k & 63);
-    ++count_;
-    bytes_ += b->size;
-  }
+  void insert(pool_block* b);
 
-  void erase(pool_block* b) noexcept {
-    const std::size_t k = b->bin;
-    auto& bin = bins_[k];
-    const entry last = bin.back();
-    bin[b->slot] = last;
-    last.blk->slot = b->slot;
-    bin.pop_back();
-    if (bin.empty()) bitmap_[k >> 6] &= ~(1ull << (k & 63));
-    --count_;
-    bytes_ -= b->size;
-  }
+  void erase(pool_block* b) noexcept;
 
-  [[nodiscard]] pool_block* best_fit(std::size_t size) const noexcept {
-    const int k = bin_of(size);
-    if (pool_block* b = smallest_fitting(bins_[static_cast<std::size_t>(k)], size)) return b;
-    const int k2 = next_nonempty(k + 1);
-    return k2 < 0 ? nullptr : smallest_fitting(bins_[static_cast<std::size_t>(k2)], size);
-  }
+  [[nodiscard]] pool_block* best_fit(std::size_t size) const noexcept;
 
   /// The largest free block (scans the highest non-empty bin completely).
-  [[nodiscard]] pool_block* largest() const noexcept {
-    for (int w = static_cast<int>(bitmap_.size()) - 1; w >= 0; --w) {
-      const std::uint64_t bits = bitmap_[static_cast<std::size_t>(w)];
-      if (bits == 0) continue;
-      const int k = w * 64 + 63 - std::countl_zero(bits);
-      const entry* best = nullptr;
-      for (const entry& e : bins_[static_cast<std::size_t>(k)]) {
-        if (best == nullptr || e.size > best->size) best = &e;
-      }
-      return best->blk;
-    }
-    return nullptr;
-  }
+  [[nodiscard]] pool_block* largest() const noexcept;
 
   template <class F>
   void for_each(F&& f) const {
@@ -161,30 +107,9 @@ class free_index {
 
   /// The smallest block of at least `size` among the last scan_limit entries (the most recently
   /// freed, whose metadata is most likely cached).
-  [[nodiscard]] static pool_block* smallest_fitting(const std::vector<entry>& bin, std::size_t size) noexcept {
-    const entry* best = nullptr;
-    const std::size_t n = bin.size();
-    const std::size_t stop = n > scan_limit ? n - scan_limit : 0;
-    for (std::size_t i = n; i-- > stop;) {
-      const entry& e = bin[i];
-      if (e.size >= size && (best == nullptr || e.size < best->size)) {
-        best = &e;
-        if (e.size == size) break;
-      }
-    }
-    return best != nullptr ? best->blk : nullptr;
-  }
+  [[nodiscard]] static pool_block* smallest_fitting(const std::vector<entry>& bin, std::size_t size) noexcept;
 
-  [[nodiscard]] int next_nonempty(int from) const noexcept {
-    if (from >= bin_count) return -1;
-    std::size_t w = static_cast<std::size_t>(from >> 6);
-    std::uint64_t bits = bitmap_[w] & (~0ull << (from & 63));
-    while (bits == 0) {
-      if (++w == bitmap_.size()) return -1;
-      bits = bitmap_[w];
-    }
-    return static_cast<int>(w * 64) + std::countr_zero(bits);
-  }
+  [[nodiscard]] int next_nonempty(int from) const noexcept;
 
   std::array<std::vector<entry>, bin_count> bins_{};
   std::array<std::uint64_t, bin_count / 64> bitmap_{};
@@ -300,13 +225,7 @@ class live_map {
  public:
   live_map() { rehash(1024); }
 
-  [[nodiscard]] live_record* find(std::uintptr_t key) noexcept {
-    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
-      live_record& r = slots_[i];
-      if (r.key == key) return &r;
-      if (r.key == 0) return nullptr;
-    }
-  }
+  [[nodiscard]] live_record* find(std::uintptr_t key) noexcept;
   [[nodiscard]] const live_record* find(std::uintptr_t key) const noexcept {
     return const_cast<live_map*>(this)->find(key);
   }
@@ -321,23 +240,7 @@ class live_map {
     ++size_;
   }
 
-  void erase(live_record* r) noexcept {
-    std::size_t i = static_cast<std::size_t>(r - slots_.data());
-    std::size_t j = i;
-    for (;;) {
-      j = (j + 1) & mask_;
-      if (slots_[j].key == 0) break;
-      const std::size_t k = home(slots_[j].key);
-      // Entry j may move into the hole at i unless its home lies cyclically in (i, j].
-      const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-      if (!stays) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i] = live_record{};
-    --size_;
-  }
+  void erase(live_record* r) noexcept;
 
   template <class F>
   void for_each(F&& f) const {
@@ -356,15 +259,7 @@ class live_map {
     while (slots_[i].key != 0) i = (i + 1) & mask_;
     slots_[i] = rec;
   }
-  void rehash(std::size_t capacity) {
-    std::vector<live_record> old = std::move(slots_);
-    slots_.assign(capacity, live_record{});
-    mask_ = capacity - 1;
-    shift_ = 64 - std::countr_zero(capacity);
-    for (const auto& r : old) {
-      if (r.key != 0) place(r);
-    }
-  }
+  void rehash(std::size_t capacity);
 
   std::vector<live_record> slots_;
   std::size_t mask_ = 0;
@@ -373,3 +268,7 @@ class live_map {
 };
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/detail/pool_structures.ipp>
+#endif

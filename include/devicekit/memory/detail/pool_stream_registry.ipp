@@ -1,0 +1,139 @@
+#pragma once
+/// \file
+/// The definitions behind memory/detail/pool_stream_registry.hpp: stream slots, free events,
+/// polling and migration of pending frees.
+/// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
+#include <devicekit/memory/detail/pool_stream_registry.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+namespace devicekit::detail {
+
+DEVICEKIT_DECL std::uint16_t pool_stream_registry::id_of(native_stream_handle h) {
+  if (last_sid_ != 0 && streams_[last_sid_ - 1u]->handle == h && !streams_[last_sid_ - 1u]->retired) return last_sid_;
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    if (!streams_[i]->retired && streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
+  }
+  // A new stream takes a slot that release() freed, if there is one.
+  std::size_t slot = streams_.size();
+  for (std::size_t i = 0; i < streams_.size() && slot == streams_.size(); ++i) {
+    if (streams_[i]->retired) slot = i;
+  }
+  if (slot == streams_.size() && streams_.size() >= max_stream_slots) {
+    throw invalid_request("a memory pool serves at most " + std::to_string(max_stream_slots) +
+                          " streams at once: call release_stream(s) for streams that are done");
+  }
+  if (slot == streams_.size()) streams_.push_back(std::make_unique<stream_state>());
+  stream_state& st = *streams_[slot];
+  st.handle = h;
+  st.retired = false;
+  st.small.resize(static_cast<std::size_t>(class_count_));
+  return last_sid_ = static_cast<std::uint16_t>(slot + 1);
+}
+
+DEVICEKIT_DECL slab_cache::slot pool_stream_registry::take_own_slot(std::uint16_t sid, int cls) noexcept {
+  stream_state& st = at(sid);
+  auto& pending = st.small[static_cast<std::size_t>(cls)];
+  if (pending.empty()) return {};
+  const pending_slot p = pending.back();
+  pending.pop_back();
+  --st.small_pending;
+  return {p.addr, p.slab};
+}
+
+DEVICEKIT_DECL void pool_stream_registry::record_free_event(stream_state& st) {
+  // The event is recorded now, at the free, while the stream certainly exists, never later: a
+  // stream may be destroyed once its work is queued (cudaStreamDestroy returns at once and the
+  // work still completes), and recording on a destroyed stream is undefined behaviour. RMM's
+  // stream_ordered_memory_resource records at every deallocation for the same reason. One event
+  // per stream, re-recorded: it then covers every free made on the stream so far.
+  if (st.event == nullptr) st.event = upstream_->create_event(st.handle);
+  upstream_->record_event(st.event, st.handle);
+  st.recorded_seq = st.next_seq;  // the sequence number the free being made will take
+  st.event_in_flight = true;
+}
+
+DEVICEKIT_DECL bool pool_stream_registry::poll(std::uint16_t except, bool wait, block_heap& heap, slab_cache& slabs) {
+  bool any = false;
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    if (i + 1 == except) continue;
+    stream_state& st = *streams_[i];
+    // Only events are touched here, never the stream: it may be gone (see record_free_event).
+    if (st.pending() == 0 || !st.event_in_flight) continue;
+    if (wait) {
+      upstream_->wait_event(st.event);
+    } else if (!upstream_->event_complete(st.event)) {
+      continue;
+    }
+    st.event_in_flight = false;
+    any = migrate(st, st.recorded_seq, heap, slabs) || any;
+  }
+  return any;
+}
+
+DEVICEKIT_DECL void pool_stream_registry::release(native_stream_handle h, block_heap& heap, slab_cache& slabs) {
+  for (auto& st : streams_) {
+    if (st->retired || st->handle != h) continue;
+    if (st->pending() != 0) {
+      upstream_->wait_event(st->event);
+      migrate(*st, st->recorded_seq, heap, slabs);
+    }
+    retire(*st);
+  }
+}
+
+DEVICEKIT_DECL void pool_stream_registry::destroy_events() noexcept {
+  for (auto& st : streams_) {
+    if (st->event != nullptr) upstream_->destroy_event(st->event);
+    st->event = nullptr;
+  }
+}
+
+DEVICEKIT_DECL std::size_t pool_stream_registry::largest_pending_block() const noexcept {
+  std::size_t largest = 0;
+  for (const auto& st : streams_) {
+    if (const pool_block* b = st->large.largest()) largest = std::max(largest, b->size);
+  }
+  return largest;
+}
+
+DEVICEKIT_DECL bool pool_stream_registry::migrate(stream_state& st, std::uint64_t upto, block_heap& heap,
+                                                  slab_cache& slabs) {
+  bool any = false;
+  scratch_.clear();
+  st.large.for_each([&](pool_block* b) {
+    if (b->seq <= upto) scratch_.push_back(b);
+  });
+  for (pool_block* b : scratch_) {
+    st.large.erase(b);
+    heap.insert_ready(b);
+    any = true;
+  }
+  for (auto& pending : st.small) {
+    std::size_t keep = 0;
+    for (std::size_t j = 0; j < pending.size(); ++j) {
+      if (pending[j].seq <= upto) {
+        slabs.release_slot(pending[j].slab, pending[j].addr, heap);
+        --st.small_pending;
+        any = true;
+      } else {
+        pending[keep++] = pending[j];
+      }
+    }
+    pending.resize(keep);
+  }
+  return any;
+}
+
+DEVICEKIT_DECL void pool_stream_registry::retire(stream_state& st) noexcept {
+  if (st.event != nullptr) upstream_->destroy_event(st.event);
+  st.event = nullptr;
+  st.event_in_flight = false;
+  st.recorded_seq = 0;
+  st.retired = true;
+  if (last_sid_ != 0 && streams_[last_sid_ - 1u].get() == &st) last_sid_ = 0;
+}
+
+}  // namespace devicekit::detail
