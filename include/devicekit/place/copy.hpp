@@ -36,23 +36,7 @@ struct owned_item {
   const void* dst_owner = nullptr;
 };
 
-[[nodiscard]] inline std::vector<std::vector<copy_item>> adjacent_runs(std::vector<owned_item> items) {
-  std::sort(items.begin(), items.end(),
-            [](const owned_item& a, const owned_item& b) { return a.item.dst < b.item.dst; });
-  std::vector<std::vector<copy_item>> runs;
-  const owned_item* prev = nullptr;
-  for (const auto& it : items) {
-    if (it.item.bytes == 0) continue;
-    const bool joins =
-        prev != nullptr && it.dst_owner != nullptr && it.dst_owner == prev->dst_owner &&
-        it.item.dst >= prev->item.dst + prev->item.bytes &&
-        it.item.dst - (prev->item.dst + prev->item.bytes) < static_cast<std::ptrdiff_t>(placement_alignment);
-    if (!joins) runs.emplace_back();
-    runs.back().push_back(it.item);
-    prev = &it;
-  }
-  return runs;
-}
+[[nodiscard]] DEVICEKIT_DECL std::vector<std::vector<copy_item>> adjacent_runs(std::vector<owned_item> items);
 
 template <class S, class D>
 void check_copy_leaf(const tree_path& path, const S& src, const D& dst, std::vector<std::string>& problems) {
@@ -207,3 +191,7 @@ void copy(const Src& src, Dst& dst) {
 }
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/copy.ipp>
+#endif

@@ -35,41 +35,16 @@ class mesh {
   [[nodiscard]] std::size_t size() const noexcept { return devices_.size(); }
   [[nodiscard]] std::size_t axis_size(std::size_t a) const { return shape_.at(a); }
   [[nodiscard]] const std::string& axis_name(std::size_t a) const { return names_.at(a); }
-  [[nodiscard]] std::optional<std::size_t> axis_index(std::string_view name) const noexcept {
-    for (std::size_t a = 0; a < names_.size(); ++a) {
-      if (names_[a] == name) return a;
-    }
-    return std::nullopt;
-  }
+  [[nodiscard]] std::optional<std::size_t> axis_index(std::string_view name) const noexcept;
   /// Coordinates of the device at flat position `i`.
   [[nodiscard]] std::vector<std::size_t> coords(std::size_t i) const {
     if (rank() == 1) return {i};
     return {i / shape_[1], i % shape_[1]};
   }
-  [[nodiscard]] std::string str() const {
-    std::string s = "mesh(";
-    for (std::size_t a = 0; a < rank(); ++a) {
-      s += (a ? ", " : "") + names_[a] + "=" + std::to_string(shape_[a]);
-    }
-    return s + ")";
-  }
+  [[nodiscard]] std::string str() const;
 
  private:
-  void validate() const {
-    if (devices_.empty()) throw config_error("mesh: no devices given; a mesh needs at least one device");
-    std::size_t n = 1;
-    for (auto s : shape_) n *= s;
-    if (n != devices_.size()) {
-      throw config_error("mesh: the shape holds " + std::to_string(n) + " devices but " +
-                         std::to_string(devices_.size()) + " were given");
-    }
-    for (std::size_t a = 0; a < names_.size(); ++a) {
-      if (names_[a].empty()) throw config_error("mesh: axis " + std::to_string(a) + " has no name");
-      for (std::size_t b = 0; b < a; ++b) {
-        if (names_[a] == names_[b]) throw config_error("mesh: two axes are called '" + names_[a] + "'");
-      }
-    }
-  }
+  void validate() const;
 
   std::vector<device> devices_;
   std::vector<std::size_t> shape_;
@@ -87,14 +62,14 @@ class partition_spec {
   explicit partition_spec(std::vector<std::optional<std::string>> dims) : dims_(std::move(dims)) {}
   [[nodiscard]] std::size_t size() const noexcept { return dims_.size(); }
   [[nodiscard]] const std::optional<std::string>& operator[](std::size_t d) const { return dims_.at(d); }
-  [[nodiscard]] std::string str() const {
-    std::string s = "partition_spec(";
-    for (std::size_t d = 0; d < dims_.size(); ++d) s += (d ? ", " : "") + (dims_[d] ? "'" + *dims_[d] + "'" : "None");
-    return s + ")";
-  }
+  [[nodiscard]] std::string str() const;
 
  private:
   std::vector<std::optional<std::string>> dims_;
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/mesh.ipp>
+#endif

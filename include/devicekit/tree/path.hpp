@@ -2,6 +2,8 @@
 /// \file
 /// `tree_path`: the position of a subtree during a traversal, spelled "batch.images",
 /// "layers[2].w", "[0]".
+#include <devicekit/core/config.hpp>
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -26,16 +28,7 @@ class tree_path {
   [[nodiscard]] constexpr std::string_view name() const noexcept { return name_; }
   [[nodiscard]] constexpr std::size_t depth() const noexcept { return parent_ ? parent_->depth() + 1 : 0; }
 
-  [[nodiscard]] std::string str() const {
-    std::string s = parent_ ? parent_->str() : std::string();
-    if (positional_) {
-      s.append("[").append(std::to_string(index_)).append("]");
-    } else if (!name_.empty()) {
-      if (!s.empty()) s.push_back('.');
-      s.append(name_);
-    }
-    return s;
-  }
+  [[nodiscard]] std::string str() const;
   /// `str()`, or "(root)" for the root of an unnamed tree: for messages.
   [[nodiscard]] std::string display() const {
     std::string s = str();
@@ -50,3 +43,7 @@ class tree_path {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/tree/path.ipp>
+#endif

@@ -22,13 +22,7 @@ namespace devicekit::detail {
 struct host_resident_block {
   device_memory* pool;
   std::size_t bytes;
-  void operator()(void* p) const noexcept {
-    try {
-      pool->deallocate(p, bytes, placement_alignment);
-    } catch (...) {
-      // Only a foreign pointer or a wrong size throws, neither of which place produces.
-    }
-  }
+  void operator()(void* p) const noexcept;
 };
 
 /// Where the bytes of `leaf` are: its device, or cpu:0 for a leaf placed in host memory for a
@@ -74,13 +68,8 @@ struct placed_block_release {
 /// the 256-byte alignment, avoids that. Assumes the block starts on a page (block_alignment asks
 /// devicekit pools for page-aligned host blocks; others still get correct data). Only for leaves
 /// of a page or more, and only when the padding costs at most a quarter of the leaf.
-[[nodiscard]] inline std::size_t page_offset_padding(const void* src, std::size_t offset, std::size_t bytes) noexcept {
-  constexpr std::size_t page = 4096;
-  if (bytes < page) return 0;
-  const std::size_t target = (reinterpret_cast<std::uintptr_t>(src) % page) / placement_alignment * placement_alignment;
-  const std::size_t pad = (target + page - offset % page) % page;
-  return pad <= bytes / 4 ? pad : 0;
-}
+[[nodiscard]] DEVICEKIT_DECL std::size_t page_offset_padding(const void* src, std::size_t offset,
+                                                             std::size_t bytes) noexcept;
 
 /// The alignment place asks of `R` for a block of `total` bytes: a page for host blocks of a
 /// page or more from a devicekit pool (page_offset_padding relies on it; pools serve any power
@@ -95,3 +84,7 @@ template <class R>
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/detail/block.ipp>
+#endif

@@ -16,8 +16,14 @@
 // costs to compile (about 0.4 s of every translation unit that includes placement; see
 // scripts/compile-times). Like CCCL's CCCL_DISABLE_NVTX, DEVICEKIT_DISABLE_NVTX (defined the same
 // in every translation unit of a program) leaves it out; the ranges then reach only the observer.
+//
+// Only nvtx.ipp includes NVTX's header, behind the out-of-line push and pop below. Header-only,
+// that is every translation unit that includes placement, as before. Under
+// DEVICEKIT_SEPARATE_COMPILATION the header stays out of the program's translation units
+// altogether, and whether the ranges reach NVTX is decided when the library is compiled: by
+// DEVICEKIT_DISABLE_NVTX as defined for src/devicekit.cpp (the devicekit::compiled target);
+// DEVICEKIT_HAS_NVTX in other translation units then says only what they would have chosen.
 #if DEVICEKIT_HAS_CUDA && !defined(DEVICEKIT_DISABLE_NVTX) && __has_include(<nvtx3/nvToolsExt.h>)
-#  include <nvtx3/nvToolsExt.h>
 #  define DEVICEKIT_HAS_NVTX 1
 #else
 #  define DEVICEKIT_HAS_NVTX 0
@@ -28,34 +34,27 @@ namespace devicekit::detail {
 using range_observer_fn = void (*)(std::string_view name);
 inline std::atomic<range_observer_fn> range_observer{nullptr};
 
-#if DEVICEKIT_HAS_NVTX
-[[nodiscard]] inline nvtxDomainHandle_t nvtx_domain() {
-  static const nvtxDomainHandle_t domain = nvtxDomainCreateA("devicekit");
-  return domain;
-}
-#endif
+/// Opens a range named `name` in the "devicekit" domain (created on first use); nothing without
+/// NVTX.
+DEVICEKIT_DECL void nvtx_range_push(const char* name) noexcept;
+
+/// Closes the innermost range nvtx_range_push opened on this thread; nothing without NVTX.
+DEVICEKIT_DECL void nvtx_range_pop() noexcept;
 
 /// Opens a range for its lifetime. `name` must be a string literal (it is not copied).
 class scoped_range {
  public:
   explicit scoped_range(const char* name) noexcept {
     if (auto obs = range_observer.load(std::memory_order_relaxed)) obs(name);
-#if DEVICEKIT_HAS_NVTX
-    nvtxEventAttributes_t attr{};
-    attr.version = NVTX_VERSION;
-    attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    attr.message.ascii = name;
-    nvtxDomainRangePushEx(nvtx_domain(), &attr);
-#endif
+    nvtx_range_push(name);
   }
   scoped_range(const scoped_range&) = delete;
   scoped_range& operator=(const scoped_range&) = delete;
-  ~scoped_range() {
-#if DEVICEKIT_HAS_NVTX
-    nvtxDomainRangePop(nvtx_domain());
-#endif
-  }
+  ~scoped_range() { nvtx_range_pop(); }
 };
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/detail/nvtx.ipp>
+#endif

@@ -24,13 +24,7 @@
 namespace devicekit::detail {
 
 /// device_mismatch unless `s` is a stream of `dev` (any host stream for a cpu device).
-inline void check_stream(stream_ref s, device dev, const char* operation) {
-  const device sd = s.get_device();
-  if (sd == dev || (sd.is_cpu() && dev.is_cpu())) return;
-  throw device_mismatch(std::string(operation) + ": the stream is on " + sd.str() + " but the target device is " +
-                            dev.str() + "; pass a stream of " + dev.str() + " (or none)",
-                        dev, sd);
-}
+DEVICEKIT_DECL void check_stream(stream_ref s, device dev, const char* operation);
 
 /// Whether place's copy has finished when it returns (the stream-less overloads wait for it).
 enum class copy_completion { queued, finished };
@@ -159,3 +153,7 @@ template <class T>
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/detail/place_impl.ipp>
+#endif

@@ -43,19 +43,7 @@ struct default_resource_selector {
 };
 
 /// Waits for the placement streams of the cuda devices in `devices`.
-inline void finish_on(const std::vector<device>& devices) {
-#if DEVICEKIT_HAS_CUDA
-  std::vector<device> done;
-  for (const device d : devices) {
-    if (d.is_cuda() && std::find(done.begin(), done.end(), d) == done.end()) {
-      host_wait(placement_stream(d));
-      done.push_back(d);
-    }
-  }
-#else
-  (void)devices;
-#endif
-}
+DEVICEKIT_DECL void finish_on(const std::vector<device>& devices);
 
 /// place on `dev`'s placement stream (cuda, not waited for: finish_on does) or inline (cpu). For
 /// shard and replicate, which take no stream: ordered as such calls are (default_ordered_stream).
@@ -138,3 +126,7 @@ template <class T, class F>
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/detail/shard_impl.ipp>
+#endif

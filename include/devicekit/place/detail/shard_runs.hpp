@@ -31,51 +31,10 @@ inline constexpr std::size_t max_device_shard_runs = std::size_t{1} << 16;
 /// bytes. Dimensions are walked fastest first; the innermost ones are merged into one run while
 /// both sides stay contiguous (a layout_right leaf split along dimension 0 is one run). False when
 /// the fastest dimension is not contiguous on both sides, or when there would be too many runs.
-[[nodiscard]] inline bool box_runs(std::span<const std::size_t> src_stride, std::span<const std::size_t> dst_stride,
-                                   std::span<const std::size_t> begin, std::span<const std::size_t> count,
-                                   std::size_t esize, std::vector<shard_byte_run>& out) {
-  const std::size_t rank = count.size();
-  for (const auto c : count) {
-    if (c == 0) return true;
-  }
-  if (rank == 0) {
-    out.push_back({0, 0, esize});
-    return true;
-  }
-  std::vector<std::size_t> order(rank);
-  for (std::size_t d = 0; d < rank; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return src_stride[a] < src_stride[b]; });
-  const std::size_t f = order[0];
-  if ((src_stride[f] != 1 || dst_stride[f] != 1) && count[f] != 1) return false;
-  std::size_t run = count[f];
-  std::size_t merged = 1;
-  while (merged < rank && src_stride[order[merged]] == run && dst_stride[order[merged]] == run) {
-    run *= count[order[merged]];
-    ++merged;
-  }
-  std::size_t runs = 1;
-  for (std::size_t k = merged; k < rank; ++k) runs *= count[order[k]];
-  if (runs > max_device_shard_runs) return false;
-  std::size_t base = 0;
-  for (std::size_t d = 0; d < rank; ++d) base += begin[d] * src_stride[d];
-  std::vector<std::size_t> idx(rank, 0);
-  for (;;) {
-    std::size_t s = base;
-    std::size_t t = 0;
-    for (std::size_t k = merged; k < rank; ++k) {
-      s += idx[order[k]] * src_stride[order[k]];
-      t += idx[order[k]] * dst_stride[order[k]];
-    }
-    out.push_back({s * esize, t * esize, run * esize});
-    std::size_t k = merged;
-    while (k < rank && ++idx[order[k]] == count[order[k]]) {
-      idx[order[k]] = 0;
-      ++k;
-    }
-    if (k == rank) return true;
-  }
-}
+[[nodiscard]] DEVICEKIT_DECL bool box_runs(std::span<const std::size_t> src_stride,
+                                           std::span<const std::size_t> dst_stride, std::span<const std::size_t> begin,
+                                           std::span<const std::size_t> count, std::size_t esize,
+                                           std::vector<shard_byte_run>& out);
 
 /// The shard of one array leaf as laid out on the device: its element count, the runs that fill
 /// it from the leaf's data, and whether it has padding (zeroed on the device).
@@ -134,3 +93,7 @@ template <class L>
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/place/detail/shard_runs.ipp>
+#endif

@@ -8,21 +8,10 @@
 
 #if DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/device.hpp>
-#  include <devicekit/core/error.hpp>
 #  include <devicekit/core/stream.hpp>
-#  include <devicekit/memory/device_memory.hpp>
-#  include <devicekit/memory/registry.hpp>
-#  include <devicekit/transfer/detail/batch_api.hpp>
-#  include <devicekit/transfer/detail/host_copy.hpp>
 #  include <devicekit/transfer/detail/runs.hpp>
-#  include <devicekit/transfer/detail/staging_ring.hpp>
-#  include <devicekit/transfer/detail/streams.hpp>
 
-#  include <algorithm>
-#  include <cstddef>
 #  include <span>
-#  include <utility>
-#  include <vector>
 
 namespace devicekit::detail {
 
@@ -32,106 +21,17 @@ namespace devicekit::detail {
 /// engine brings chunk k+1. The copies are queued on `*s` (a stream of `dev`), or, for nullptr,
 /// on dev's stream for calls without a stream (default_ordered_stream). Returns when the bytes
 /// are there.
-inline void copy_device_group_to_host(std::span<const copy_item> items, device dev, const stream_ref* s = nullptr) {
-  struct run {
-    const std::byte* src;
-    std::size_t bytes;
-  };
-  std::vector<run> runs;
-  std::vector<staged_range> run_ranges;   // where each run lies in the staging space
-  std::vector<staged_range> item_ranges;  // where each item lies in it
-  std::size_t total = 0;
-  const copy_item* prev = nullptr;
-  for (const auto& it : items) {
-    // Merge with the previous run when in the same allocation, after it, with a gap below 64 KiB.
-    if (prev != nullptr && it.src_owner != nullptr && it.src_owner == prev->src_owner &&
-        it.src >= prev->src + prev->bytes && it.src - (prev->src + prev->bytes) <= (std::ptrdiff_t{64} << 10)) {
-      const auto grown = static_cast<std::size_t>(it.src + it.bytes - runs.back().src);
-      total += grown - runs.back().bytes;
-      runs.back().bytes = grown;
-      run_ranges.back().bytes = grown;
-    } else {
-      runs.push_back({it.src, it.bytes});
-      run_ranges.push_back({total, it.bytes});
-      total += it.bytes;
-    }
-    item_ranges.push_back({run_ranges.back().at + static_cast<std::size_t>(it.src - runs.back().src), it.bytes});
-    prev = &it;
-  }
-  if (total == 0) return;
-  const std::size_t chunk = staging_buffer_bytes(total);
-  const std::size_t chunks = (total + chunk - 1) / chunk;
-  scoped_device on(dev.ordinal());
-  const stream_ref st = s != nullptr ? *s : stream_ref(default_ordered_stream(dev));
-  // Two buffers: a buffer is free again once the host has unpacked it (its copy had completed), so
-  // both go back with synchronous frees.
-  device_memory& pool = staging_memory();
-  std::byte* buf[2] = {static_cast<std::byte*>(pool.allocate(chunk)), nullptr};
-  cudaEvent_t arrived[2] = {nullptr, nullptr};
-  std::size_t run_cursor = 0;
-  std::size_t item_cursor = 0;
-  auto bring = [&](std::size_t c) {
-    const std::size_t lo = c * chunk;
-    const std::size_t hi = std::min(total, lo + chunk);
-    if (buf[c % 2] == nullptr) buf[c % 2] = static_cast<std::byte*>(pool.allocate(chunk));
-    std::byte* b = buf[c % 2];
-    std::vector<copy_run> pieces;
-    for_each_part(run_ranges, run_cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
-      pieces.push_back({runs[k].src + from, dev, b + to, n});
-    });
-    copy_runs_batch_or_single(pieces, cudaMemcpyDeviceToHost, st.native_handle());
-    arrived[c % 2] = record_event(st.native_handle());
-  };
-  auto give_back = [&] {
-    for (std::byte* b : buf) {
-      if (b != nullptr) pool.deallocate(b, chunk);
-    }
-  };
-  try {
-    bring(0);
-    for (std::size_t c = 0; c < chunks; ++c) {
-      if (c + 1 < chunks) bring(c + 1);
-      const cudaEvent_t ev = std::exchange(arrived[c % 2], nullptr);
-      const cudaError_t r = cudaEventSynchronize(ev);
-      (void)cudaEventDestroy(ev);
-      DEVICEKIT_CUDA_CHECK(r);
-      const std::size_t lo = c * chunk;
-      for_each_part(item_ranges, item_cursor, lo, std::min(total, lo + chunk),
-                    [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
-                      bulk_copy(items[k].dst + from, buf[c % 2] + to, n);
-                    });
-    }
-  } catch (...) {
-    // Copies queued before the failure still write into the staging: it goes back to the cache
-    // only once they are done, or the next user's data would be overwritten.
-    (void)cudaStreamSynchronize(st.native_handle());
-    for (cudaEvent_t& ev : arrived) {
-      if (ev != nullptr) (void)cudaEventDestroy(ev);
-    }
-    give_back();
-    throw;
-  }
-  give_back();
-  stats().device_to_host_transfers.fetch_add(runs.size(), std::memory_order_relaxed);
-}
+DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev,
+                                              const stream_ref* s = nullptr);
 
 /// Device items -> host memory, grouped by source device, each group on its device's stream for
 /// calls without a stream. Returns when the bytes are there.
-inline void copy_device_items_to_host(std::span<const copy_item> items) {
-  std::vector<device> sources;
-  for (const auto& it : items) {
-    if (std::find(sources.begin(), sources.end(), it.src_device) == sources.end()) sources.push_back(it.src_device);
-  }
-  if (sources.size() == 1) return copy_device_group_to_host(items, sources.front());
-  for (const device from : sources) {
-    std::vector<copy_item> group;
-    for (const auto& it : items) {
-      if (it.src_device == from) group.push_back(it);
-    }
-    copy_device_group_to_host(group, from);
-  }
-}
+DEVICEKIT_DECL void copy_device_items_to_host(std::span<const copy_item> items);
 
 }  // namespace devicekit::detail
 
 #endif  // DEVICEKIT_HAS_CUDA
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/transfer/detail/device_to_host.ipp>
+#endif

@@ -13,15 +13,15 @@
 /// run-time CPU check is needed: a streaming copy is bound by the write-combining buffers that
 /// fill whole cache lines, not by the store width, and <immintrin.h> (for AVX's 32-byte form)
 /// would add about 0.4 s to every translation unit that includes placement.
-#include <devicekit/core/detail/host_access.hpp>
+///
+/// Whether the streaming path exists (DEVICEKIT_STREAMING_COPY) depends only on the target CPU
+/// and the compiler, never on the user, so the library and the program that links it agree; the
+/// intrinsics header is included only where the copy is defined (host_copy.ipp).
+#include <devicekit/core/config.hpp>
 
-#include <algorithm>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
-#  include <emmintrin.h>
 #  define DEVICEKIT_STREAMING_COPY 1
 #else
 #  define DEVICEKIT_STREAMING_COPY 0
@@ -33,36 +33,14 @@ namespace devicekit::detail {
 inline constexpr std::size_t streaming_copy_min_bytes = std::size_t{2} << 20;
 
 #if DEVICEKIT_STREAMING_COPY
-inline void streaming_copy(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
-  // Align the destination to 16 bytes (streaming stores need it), then 128 bytes per step.
-  const std::size_t head =
-      std::min(n, static_cast<std::size_t>((16 - (reinterpret_cast<std::uintptr_t>(dst) & 15)) & 15));
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  std::size_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    __m128i v[8];
-    for (int k = 0; k < 8; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16 * k));
-    for (int k = 0; k < 8; ++k) _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16 * k), v[k]);
-  }
-  _mm_sfence();  // streamed data visible to other threads (and to DMA) once we return
-  std::memcpy(dst + i, src + i, n - i);
-}
+DEVICEKIT_DECL void streaming_copy(std::byte* dst, const std::byte* src, std::size_t n) noexcept;
 #endif
 
 /// memcpy for placement: streams large copies where it can.
-inline void bulk_copy(void* dst, const void* src, std::size_t n) noexcept {
-  note_host_access(src, n, false);
-  note_host_access(dst, n, true);
-#if DEVICEKIT_STREAMING_COPY
-  if (n >= streaming_copy_min_bytes) {
-    streaming_copy(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
-    return;
-  }
-#endif
-  if (n != 0) std::memcpy(dst, src, n);
-}
+DEVICEKIT_DECL void bulk_copy(void* dst, const void* src, std::size_t n) noexcept;
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/transfer/detail/host_copy.ipp>
+#endif

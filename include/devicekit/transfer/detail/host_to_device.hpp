@@ -6,18 +6,11 @@
 #include <devicekit/core/config.hpp>
 
 #if DEVICEKIT_HAS_CUDA
-#  include <devicekit/core/error.hpp>
-#  include <devicekit/transfer/detail/batch_api.hpp>
-#  include <devicekit/transfer/detail/host_copy.hpp>
 #  include <devicekit/transfer/detail/planner.hpp>
 #  include <devicekit/transfer/detail/runs.hpp>
-#  include <devicekit/transfer/detail/staging_ring.hpp>
-#  include <devicekit/transfer/detail/streams.hpp>
 
-#  include <algorithm>
 #  include <cstddef>
 #  include <span>
-#  include <vector>
 
 namespace devicekit::detail {
 
@@ -25,77 +18,23 @@ namespace devicekit::detail {
 /// copy engine directly instead of being staged (a host memcpy would cost more than the copy).
 inline constexpr std::size_t pinned_source_min_bytes = direct_pinned_min_average_bytes;
 
-[[nodiscard]] inline bool is_pinned_host(const void* p) noexcept {
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return attr.type == cudaMemoryTypeHost;
-}
-
-inline void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s);
+[[nodiscard]] DEVICEKIT_DECL bool is_pinned_host(const void* p) noexcept;
 
 /// Host items -> device memory on stream `s`. Large leaves in pinned memory go directly (the
 /// copy engine reads them after this returns: keep them unchanged until `s` gets there); the
 /// rest through pinned staging.
-inline void copy_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
-  std::vector<copy_item> staged;
-  std::vector<copy_item> direct;
-  staged.reserve(items.size());
-  for (const auto& it : items) {
-    (it.bytes >= pinned_source_min_bytes && is_pinned_host(it.src) ? direct : staged).push_back(it);
-  }
-  // Staged first: its one copy spans the gaps between its leaves, which may hold direct ones.
-  copy_staged_host_items_to_device(staged, s);
-  std::vector<copy_run> pinned;
-  pinned.reserve(direct.size());
-  for (const auto& it : direct) pinned.push_back({it.src, it.src_device, it.dst, it.bytes});
-  copy_runs_batch_or_single(pinned, cudaMemcpyHostToDevice, s);
-  stats().host_to_device_transfers.fetch_add(direct.size(), std::memory_order_relaxed);
-}
+DEVICEKIT_DECL void copy_host_items_to_device(std::span<const copy_item> items, cudaStream_t s);
 
 /// Host items -> device memory on stream `s`, through pinned staging (see transfer/copy.hpp). The
 /// destinations lie in one block in increasing order (placement lays them out so); the range they
 /// span goes in one copy per chunk, gaps included. The host packs chunk k+1 while the copy engine
 /// moves chunk k, and does not wait for `s` (see staging_ring).
-inline void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
-  std::byte* begin = nullptr;
-  std::byte* end = nullptr;
-  for (const auto& it : items) {
-    if (it.bytes == 0) continue;
-    if (begin == nullptr || it.dst < begin) begin = it.dst;
-    if (end == nullptr || it.dst + it.bytes > end) end = it.dst + it.bytes;
-  }
-  if (begin == nullptr) return;
-  const auto len = static_cast<std::size_t>(end - begin);
-  std::vector<staged_range> ranges;
-  ranges.reserve(items.size());
-  for (const auto& it : items) ranges.push_back({static_cast<std::size_t>(it.dst - begin), it.bytes});
-  const std::size_t chunk = staging_buffer_bytes(len);
-  staging_ring ring(chunk, max_staging_in_flight);
-  std::size_t cursor = 0;
-  std::size_t chunks = 0;
-  try {
-    for (std::size_t lo = 0; lo < len; lo += chunk, ++chunks) {
-      const std::size_t hi = std::min(len, lo + chunk);
-      std::byte* buf = ring.next();
-      for_each_part(ranges, cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
-        bulk_copy(buf + to, items[k].src + from, n);
-      });
-      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin + lo, buf, hi - lo, cudaMemcpyHostToDevice, s));
-      ring.used(buf, record_event(s), s);
-    }
-  } catch (...) {
-    // Copies queued before the failure still read their buffers (the one whose event was not
-    // recorded would otherwise go back at once): let them finish first.
-    (void)cudaStreamSynchronize(s);
-    ring.abandon_taken();
-    throw;
-  }
-  stats().host_to_device_transfers.fetch_add(chunks, std::memory_order_relaxed);
-}
+DEVICEKIT_DECL void copy_staged_host_items_to_device(std::span<const copy_item> items, cudaStream_t s);
 
 }  // namespace devicekit::detail
 
 #endif  // DEVICEKIT_HAS_CUDA
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/transfer/detail/host_to_device.ipp>
+#endif

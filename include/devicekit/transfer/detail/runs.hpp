@@ -31,22 +31,7 @@ struct copy_run {
 /// Merges consecutive items that come from one allocation and keep their relative positions
 /// (a placed tree copied elsewhere is one run). Gaps between them are copied along: they lie in
 /// the same source allocation and, because the positions match, in the destination's.
-[[nodiscard]] inline std::vector<copy_run> coalesce(std::span<const copy_item> items) {
-  std::vector<copy_run> runs;
-  const copy_item* prev = nullptr;
-  for (const auto& it : items) {
-    if (it.bytes == 0) continue;
-    if (prev != nullptr && it.src_owner != nullptr && it.src_owner == prev->src_owner &&
-        it.src_device == prev->src_device && it.src >= prev->src + prev->bytes && it.dst > prev->dst &&
-        it.src - runs.back().src == it.dst - runs.back().dst) {
-      runs.back().bytes = static_cast<std::size_t>(it.dst + it.bytes - runs.back().dst);
-    } else {
-      runs.push_back({it.src, it.src_device, it.dst, it.bytes});
-    }
-    prev = &it;
-  }
-  return runs;
-}
+[[nodiscard]] DEVICEKIT_DECL std::vector<copy_run> coalesce(std::span<const copy_item> items);
 
 /// Counts what the engine did, per path, so that tests can check which paths a copy took.
 struct copy_stats {
@@ -67,3 +52,7 @@ inline copy_stats& stats() {
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/transfer/detail/runs.ipp>
+#endif

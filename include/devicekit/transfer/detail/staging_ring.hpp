@@ -11,8 +11,6 @@
 #include <span>
 
 #if DEVICEKIT_HAS_CUDA
-#  include <devicekit/core/error.hpp>
-#  include <devicekit/core/runtime.hpp>
 #  include <devicekit/memory/device_memory.hpp>
 #  include <devicekit/memory/registry.hpp>
 
@@ -79,36 +77,9 @@ class staging_ring {
         max_buffers_(std::max<std::size_t>(2, max_in_flight / std::max<std::size_t>(1, buffer_bytes))) {}
   staging_ring(const staging_ring&) = delete;
   staging_ring& operator=(const staging_ring&) = delete;
-  ~staging_ring() {
-    for (auto& b : busy_) {
-      if (cuda_calls_allowed()) (void)cudaEventDestroy(b.done);
-      try {
-        pool_->deallocate_async(b.p, bytes_, 256, b.stream);
-      } catch (...) {
-        // The free's event could not be recorded: wait for the copy, then free at once.
-        if (cuda_calls_allowed()) (void)cudaStreamSynchronize(b.stream);
-        free_now(b.p);
-      }
-    }
-    for (std::byte* p : idle_) free_now(p);
-  }
+  ~staging_ring();
 
-  [[nodiscard]] std::byte* next() {
-    if (idle_.empty() && !busy_.empty()) {
-      const cudaError_t r = cudaEventQuery(busy_.front().done);  // NotReady: a status, not the last error
-      if (r != cudaErrorNotReady || busy_.size() >= max_buffers_) {
-        if (r == cudaErrorNotReady) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(busy_.front().done));
-        (void)cudaEventDestroy(busy_.front().done);
-        idle_.push_back(busy_.front().p);
-        busy_.pop_front();
-      }
-    }
-    if (idle_.empty()) idle_.push_back(static_cast<std::byte*>(pool_->allocate(bytes_)));
-    std::byte* p = idle_.back();
-    idle_.pop_back();
-    taken_.push_back(p);
-    return p;
-  }
+  [[nodiscard]] std::byte* next();
 
   void used(std::byte* p, cudaEvent_t done, cudaStream_t s) {
     std::erase(taken_, p);
@@ -129,13 +100,7 @@ class staging_ring {
     cudaStream_t stream;
   };
 
-  void free_now(std::byte* p) noexcept {
-    try {
-      pool_->deallocate(p, bytes_);
-    } catch (...) {
-      // Only a foreign pointer or a wrong size throws, neither of which the ring can produce.
-    }
-  }
+  void free_now(std::byte* p) noexcept;
 
   device_memory* pool_;
   std::size_t bytes_;
@@ -148,3 +113,7 @@ class staging_ring {
 #endif  // DEVICEKIT_HAS_CUDA
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/transfer/detail/staging_ring.ipp>
+#endif

@@ -1,0 +1,122 @@
+#pragma once
+/// \file
+/// The definitions behind transfer/copy.hpp: copy_items and copy_runs.
+/// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
+#include <devicekit/transfer/copy.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#if !DEVICEKIT_HAS_CUDA
+#  include <devicekit/core/error.hpp>
+
+#  include <string>
+#endif
+
+namespace devicekit::detail {
+
+DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items) {
+  for (const auto& it : items) {
+    bulk_copy(it.dst, it.src, it.bytes);
+  }
+  stats().host_copies.fetch_add(items.size(), std::memory_order_relaxed);
+}
+
+DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s) {
+  const bool all_host =
+      std::all_of(items.begin(), items.end(), [](const copy_item& it) { return it.src_device.is_cpu(); });
+  if (dst.is_cpu() && all_host) {
+    copy_host_items(items);  // the common host case, without sorting items by source
+    return;
+  }
+  std::vector<copy_item> host;
+  std::vector<copy_item> on_device;
+  for (const auto& it : items) {
+    if (it.bytes == 0) continue;
+    (it.src_device.is_cpu() ? host : on_device).push_back(it);
+  }
+  if (dst.is_cpu()) {
+    copy_host_items(host);
+#if DEVICEKIT_HAS_CUDA
+    copy_device_items_to_host(on_device);
+#endif
+    return;
+  }
+#if DEVICEKIT_HAS_CUDA
+  scoped_device on(dst.ordinal());
+  copy_host_items_to_device(host, s);  // first: its one copy may span regions the others fill
+  // Grouped by source device, in order of first appearance.
+  std::vector<device> sources;
+  for (const auto& it : on_device) {
+    if (std::find(sources.begin(), sources.end(), it.src_device) == sources.end()) sources.push_back(it.src_device);
+  }
+  for (const device from : sources) {
+    std::vector<copy_item> group;
+    for (const auto& it : on_device) {
+      if (it.src_device == from) group.push_back(it);
+    }
+    const auto runs = coalesce(group);
+    if (from == dst) {
+      copy_same_device(runs, s);
+    } else {
+      copy_other_device(runs, from, dst, s);
+    }
+  }
+#else
+  throw config_error("cannot copy to " + dst.str() + ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+#endif
+}
+
+DEVICEKIT_DECL void copy_runs(std::span<const copy_run> runs, device dst_device,
+                              [[maybe_unused]] native_stream_handle s) {
+  std::vector<copy_item> items;
+  items.reserve(runs.size());
+  for (const auto& r : runs) {
+    if (r.bytes != 0) items.push_back({r.src, r.src_device, nullptr, r.dst, r.bytes});
+  }
+  if (dst_device.is_cpu()) return copy_items(items, dst_device, s);
+#if DEVICEKIT_HAS_CUDA
+  scoped_device on(dst_device.ordinal());
+  std::vector<copy_item> on_device;
+  std::vector<copy_item> host;
+  std::size_t host_bytes = 0;
+  for (const auto& it : items) {
+    if (it.src_device.is_cpu()) {
+      host.push_back(it);
+      host_bytes += it.bytes;
+    } else {
+      on_device.push_back(it);
+    }
+  }
+  if (!host.empty() && host_bytes <= single_stage_limit && host.size() > 1) {
+    // One pack, one submission: the pieces go from pinned staging to their places, freed in
+    // stream order after them.
+    device_memory& staging = staging_memory();
+    auto* buf = static_cast<std::byte*>(staging.allocate(host_bytes));
+    std::vector<copy_run> pieces;
+    std::size_t at = 0;
+    for (const auto& it : host) {
+      bulk_copy(buf + at, it.src, it.bytes);
+      pieces.push_back({buf + at, device::cpu(), it.dst, it.bytes});
+      at += it.bytes;
+    }
+    try {
+      copy_runs_batch_or_single(pieces, cudaMemcpyHostToDevice, s);
+      staging.deallocate_async(buf, host_bytes, 256, s);
+    } catch (...) {
+      (void)cudaStreamSynchronize(s);  // queued pieces still read the buffer
+      staging.deallocate(buf, host_bytes);
+      throw;
+    }
+    stats().host_to_device_transfers.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    for (const auto& it : host) copy_host_items_to_device(std::span<const copy_item>(&it, 1), s);
+  }
+  copy_items(on_device, dst_device, s);
+#else
+  throw config_error("cannot copy to " + dst_device.str() +
+                     ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+#endif
+}
+
+}  // namespace devicekit::detail
