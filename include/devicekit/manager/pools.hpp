@@ -12,14 +12,12 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/memory/device_memory.hpp>
-#include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/pool_config.hpp>
-#include <devicekit/memory/registry.hpp>
-#include <devicekit/memory/resources.hpp>
 
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,35 +47,10 @@ class manager_pools {
   /// (exact_pinned_config). `config` is called only when a pool is made or adopted.
   template <class Config>
   [[nodiscard]] device_memory& get(device d, memory_kind slot_kind, allocator_kind a, Config&& config) {
-    if (process_) {
-      auto& registry = process_memory::instance();
-      if (slot_kind == memory_kind::pinned_host) return registry.get(d, memory_kind::pinned_host);
-      if (!state_) state_ = std::make_unique<state>();
-      std::lock_guard lock(state_->mutex);
-      for (const auto& [dev, pool] : state_->adopted) {
-        if (dev == d) return *pool;
-      }
-      const pool_config c = config();
-      device_memory& pool =
-          registry.adopt(d, memory_kind::device, pool_signature(c, a), [&] { return make_device_pool(d, c, a); });
-      state_->adopted.emplace_back(d, &pool);
-      return pool;
-    }
-    if (!state_) state_ = std::make_unique<state>();
-    std::lock_guard lock(state_->mutex);
-    for (auto& p : state_->pools) {
-      if (p.dev == d && p.kind == slot_kind) return *p.pool;
-    }
-    std::unique_ptr<device_memory> pool;
-    if (slot_kind == memory_kind::pinned_host) {
-#if DEVICEKIT_HAS_CUDA
-      pool = std::make_unique<memory_pool<pinned_host_resource>>(pinned_host_resource{}, exact_pinned_config());
-#endif
-    } else {
-      pool = make_device_pool(d, config(), a);
-    }
-    state_->pools.push_back({d, slot_kind, std::move(pool)});
-    return *state_->pools.back().pool;
+    using callable = std::remove_reference_t<Config>;
+    return get_or_make(
+        d, slot_kind, a, [](void* c) -> pool_config { return (*static_cast<callable*>(c))(); },
+        const_cast<void*>(static_cast<const void*>(std::addressof(config))));
   }
 
   /// The pool of (d, kind) if it has been made; null otherwise (stats must not make pools).
@@ -96,6 +69,11 @@ class manager_pools {
   [[nodiscard]] std::vector<const device_memory*> pools_of(device d, memory_kind kind) const;
 
  private:
+  /// get() with the configuration as a callback (`config(context)`), so that the lookup is not
+  /// compiled again for every manager type.
+  [[nodiscard]] device_memory& get_or_make(device d, memory_kind slot_kind, allocator_kind a,
+                                           pool_config (*config)(void*), void* context);
+
   /// One pool of a user's manager.
   struct owned_pool {
     device dev;

@@ -5,6 +5,9 @@
 #include <devicekit/manager/pools.hpp>
 
 #include <devicekit/manager/errors.hpp>
+#include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/registry.hpp>
+#include <devicekit/memory/resources.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -54,6 +57,39 @@ DEVICEKIT_DECL void check_pinned(device d, [[maybe_unused]] bool has_gpu,
 #else
   if (d.is_cpu() && !has_gpu) throw pinned_without_gpu_error(d, fallback_reason);
 #endif
+}
+
+DEVICEKIT_DECL device_memory& manager_pools::get_or_make(device d, memory_kind slot_kind, allocator_kind a,
+                                                         pool_config (*config)(void*), void* context) {
+  if (process_) {
+    auto& registry = process_memory::instance();
+    if (slot_kind == memory_kind::pinned_host) return registry.get(d, memory_kind::pinned_host);
+    if (!state_) state_ = std::make_unique<state>();
+    std::lock_guard lock(state_->mutex);
+    for (const auto& [dev, pool] : state_->adopted) {
+      if (dev == d) return *pool;
+    }
+    const pool_config c = config(context);
+    device_memory& pool =
+        registry.adopt(d, memory_kind::device, pool_signature(c, a), [&] { return make_device_pool(d, c, a); });
+    state_->adopted.emplace_back(d, &pool);
+    return pool;
+  }
+  if (!state_) state_ = std::make_unique<state>();
+  std::lock_guard lock(state_->mutex);
+  for (auto& p : state_->pools) {
+    if (p.dev == d && p.kind == slot_kind) return *p.pool;
+  }
+  std::unique_ptr<device_memory> pool;
+  if (slot_kind == memory_kind::pinned_host) {
+#if DEVICEKIT_HAS_CUDA
+    pool = std::make_unique<memory_pool<pinned_host_resource>>(pinned_host_resource{}, exact_pinned_config());
+#endif
+  } else {
+    pool = make_device_pool(d, config(context), a);
+  }
+  state_->pools.push_back({d, slot_kind, std::move(pool)});
+  return *state_->pools.back().pool;
 }
 
 DEVICEKIT_DECL const device_memory* manager_pools::find(device d, memory_kind kind) const {
