@@ -35,13 +35,7 @@ class communication_error : public error {
 
  private:
   static std::string format(std::string_view backend, std::string_view operation, std::string_view call, int rank,
-                            int size, int code, std::string_view detail) {
-    std::string m;
-    m.append(backend).append(" ").append(operation).append(": ").append(call).append(" failed on rank ");
-    m.append(std::to_string(rank)).append(" of ").append(std::to_string(size)).append(" (code ");
-    m.append(std::to_string(code)).append("): ").append(detail);
-    return m;
-  }
+                            int size, int code, std::string_view detail);
 
   std::string backend_, operation_, call_, detail_;
   int rank_ = -1, size_ = 0, code_ = 0;
@@ -64,3 +58,7 @@ class structure_mismatch_error : public error {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/distribute/errors.ipp>
+#endif

@@ -51,12 +51,7 @@ struct distribution_plan {
 
   /// The devices, one replica each (a plan runs one computation per device), as the report
   /// prints it.
-  [[nodiscard]] device_assignment assignment() const {
-    std::vector<device> devs;
-    devs.reserve(shares.size());
-    for (const auto& s : shares) devs.push_back(s.dev);
-    return device_assignment(shares.size(), shares.empty() ? 0 : 1, std::move(devs));
-  }
+  [[nodiscard]] device_assignment assignment() const;
   friend bool operator==(const distribution_plan&, const distribution_plan&) = default;
 };
 
@@ -146,24 +141,11 @@ using schemes::single_device;
 /// Checks that a plan (usually from a custom scheme) fits the tree and the devices: every
 /// device is one of `devices`, and row ranges stay inside the batch. Throws config_error naming
 /// the scheme and the bad share.
-inline void validate_plan(const distribution_plan& plan, const tree_summary& tree, std::span<const device> devices,
-                          std::string_view scheme_name) {
-  for (std::size_t i = 0; i < plan.shares.size(); ++i) {
-    const auto& s = plan.shares[i];
-    bool known = false;
-    for (const auto& d : devices) known = known || d == s.dev;
-    const std::string where =
-        "scheme '" + std::string(scheme_name) + "', share " + std::to_string(i) + " (" + s.dev.str() + "): ";
-    if (!known) {
-      std::string have;
-      for (const auto& d : devices) have += (have.empty() ? "" : ", ") + d.str();
-      throw config_error(where + "device is not one of the manager's devices (" + have + ")");
-    }
-    if (!s.whole && (s.begin > tree.batch || s.count > tree.batch - s.begin)) {
-      throw config_error(where + "rows [" + std::to_string(s.begin) + ", " + std::to_string(s.begin + s.count) +
-                         ") fall outside the batch of " + std::to_string(tree.batch) + " rows");
-    }
-  }
-}
+DEVICEKIT_DECL void validate_plan(const distribution_plan& plan, const tree_summary& tree,
+                                  std::span<const device> devices, std::string_view scheme_name);
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/distribute/scheme.ipp>
+#endif

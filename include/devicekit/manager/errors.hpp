@@ -9,114 +9,59 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/detect/capabilities.hpp>
-#include <devicekit/detect/detectors.hpp>
 #include <devicekit/distribute/scheme.hpp>
 
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <string_view>
 
 namespace devicekit::detail {
 
 /// The ids of the devices a detector found ("cuda:0, cuda:1"), or "none".
-[[nodiscard]] inline std::string device_names(const capabilities& caps) {
-  std::string s;
-  for (const auto& p : caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
-  return s.empty() ? "none" : s;
-}
+[[nodiscard]] DEVICEKIT_DECL std::string device_names(const capabilities& caps);
 
 /// `d` is not one of the manager's devices (properties(d)).
-[[nodiscard]] inline config_error not_a_device_error(device d, const std::string& names) {
-  return config_error("device " + d.str() + " is not one of this manager's devices (" + names + ")");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error not_a_device_error(device d, const std::string& names);
 
 /// `d` is neither one of the manager's devices nor cpu:0, the host whose memory it also manages.
-[[nodiscard]] inline config_error not_a_memory_device_error(device d, const std::string& names) {
-  return config_error("device " + d.str() + " is not one of this manager's devices (" + names +
-                      ", and cpu:0 for host memory)");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error not_a_memory_device_error(device d, const std::string& names);
 
 /// A device a detector listed that devicekit cannot use (a GPU only NVML sees), with the reason.
-[[nodiscard]] inline config_error unusable_device_error(device d, const device_properties& p) {
-  return config_error("cannot use " + d.str() + " (" + p.name + "): " + p.unusable_reason +
-                      "; update the NVIDIA driver to one that supports this CUDA toolkit, or run on the CPU "
-                      "(DEVICEKIT_PREFER=cpu or DEVICEKIT_PLATFORMS=cpu)");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error unusable_device_error(device d, const device_properties& p);
 
 /// pinned_host memory asked of a build without CUDA (DEVICEKIT_HAS_CUDA is 0).
-[[nodiscard]] inline config_error pinned_without_cuda_error(device d) {
-  return config_error("memory kind pinned_host on " + d.str() +
-                      " needs CUDA (page-locked memory comes from cudaMallocHost), but devicekit was built without it "
-                      "(DEVICEKIT_HAS_CUDA is 0); use memory_kind::host, or build with the CUDA toolkit");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error pinned_without_cuda_error(device d);
 
 /// pinned_host memory asked of a manager without a GPU to pin it for.
-[[nodiscard]] inline config_error pinned_without_gpu_error(device d, const std::string& fallback_reason) {
-  return config_error("memory kind pinned_host on " + d.str() +
-                      " needs a CUDA device to pin memory for, and this manager has none" +
-                      (fallback_reason.empty() ? std::string() : " (" + fallback_reason + ")") +
-                      "; use memory_kind::host (ordinary host memory) instead");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error pinned_without_gpu_error(device d, const std::string& fallback_reason);
 
 /// Placement on `dev`, which is not one of the manager's devices.
-[[nodiscard]] inline device_mismatch not_a_placement_device_error(device dev, const std::string& names) {
-  return device_mismatch("cannot place on " + dev.str() + ": it is not one of this manager's devices (" + names + ")",
-                         std::nullopt, dev);
-}
+[[nodiscard]] DEVICEKIT_DECL device_mismatch not_a_placement_device_error(device dev, const std::string& names);
 
 /// Placement without a device under a default_device_scope whose device the manager lacks.
-[[nodiscard]] inline device_mismatch scoped_device_mismatch_error(const char* operation, device scoped,
-                                                                  const std::string& names) {
-  return device_mismatch(std::string(operation) + ": the default_device_scope asks for " + scoped.str() +
-                             ", which is not one of this manager's devices (" + names +
-                             "); scope one of them, or pass the device explicitly",
-                         std::nullopt, scoped);
-}
+[[nodiscard]] DEVICEKIT_DECL device_mismatch scoped_device_mismatch_error(const char* operation, device scoped,
+                                                                          const std::string& names);
 
 /// No detector of the manager found a usable device; says how to widen the search.
-[[nodiscard]] inline config_error no_usable_device_error(const capabilities& caps, const settings& config) {
-  return config_error(
-      "no detector found a usable device: " +
-      (caps.fallback_reason.empty() ? std::string("no reason given") : caps.fallback_reason) +
-      (config.has_platforms()
-           ? "; widen the platform list (" + platform_list_text(config) + ") or add a detector for a listed platform"
-           : std::string("; add cpu_detector to the detector list for a CPU fallback")));
-}
+[[nodiscard]] DEVICEKIT_DECL config_error no_usable_device_error(const capabilities& caps, const settings& config);
 
 /// The configured default device (DEVICEKIT_DEVICE or settings) is not among those found.
-[[nodiscard]] inline config_error unavailable_default_device_error(device wanted, const capabilities& caps) {
-  std::string have;
-  for (const auto& p : caps.devices) have += (have.empty() ? "" : ", ") + p.id.str();
-  return config_error("requested default device " + wanted.str() + " is not available; available: " + have +
-                      (caps.fallback_reason.empty() ? "" : " (" + caps.fallback_reason + ")"));
-}
+[[nodiscard]] DEVICEKIT_DECL config_error unavailable_default_device_error(device wanted, const capabilities& caps);
 
 /// Share `i` of a scheme that declares splits_batch is a whole copy, padded, or out of order
 /// (`next` is the row it should start at).
-[[nodiscard]] inline config_error row_share_out_of_order_error(std::string_view scheme, std::size_t i,
-                                                               const device_share& share, std::size_t next) {
-  return config_error("distribute: scheme '" + std::string(scheme) + "' declares splits_batch, but share " +
-                      std::to_string(i) + " (" + share.dev.str() + ") " +
-                      (share.whole ? std::string("is a whole copy")
-                       : share.padding != 0
-                           ? "asks for " + std::to_string(share.padding) + " padding row(s)"
-                           : "starts at row " + std::to_string(share.begin) + " instead of " + std::to_string(next)) +
-                      "; row shares must cover the batch in order without padding (use basic_shard_batch"
-                      "<uneven_batch::pad> for padding)");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error row_share_out_of_order_error(std::string_view scheme, std::size_t i,
+                                                                       const device_share& share, std::size_t next);
 
 /// The row shares of a scheme sum to `rows`, not to the batch.
-[[nodiscard]] inline config_error row_shares_sum_error(std::string_view scheme, std::size_t rows, std::size_t batch) {
-  return config_error("distribute: scheme '" + std::string(scheme) + "' gives row shares that sum to " +
-                      std::to_string(rows) + " rows, but the batch has " + std::to_string(batch) +
-                      "; the shares must cover every row once");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error row_shares_sum_error(std::string_view scheme, std::size_t rows,
+                                                               std::size_t batch);
 
 /// A scheme gives row shares without declaring that it splits the batch.
-[[nodiscard]] inline config_error row_shares_undeclared_error(std::string_view scheme) {
-  return config_error("distribute: scheme '" + std::string(scheme) +
-                      "' gives row shares; declare 'static constexpr bool splits_batch = true' in it to shard");
-}
+[[nodiscard]] DEVICEKIT_DECL config_error row_shares_undeclared_error(std::string_view scheme);
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/manager/errors.ipp>
+#endif

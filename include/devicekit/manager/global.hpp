@@ -52,15 +52,7 @@ inline global_manager& global() {
 }  // namespace detail
 
 /// The process-wide manager, created on first use from the environment.
-inline default_manager_type& default_manager() {
-  auto& g = detail::global();
-  std::lock_guard lock(g.mutex);
-  if (g.instance == nullptr) {
-    g.instance = new default_manager_type();
-    detail::global_manager_access::share_process_pools(*g.instance);
-  }
-  return *g.instance;
-}
+DEVICEKIT_DECL default_manager_type& default_manager();
 
 /// The process-wide manager under `config` and memory `strategy`. With `force_reinit` an
 /// existing manager is re-detected under the new settings and strategy in place (references to
@@ -68,35 +60,19 @@ inline default_manager_type& default_manager() {
 /// other threads use the manager is a data race: do it at start-up. Its pools are the process's
 /// (memory/registry.hpp): those of the old configuration are replaced on the next memory(dev)
 /// and kept alive for what is still allocated from them.
-inline default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy) {
-  auto& g = detail::global();
-  std::lock_guard lock(g.mutex);
-  if (g.instance == nullptr) {
-    g.instance = new default_manager_type(std::move(config), {}, std::move(strategy));
-  } else if (force_reinit) {
-    *g.instance = default_manager_type(std::move(config), {}, std::move(strategy));
-  }
-  detail::global_manager_access::share_process_pools(*g.instance);
-  return *g.instance;
-}
+DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy);
 /// The same with the balanced strategy (a re-initialisation goes back to it).
-inline default_manager_type& default_manager(settings config, bool force_reinit) {
-  return default_manager(std::move(config), force_reinit, dynamic_strategy{});
-}
+DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit);
 /// The same with settings and strategy from `cfg` (e.g. generative_model_preset().manager()).
-inline default_manager_type& default_manager(const manager_config& cfg, bool force_reinit) {
-  return default_manager(cfg.config, force_reinit, dynamic_strategy(cfg.strategy));
-}
+DEVICEKIT_DECL default_manager_type& default_manager(const manager_config& cfg, bool force_reinit);
 
 /// The memory of `d` on the global manager (see device_manager::memory_stats(device)).
-[[nodiscard]] inline device_memory_stats memory_stats(device d) { return default_manager().memory_stats(d); }
+[[nodiscard]] DEVICEKIT_DECL device_memory_stats memory_stats(device d);
 /// The memory of `kind` for `d` on the global manager (see device_manager::memory_stats(device,
 /// memory_kind)).
-[[nodiscard]] inline device_memory_stats memory_stats(device d, memory_kind kind) {
-  return default_manager().memory_stats(d, kind);
-}
+[[nodiscard]] DEVICEKIT_DECL device_memory_stats memory_stats(device d, memory_kind kind);
 /// The live allocations on `d` on the global manager (see device_manager::live_buffers).
-[[nodiscard]] inline std::vector<allocation_record> live_buffers(device d) { return default_manager().live_buffers(d); }
+[[nodiscard]] DEVICEKIT_DECL std::vector<allocation_record> live_buffers(device d);
 
 /// The generative-model preset for the devices `dm` found: mixed precision in bf16 where every
 /// GPU has it, else fp16, else fp32 (the CPU).
@@ -107,10 +83,10 @@ template <class D, class S, class Sc>
   return p;
 }
 /// The generative-model preset for the global manager's devices.
-[[nodiscard]] inline generative_preset generative_model_preset() { return generative_model_preset(default_manager()); }
+[[nodiscard]] DEVICEKIT_DECL generative_preset generative_model_preset();
 
-[[nodiscard]] inline bool has_gpu() { return default_manager().has_gpu(); }
-[[nodiscard]] inline device default_device() { return default_manager().default_device(); }
+[[nodiscard]] DEVICEKIT_DECL bool has_gpu();
+[[nodiscard]] DEVICEKIT_DECL device default_device();
 
 /// `tree` placed by the global manager on the default device: the innermost
 /// default_device_scope's on this thread, else default_device(). Finished on return.
@@ -124,9 +100,14 @@ template <class D, class S, class Sc>
 void print_device_info(const device_manager<D, S, Sc>& dm, std::ostream& os = std::cout, bool verbose = false) {
   write_text(os, dm.report(), verbose);
 }
-/// Prints the report of the global manager.
+/// Prints the report of the global manager. Inline in every mode: the report lists the engines
+/// (NCCL, MPI) that the caller's translation unit was built with, which the compiled part need not share.
 inline void print_device_info(std::ostream& os = std::cout, bool verbose = false) {
   print_device_info(default_manager(), os, verbose);
 }
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/manager/global.ipp>
+#endif

@@ -14,12 +14,19 @@
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/report/report.hpp>
 
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace devicekit::detail {
+
+/// The parts of `routing` that the settings decide: the platform list and where it came from, the
+/// preference, and how the default device was chosen.
+DEVICEKIT_DECL void fill_report_routing(routing_info& routing, const settings& config);
+
+/// The report's entry for `d`: its budget `b`, its pool in `pools` once made, and its scratch.
+[[nodiscard]] DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budget& b,
+                                                                   const manager_pools& pools);
 
 /// The report of manager `m`, whose pools are `pools` and to which `environment_applied`
 /// (settings taken from the environment) was applied; `costs` as the caller measured them.
@@ -39,22 +46,8 @@ template <class Manager>
   r.environment_applied = environment_applied;
   r.costs = std::move(costs);
   r.routing.detector = devicekit::describe_detector<typename Manager::detector_type>();
-  const settings& config = m.config();
-  for (const auto k : config.get_platforms()) r.routing.platforms.emplace_back(to_string(k));
-  r.routing.platforms_source = config.platforms_source();
-  r.routing.preference = std::string(to_string(config.get_prefer()));
-  if (config.has_device()) {
-    r.routing.default_device_choice = "requested: " + config.get_device().str() + " (DEVICEKIT_DEVICE or settings)";
-  }
-  auto add = [&](device d) {
-    device_memory_info info{d, m.budget(d), std::nullopt};
-    if (const device_memory* p = pools.find(d)) info.pool = p->stats();
-    const scratch_stats scratch = devicekit::scratch_memory_stats(d);
-    info.scratch_in_use_bytes = scratch.in_use_bytes;
-    info.scratch_peak_bytes = scratch.peak_bytes;
-    info.scratch_allocations = scratch.allocations;
-    r.memory.push_back(std::move(info));
-  };
+  fill_report_routing(r.routing, m.config());
+  auto add = [&](device d) { r.memory.push_back(report_memory_info(d, m.budget(d), pools)); };
   for (const auto& p : r.caps.devices) add(p.id);
   if (!r.memory.empty() && r.memory.front().id.is_cuda() && pools.find(device::cpu()) != nullptr) add(device::cpu());
   r.staging = devicekit::staging_memory_stats();
@@ -62,3 +55,7 @@ template <class Manager>
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/manager/report.ipp>
+#endif

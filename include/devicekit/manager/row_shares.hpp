@@ -17,21 +17,9 @@ namespace devicekit::detail {
 /// The row count of each share of `plan`, in plan order, for a scheme that declares
 /// splits_batch: share i must start where share i - 1 ends, with no whole copy and no padding,
 /// and the shares must sum to the batch (config_error otherwise).
-[[nodiscard]] inline std::vector<std::size_t> row_share_counts(const distribution_plan& plan,
-                                                               const tree_summary& summary, std::string_view scheme) {
-  std::vector<std::size_t> counts;
-  std::size_t next = 0;
-  for (std::size_t i = 0; i < plan.shares.size(); ++i) {
-    const auto& share = plan.shares[i];
-    if (share.whole || share.begin != next || share.padding != 0) {
-      throw row_share_out_of_order_error(scheme, i, share, next);
-    }
-    counts.push_back(share.count);
-    next += share.count;
-  }
-  if (next != summary.batch) throw row_shares_sum_error(scheme, next, summary.batch);
-  return counts;
-}
+[[nodiscard]] DEVICEKIT_DECL std::vector<std::size_t> row_share_counts(const distribution_plan& plan,
+                                                                       const tree_summary& summary,
+                                                                       std::string_view scheme);
 
 /// A scheme that does not declare splits_batch may only give whole copies (config_error if one
 /// of its shares is a row share).
@@ -40,3 +28,7 @@ inline void check_whole_shares(bool whole, std::string_view scheme) {
 }
 
 }  // namespace devicekit::detail
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/manager/row_shares.ipp>
+#endif

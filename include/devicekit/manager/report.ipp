@@ -1,0 +1,33 @@
+#pragma once
+/// \file
+/// The definitions behind manager/report.hpp: the parts of a report that do not depend on the
+/// manager's type (routing from the settings, a device's memory entry).
+/// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
+#include <devicekit/manager/report.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace devicekit::detail {
+
+DEVICEKIT_DECL void fill_report_routing(routing_info& routing, const settings& config) {
+  for (const auto k : config.get_platforms()) routing.platforms.emplace_back(to_string(k));
+  routing.platforms_source = config.platforms_source();
+  routing.preference = std::string(to_string(config.get_prefer()));
+  if (config.has_device()) {
+    routing.default_device_choice = "requested: " + config.get_device().str() + " (DEVICEKIT_DEVICE or settings)";
+  }
+}
+
+DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budget& b, const manager_pools& pools) {
+  device_memory_info info{d, b, std::nullopt};
+  if (const device_memory* p = pools.find(d)) info.pool = p->stats();
+  const scratch_stats scratch = devicekit::scratch_memory_stats(d);
+  info.scratch_in_use_bytes = scratch.in_use_bytes;
+  info.scratch_peak_bytes = scratch.peak_bytes;
+  info.scratch_allocations = scratch.allocations;
+  return info;
+}
+
+}  // namespace devicekit::detail
