@@ -3,7 +3,6 @@
 /// `device`: a device kind (cpu or cuda) and an ordinal, printed and parsed as `cuda:1`.
 #include <devicekit/core/error.hpp>
 
-#include <charconv>
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -33,30 +32,7 @@ class device {
 
   /// Parses `cpu`, `cpu:0`, `cuda`, `cuda:3` (also `gpu:3`, as JAX writes it). Anything else is a
   /// config_error that quotes the text and shows the accepted forms.
-  [[nodiscard]] static device parse(std::string_view text) {
-    auto fail = [&](std::string_view why) -> device {
-      throw config_error("cannot parse device '" + std::string(text) + "': " + std::string(why) +
-                         "; expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N' with N >= 0");
-    };
-    const auto colon = text.find(':');
-    const std::string_view kind_text = text.substr(0, colon);
-    device_kind kind{};
-    if (kind_text == "cpu") {
-      kind = device_kind::cpu;
-    } else if (kind_text == "cuda" || kind_text == "gpu") {
-      kind = device_kind::cuda;
-    } else {
-      return fail("unknown device kind '" + std::string(kind_text) + "'");
-    }
-    if (colon == std::string_view::npos) return {kind, 0};
-    const std::string_view number = text.substr(colon + 1);
-    int ordinal = -1;
-    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), ordinal);
-    if (number.empty() || ec != std::errc{} || end != number.data() + number.size() || ordinal < 0) {
-      return fail("the ordinal '" + std::string(number) + "' is not a non-negative integer");
-    }
-    return {kind, ordinal};
-  }
+  [[nodiscard]] static device parse(std::string_view text);
 
   [[nodiscard]] constexpr device_kind kind() const noexcept { return kind_; }
   [[nodiscard]] constexpr int ordinal() const noexcept { return ordinal_; }
@@ -83,3 +59,7 @@ struct std::hash<devicekit::device> {
     return std::hash<int>{}(d.ordinal() * 2 + (d.is_cuda() ? 1 : 0));
   }
 };
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/device.ipp>
+#endif

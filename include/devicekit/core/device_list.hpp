@@ -17,8 +17,6 @@
 #include <devicekit/core/error.hpp>
 
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <set>
@@ -40,40 +38,13 @@ struct process_context {
   /// torchrun: OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, MV2_COMM_WORLD_RANK/SIZE,
   /// SLURM_PROCID/NTASKS, RANK/WORLD_SIZE, in that order), or one process. config_error for a
   /// value that is not a number or a rank outside [0, size).
-  [[nodiscard]] static process_context from_environment() {
-    static constexpr std::pair<const char*, const char*> pairs[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                                                    {"PMI_RANK", "PMI_SIZE"},
-                                                                    {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"},
-                                                                    {"SLURM_PROCID", "SLURM_NTASKS"},
-                                                                    {"RANK", "WORLD_SIZE"}};
-    for (const auto& [rank_var, size_var] : pairs) {
-      const char* r = std::getenv(rank_var);
-      const char* n = std::getenv(size_var);
-      if (r == nullptr || n == nullptr) continue;
-      return make(number(rank_var, r), number(size_var, n), std::string(rank_var) + "/" + size_var);
-    }
-    return {};
-  }
+  [[nodiscard]] static process_context from_environment();
 
   /// Validated: config_error unless 0 <= index < count.
-  [[nodiscard]] static process_context make(int index, int count, std::string source = {}) {
-    if (count < 1 || index < 0 || index >= count) {
-      throw config_error("process index " + std::to_string(index) + " of " + std::to_string(count) +
-                         " processes is invalid" + (source.empty() ? "" : " (from " + source + ")") +
-                         ": the index must lie in [0, process count) and the count be at least 1");
-    }
-    return {index, count, std::move(source)};
-  }
+  [[nodiscard]] static process_context make(int index, int count, std::string source = {});
 
  private:
-  static int number(const char* name, std::string_view text) {
-    int v = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || v < 0) {
-      throw config_error(std::string(name) + "='" + std::string(text) + "' is not a non-negative integer");
-    }
-    return v;
-  }
+  static int number(const char* name, std::string_view text);
 };
 
 /// One device of one process, with jaxlib's Device fields.
@@ -97,77 +68,18 @@ class device_list {
 
   /// A list as process `current_process` sees it. config_error for a global id used twice, the
   /// same device listed twice for one process, or a process index outside [0, process_count).
-  device_list(std::vector<process_device> devices, int current_process, int process_count)
-      : devices_(std::move(devices)), current_(current_process), count_(process_count) {
-    (void)process_context::make(current_, count_);
-    std::set<int> ids;
-    std::set<std::pair<int, device>> seen;
-    for (const auto& d : devices_) {
-      if (d.process_index < 0 || d.process_index >= count_) {
-        throw config_error("device_list: " + d.str() + " names process " + std::to_string(d.process_index) +
-                           ", outside [0, " + std::to_string(count_) + ")");
-      }
-      if (!ids.insert(d.id).second) {
-        throw config_error("device_list: global id " + std::to_string(d.id) +
-                           " is used twice; each device of the list needs its own id");
-      }
-      if (!seen.insert({d.process_index, d.local}).second) {
-        throw config_error("device_list: " + d.local.str() + " of process " + std::to_string(d.process_index) +
-                           " is listed twice");
-      }
-    }
-  }
+  device_list(std::vector<process_device> devices, int current_process, int process_count);
 
   /// This process's devices (as a manager lists them), numbered as jaxlib numbers them when every
   /// process has the same count: global id = process_index x devices.size() + position.
   [[nodiscard]] static device_list local(const std::vector<device>& devices, const process_context& p = {},
-                                         const std::vector<std::string>& kinds = {}) {
-    std::vector<process_device> out;
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      process_device d;
-      d.local = devices[i];
-      d.id = p.process_index * static_cast<int>(devices.size()) + static_cast<int>(i);
-      d.process_index = d.host_id = p.process_index;
-      d.local_hardware_id = devices[i].is_cuda() ? devices[i].ordinal() : -1;
-      if (i < kinds.size()) d.device_kind = kinds[i];
-      out.push_back(std::move(d));
-    }
-    return device_list(std::move(out), p.process_index, p.process_count);
-  }
+                                         const std::vector<std::string>& kinds = {});
 
   /// The global list from every process's local list (e.g. after exchanging them with MPI): the
   /// devices by process index, global ids renumbered 0, 1, ... in that order, seen from the
   /// process of `lists[0]`. config_error for a process missing, duplicated or with a disagreeing
   /// process count.
-  [[nodiscard]] static device_list gather(std::span<const device_list> lists) {
-    if (lists.empty()) throw config_error("device_list::gather: no lists given; pass one list per process");
-    const int count = lists.front().process_count();
-    std::vector<const device_list*> by_process(static_cast<std::size_t>(count), nullptr);
-    for (const auto& l : lists) {
-      if (l.process_count() != count) {
-        throw config_error("device_list::gather: lists disagree on the process count (" + std::to_string(count) +
-                           " and " + std::to_string(l.process_count()) + ")");
-      }
-      auto& slot = by_process[static_cast<std::size_t>(l.current_process())];
-      if (slot != nullptr) {
-        throw config_error("device_list::gather: two lists come from process " + std::to_string(l.current_process()));
-      }
-      slot = &l;
-    }
-    std::vector<process_device> all;
-    for (int p = 0; p < count; ++p) {
-      const device_list* l = by_process[static_cast<std::size_t>(p)];
-      if (l == nullptr) {
-        throw config_error("device_list::gather: no list from process " + std::to_string(p) + " of " +
-                           std::to_string(count) + "; pass one list per process");
-      }
-      for (const auto& d : l->addressable_devices()) {
-        all.push_back(d);
-        all.back().id = static_cast<int>(all.size()) - 1;
-      }
-    }
-    return device_list(std::move(all), lists.front().current_process(), count);
-  }
+  [[nodiscard]] static device_list gather(std::span<const device_list> lists);
   [[nodiscard]] static device_list gather(std::initializer_list<device_list> lists) {
     return gather(std::span<const device_list>(lists.begin(), lists.size()));
   }
@@ -177,13 +89,7 @@ class device_list {
   [[nodiscard]] const std::vector<process_device>& global_devices() const noexcept { return devices_; }
   /// The devices of the current process: the ones it can address (jaxlib: addressable_devices,
   /// local_devices).
-  [[nodiscard]] std::vector<process_device> addressable_devices() const {
-    std::vector<process_device> out;
-    for (const auto& d : devices_) {
-      if (d.process_index == current_) out.push_back(d);
-    }
-    return out;
-  }
+  [[nodiscard]] std::vector<process_device> addressable_devices() const;
   [[nodiscard]] std::vector<process_device> local_devices() const { return addressable_devices(); }
   /// The process indices that own a device of the list, ascending.
   [[nodiscard]] std::vector<int> process_indices() const {
@@ -203,13 +109,7 @@ class device_list {
   [[nodiscard]] auto begin() const noexcept { return devices_.begin(); }
   [[nodiscard]] auto end() const noexcept { return devices_.end(); }
   /// The device with global id `id`; config_error if there is none.
-  [[nodiscard]] const process_device& by_id(int id) const {
-    for (const auto& d : devices_) {
-      if (d.id == id) return d;
-    }
-    throw config_error("device_list: no device has global id " + std::to_string(id) + " (the list has " +
-                       std::to_string(devices_.size()) + " devices)");
-  }
+  [[nodiscard]] const process_device& by_id(int id) const;
 
   friend bool operator==(const device_list&, const device_list&) = default;
 
@@ -220,3 +120,7 @@ class device_list {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/device_list.ipp>
+#endif

@@ -39,13 +39,7 @@ class cuda_error : public error {
 
  private:
   static std::string format(int code, std::string_view call, std::string_view name, std::string_view description,
-                            const std::source_location& where) {
-    std::string msg;
-    msg.append(call).append(" failed: ").append(name).append(" (").append(std::to_string(code));
-    msg.append("): ").append(description).append(" at ").append(where.file_name());
-    msg.append(":").append(std::to_string(where.line()));
-    return msg;
-  }
+                            const std::source_location& where);
 
   int code_;
   std::string call_;
@@ -90,12 +84,8 @@ using device_mismatch = detail::basic_device_mismatch<device>;
 /// Throws cuda_error when `result` is not cudaSuccess. `call` is the call's text, for the message.
 /// The error is also cleared from the runtime's per-thread "last error" so that it does not
 /// reappear in an unrelated later check.
-inline void check_cuda(cudaError_t result, std::string_view call,
-                       std::source_location where = std::source_location::current()) {
-  if (result == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw cuda_error(static_cast<int>(result), call, cudaGetErrorName(result), cudaGetErrorString(result), where);
-}
+DEVICEKIT_DECL void check_cuda(cudaError_t result, std::string_view call,
+                               std::source_location where = std::source_location::current());
 #endif
 
 }  // namespace devicekit
@@ -107,3 +97,7 @@ inline void check_cuda(cudaError_t result, std::string_view call,
 // so it includes this file; included here, after config_error, it completes `device` for users of
 // this file whichever of the two comes first.
 #include <devicekit/core/device.hpp>  // IWYU pragma: export
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/error.ipp>
+#endif

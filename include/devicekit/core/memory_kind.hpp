@@ -27,13 +27,10 @@ enum class memory_kind { device, pinned_host, host };
 }
 
 /// Parses "device", "pinned_host", "host" (and jaxlib's spelling "unpinned_host" for host).
-[[nodiscard]] inline memory_kind parse_memory_kind(std::string_view s) {
-  if (s == "device") return memory_kind::device;
-  if (s == "pinned_host") return memory_kind::pinned_host;
-  if (s == "host" || s == "unpinned_host") return memory_kind::host;
-  throw config_error("memory kind '" + std::string(s) +
-                     "' is not valid; allowed values: device, pinned_host, host "
-                     "(or unpinned_host)");
-}
+[[nodiscard]] DEVICEKIT_DECL memory_kind parse_memory_kind(std::string_view s);
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/memory_kind.ipp>
+#endif

@@ -28,11 +28,7 @@ class pool_peer_access {
     return *registry;
   }
 
-  void add_pool(int owner, cudaMemPool_t pool) {
-    std::lock_guard lock(mutex_);
-    for (const int accessor : accessors_[owner]) set_access(pool, accessor);
-    pools_[owner].push_back(pool);
-  }
+  void add_pool(int owner, cudaMemPool_t pool);
 
   void remove_pool(int owner, cudaMemPool_t pool) noexcept {
     std::lock_guard lock(mutex_);
@@ -41,21 +37,10 @@ class pool_peer_access {
 
   /// From now on `accessor` may read and write the memory of every devicekit pool on `owner`
   /// (the caller has checked cudaDeviceCanAccessPeer).
-  void grant(int accessor, int owner) {
-    if (accessor == owner) return;
-    std::lock_guard lock(mutex_);
-    if (!accessors_[owner].insert(accessor).second) return;
-    for (const cudaMemPool_t pool : pools_[owner]) set_access(pool, accessor);
-  }
+  void grant(int accessor, int owner);
 
  private:
-  static void set_access(cudaMemPool_t pool, int accessor) {
-    cudaMemAccessDesc desc{};
-    desc.location.type = cudaMemLocationTypeDevice;
-    desc.location.id = accessor;
-    desc.flags = cudaMemAccessFlagsProtReadWrite;
-    DEVICEKIT_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
-  }
+  static void set_access(cudaMemPool_t pool, int accessor);
 
   std::mutex mutex_;
   std::map<int, std::vector<cudaMemPool_t>> pools_;
@@ -63,4 +48,8 @@ class pool_peer_access {
 };
 
 }  // namespace devicekit::detail
+#endif
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/pool_access.ipp>
 #endif

@@ -27,22 +27,7 @@ namespace detail {
 /// Whether a CUDA context is current on the calling thread: cuCtxGetCurrent, fetched through the
 /// runtime (devicekit never links libcuda). When the driver cannot be asked, the answer is yes,
 /// which keeps the guard below restoring as it always did.
-[[nodiscard]] inline bool context_is_current() noexcept {
-  using get_current_fn = int (*)(void**);
-  static const get_current_fn get_current = []() noexcept {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();  // our own failed lookup's error, not the program's
-      return get_current_fn{};
-    }
-    return reinterpret_cast<get_current_fn>(fn);
-  }();
-  if (get_current == nullptr) return true;
-  void* ctx = nullptr;
-  return get_current(&ctx) != 0 || ctx != nullptr;
-}
+[[nodiscard]] DEVICEKIT_DECL bool context_is_current() noexcept;
 }  // namespace detail
 
 /// Makes `ordinal` the current CUDA device for the lifetime of the guard, then restores the
@@ -53,19 +38,9 @@ namespace detail {
 /// thread keeps `ordinal` as its device afterwards.
 class scoped_device {
  public:
-  explicit scoped_device(int ordinal) {
-    DEVICEKIT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ == ordinal) return;
-    const bool had_context = detail::context_is_current();
-    DEVICEKIT_CUDA_CHECK(cudaSetDevice(ordinal));
-    restore_ = had_context;
-  }
+  explicit scoped_device(int ordinal);
   /// The same for noexcept paths (deallocation): failures are ignored.
-  scoped_device(int ordinal, std::nothrow_t) noexcept {
-    if (cudaGetDevice(&previous_) != cudaSuccess || previous_ == ordinal) return;
-    const bool had_context = detail::context_is_current();
-    restore_ = cudaSetDevice(ordinal) == cudaSuccess && had_context;
-  }
+  scoped_device(int ordinal, std::nothrow_t) noexcept;
   scoped_device(const scoped_device&) = delete;
   scoped_device& operator=(const scoped_device&) = delete;
   ~scoped_device() {
@@ -127,35 +102,12 @@ class stream {
   stream() noexcept = default;
 
   /// A new non-blocking stream on `dev` (cuda), or the inline stream (cpu).
-  explicit stream(device dev) : device_(dev) {
-    if (dev.is_cpu()) return;
-#if DEVICEKIT_HAS_CUDA
-    scoped_device on(dev.ordinal());
-    DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
-    note_cuda_runtime_used();
-    try {
-      detail::stream_registry::instance().add(dev.ordinal(), handle_);
-    } catch (...) {
-      (void)cudaStreamDestroy(std::exchange(handle_, nullptr));
-      throw;
-    }
-#else
-    throw config_error("cannot create a stream on " + dev.str() +
-                       ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
-#endif
-  }
+  explicit stream(device dev);
 
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
   stream(stream&& other) noexcept : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
-  stream& operator=(stream&& other) noexcept {
-    if (this != &other) {
-      release();
-      device_ = other.device_;
-      handle_ = std::exchange(other.handle_, nullptr);
-    }
-    return *this;
-  }
+  stream& operator=(stream&& other) noexcept;
   ~stream() { release(); }
 
   [[nodiscard]] device get_device() const noexcept { return device_; }
@@ -168,14 +120,7 @@ class stream {
   [[nodiscard]] bool idle() const;
 
  private:
-  void release() noexcept {
-#if DEVICEKIT_HAS_CUDA
-    if (handle_ == nullptr) return;
-    detail::stream_registry::instance().remove(handle_);
-    if (cuda_calls_allowed()) (void)cudaStreamDestroy(handle_);
-#endif
-    handle_ = nullptr;
-  }
+  void release() noexcept;
 
   device device_{};
   native_stream_handle handle_ = nullptr;
@@ -249,18 +194,7 @@ class stream_ref {
   }
 
   /// True when no queued work is pending. Never blocks.
-  [[nodiscard]] bool idle() const {
-#if DEVICEKIT_HAS_CUDA
-    if (device_.is_cpu()) return true;
-    const cudaError_t r = cudaStreamQuery(handle_);
-    // cudaErrorNotReady is a status ("not actually an error", cudaError_t's documentation): it
-    // does not become the last error (seen on the H100, gpu.gpu_sim_rules), so nothing is
-    // cleared; clearing would swallow an error the program has not read yet.
-    if (r == cudaErrorNotReady) return false;
-    DEVICEKIT_CUDA_CHECK(r);
-#endif
-    return true;
-  }
+  [[nodiscard]] bool idle() const;
 
   [[nodiscard]] friend constexpr bool operator==(const stream_ref& a, const stream_ref& b) noexcept {
     return a.device_ == b.device_ && a.handle_ == b.handle_;
@@ -279,3 +213,7 @@ inline void stream::synchronize() const {
 inline bool stream::idle() const { return handle_ == nullptr || stream_ref(*this).idle(); }
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/core/stream.ipp>
+#endif

@@ -21,11 +21,14 @@ namespace devicekit {
 
 namespace detail {
 /// "DEVICEKIT_PLATFORMS=cuda,cpu" or "the platform list cuda,cpu (settings)", for messages.
-[[nodiscard]] inline std::string platform_list_text(const settings& s) {
-  const std::string list = format_platform_list(s.get_platforms());
-  if (s.platforms_source() == "DEVICEKIT_PLATFORMS") return "DEVICEKIT_PLATFORMS=" + list;
-  return "the platform list " + list + " (settings::set_platforms)";
-}
+[[nodiscard]] DEVICEKIT_DECL std::string platform_list_text(const settings& s);
+
+/// Turns a usable answer of a platform the run-time list leaves out into "not available", with
+/// the reason (see run_detector).
+DEVICEKIT_DECL void exclude_unlisted_platform(capabilities& caps, const settings& s);
+
+/// Adds "detector: reason" (or "detector: no device") to a `; `-separated list of reasons.
+DEVICEKIT_DECL void append_detector_reason(std::string& reasons, const capabilities& c);
 }  // namespace detail
 
 template <class D>
@@ -54,20 +57,10 @@ template <device_detector D>
       caps.detector = "custom";
     }
   }
-  if (caps.usable() && !s.allows_platform(caps.device_type)) {
-    // The run-time platform list (settings::set_platforms, DEVICEKIT_PLATFORMS) leaves this
-    // answer out: it becomes "not available", with the reason, so that first_available moves
-    // on and a manager's error names the list.
-    caps.fallback_reason = "found " + std::to_string(caps.device_count) + " " +
-                           std::string(to_string(caps.device_type)) + " device(s), but " +
-                           detail::platform_list_text(s) + " excludes platform '" +
-                           std::string(to_string(caps.device_type)) + "'";
-    caps.device_count = 0;
-    caps.gpu_count = 0;
-    caps.devices.clear();
-    caps.total_memory_bytes = 0;
-    caps.supports_distributed = false;
-  }
+  // The run-time platform list (settings::set_platforms, DEVICEKIT_PLATFORMS) may leave this
+  // answer out: it then becomes "not available", with the reason, so that first_available moves
+  // on and a manager's error names the list.
+  if (caps.usable() && !s.allows_platform(caps.device_type)) detail::exclude_unlisted_platform(caps, s);
   return caps;
 }
 
@@ -86,16 +79,8 @@ template <class D>
 
 namespace detail {
 
-inline void fill_cuda_versions(capabilities& caps) {
-#if DEVICEKIT_HAS_CUDA
-  // Neither call initialises the driver or creates a context; both answer without a driver.
-  if (cudaRuntimeGetVersion(&caps.cuda_runtime_version) != cudaSuccess) caps.cuda_runtime_version = 0;
-  if (cudaDriverGetVersion(&caps.driver_version) != cudaSuccess) caps.driver_version = 0;
-  (void)cudaGetLastError();
-#else
-  (void)caps;
-#endif
-}
+/// The CUDA runtime and driver versions, 0 where there are none.
+DEVICEKIT_DECL void fill_cuda_versions(capabilities& caps);
 
 /// The process-wide result of probing the CUDA runtime: the device list cannot change while the
 /// process runs (CUDA_VISIBLE_DEVICES is read once by the runtime), so it is probed once.
@@ -106,44 +91,10 @@ struct cuda_probe {
 };
 
 #if DEVICEKIT_HAS_CUDA
-[[nodiscard]] inline std::string explain_no_gpu(cudaError_t r) {
-  const std::string name = cudaGetErrorName(r);
-  const std::string text = cudaGetErrorString(r);
-  std::string why;
-  if (r == cudaErrorInsufficientDriver) {
-    why = "no usable NVIDIA driver: cudaGetDeviceCount returned cudaErrorInsufficientDriver (" + text +
-          "); install or update the NVIDIA driver to use a GPU";
-  } else if (r == cudaErrorNoDevice) {
-    why = "no CUDA-capable device: cudaGetDeviceCount returned cudaErrorNoDevice (" + text + ")";
-  } else {
-    why = "the CUDA runtime could not be initialised: cudaGetDeviceCount returned " + name + " (" + text + ")";
-  }
-  if (auto v = getenv_string("CUDA_VISIBLE_DEVICES")) {
-    why += "; CUDA_VISIBLE_DEVICES='" + *v + "'";
-  }
-  return why;
-}
+/// Why cudaGetDeviceCount found no GPU, for the fallback reason.
+[[nodiscard]] DEVICEKIT_DECL std::string explain_no_gpu(cudaError_t r);
 
-[[nodiscard]] inline cuda_probe probe_cuda() {
-  cuda_probe p;
-  const cudaError_t r = cudaGetDeviceCount(&p.count);
-  if (r != cudaSuccess) {
-    // The failure is sticky in the runtime's last-error slot: clear it so that a later,
-    // unrelated check does not report it.
-    (void)cudaGetLastError();
-    p.count = 0;
-    p.failure = explain_no_gpu(r);
-    return p;
-  }
-  note_cuda_runtime_used();
-  if (p.count == 0) {
-    p.failure = "cudaGetDeviceCount found 0 devices";
-    return p;
-  }
-  p.devices.reserve(static_cast<std::size_t>(p.count));
-  for (int i = 0; i < p.count; ++i) p.devices.push_back(query_device_properties(i, p.count));
-  return p;
-}
+[[nodiscard]] DEVICEKIT_DECL cuda_probe probe_cuda();
 
 [[nodiscard]] inline const cuda_probe& cached_cuda_probe() {
   static const cuda_probe probe = probe_cuda();
@@ -153,27 +104,10 @@ struct cuda_probe {
 
 /// Why the settings or the environment hide every GPU from any detector (a 'cpu' preference,
 /// CUDA_VISIBLE_DEVICES=""), or "" when they do not. Needs no CUDA: nvml_detector asks it too.
-[[nodiscard]] inline std::string gpus_hidden_reason(const settings& s) {
-  if (s.get_prefer() == device_preference::cpu) {
-    return "the CPU was requested (device preference 'cpu', e.g. DEVICEKIT_PREFER=cpu)";
-  }
-  if (auto v = getenv_string("CUDA_VISIBLE_DEVICES")) {
-    if (v->find_first_not_of(" \t") == std::string::npos) {
-      return "CUDA_VISIBLE_DEVICES is set to an empty string, which hides every GPU";
-    }
-  }
-  return {};
-}
+[[nodiscard]] DEVICEKIT_DECL std::string gpus_hidden_reason(const settings& s);
 
 /// Why CUDA is not to be used, before touching the runtime; empty when it may be probed.
-[[nodiscard]] inline std::string cuda_excluded_reason(const settings& s) {
-#if !DEVICEKIT_HAS_CUDA
-  (void)s;
-  return "devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)";
-#else
-  return gpus_hidden_reason(s);
-#endif
-}
+[[nodiscard]] DEVICEKIT_DECL std::string cuda_excluded_reason(const settings& s);
 
 }  // namespace detail
 
@@ -182,55 +116,14 @@ struct cuda_probe {
 struct cuda_detector {
   static constexpr std::string_view name() noexcept { return "cuda"; }
 
-  [[nodiscard]] capabilities detect(const settings& s) const {
-    capabilities caps;
-    caps.detector = std::string(name());
-    caps.device_type = device_kind::cuda;
-    caps.host = query_host();
-    detail::fill_cuda_versions(caps);
-    caps.fallback_reason = detail::cuda_excluded_reason(s);
-    if (!caps.fallback_reason.empty()) return caps;
-#if DEVICEKIT_HAS_CUDA
-    const auto& probe = detail::cached_cuda_probe();
-    if (probe.count == 0) {
-      caps.fallback_reason = probe.failure;
-      return caps;
-    }
-    caps.devices = probe.devices;
-    caps.device_count = caps.gpu_count = probe.count;
-    compute_capability lowest = probe.devices.front().cc;
-    for (const auto& d : probe.devices) {
-      caps.total_memory_bytes += d.total_memory_bytes;
-      if (d.cc < lowest) lowest = d.cc;
-    }
-    caps.cc = lowest;
-    caps.precision = precision_for(lowest);
-    caps.supports_distributed = caps.device_count > 1;
-#endif
-    return caps;
-  }
+  [[nodiscard]] capabilities detect(const settings& s) const;
 };
 
 /// The host as one device, `cpu:0`: its cores, memory and model name.
 struct cpu_detector {
   static constexpr std::string_view name() noexcept { return "cpu"; }
 
-  [[nodiscard]] capabilities detect(const settings&) const {
-    capabilities caps;
-    caps.detector = std::string(name());
-    caps.device_type = device_kind::cpu;
-    caps.device_count = 1;
-    caps.host = query_host();
-    detail::fill_cuda_versions(caps);
-    device_properties p;
-    p.id = device::cpu(0);
-    p.name = caps.host.model_name;
-    p.total_memory_bytes = caps.host.total_memory_bytes;
-    p.hardware = hardware_type::cpu;
-    caps.total_memory_bytes = p.total_memory_bytes;
-    caps.devices.push_back(std::move(p));
-    return caps;
-  }
+  [[nodiscard]] capabilities detect(const settings&) const;
 };
 
 /// Platform priority: runs the detectors in order and keeps the first that finds a device. The
@@ -280,10 +173,7 @@ struct first_available {
   }
 
  private:
-  static void append_reason(std::string& reasons, const capabilities& c) {
-    if (!reasons.empty()) reasons += "; ";
-    reasons += c.detector + ": " + (c.fallback_reason.empty() ? "no device" : c.fallback_reason);
-  }
+  static void append_reason(std::string& reasons, const capabilities& c) { detail::append_detector_reason(reasons, c); }
 
   /// With a run-time platform list every detector runs (run_detector already turned answers of
   /// unlisted platforms into "not available"); the usable answer whose platform comes first in
@@ -344,3 +234,7 @@ struct fixed_detector {
 };
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/detect/detectors.ipp>
+#endif

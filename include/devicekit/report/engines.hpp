@@ -41,16 +41,8 @@ template <class Fn>
   return fn;
 }
 
-inline void finish_status(engine_info& e, const char* not_built_why) {
-  if (!e.built) {
-    e.status = std::string("not built (") + not_built_why + ")";
-  } else if (e.library_version.empty()) {
-    e.status = "headers " + e.header_version + ", library not linked into this program";
-  } else {
-    e.status = e.library_version;
-    if (e.library_version.rfind(e.header_version, 0) != 0) e.status += " (headers " + e.header_version + ")";
-  }
-}
+/// Sets `e.status` from what was found; `not_built_why` says why an engine is not built.
+DEVICEKIT_DECL void finish_status(engine_info& e, const char* not_built_why);
 }  // namespace detail
 
 /// NCCL: NCCL_MAJOR.NCCL_MINOR.NCCL_PATCH of nccl.h, and ncclGetVersion of the linked library
@@ -110,3 +102,7 @@ inline void finish_status(engine_info& e, const char* not_built_why) {
 [[nodiscard]] inline std::vector<engine_info> query_engines() { return {query_nccl_engine(), query_mpi_engine()}; }
 
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/report/engines.ipp>
+#endif

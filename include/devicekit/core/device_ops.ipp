@@ -1,0 +1,145 @@
+#pragma once
+/// \file
+/// The definitions behind core/device_ops.hpp: device-wide synchronisation, the idle query and peer
+/// access. Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION
+/// (core/config.hpp).
+#include <devicekit/core/device_ops.hpp>
+
+#include <devicekit/core/pool_access.hpp>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace devicekit {
+
+namespace detail {
+
+DEVICEKIT_DECL void check_cuda_ordinal(device dev, const char* operation) {
+#if DEVICEKIT_HAS_CUDA
+  int count = 0;
+  const cudaError_t r = cudaGetDeviceCount(&count);
+  std::string why;
+  if (r == cudaErrorNoDevice || r == cudaErrorInsufficientDriver) {
+    (void)cudaGetLastError();
+    count = 0;
+    why = std::string(" (cudaGetDeviceCount: ") + cudaGetErrorName(r) + ")";
+  } else {
+    DEVICEKIT_CUDA_CHECK(r);
+  }
+  if (dev.ordinal() >= 0 && dev.ordinal() < count) return;
+  throw config_error(std::string(operation) + ": " + dev.str() + " does not exist: this process sees " +
+                     std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + why +
+                     (count > 0 ? ", cuda:0 to cuda:" + std::to_string(count - 1) : std::string()) +
+                     " (CUDA_VISIBLE_DEVICES chooses which)");
+#else
+  throw config_error(std::string(operation) + " on " + dev.str() +
+                     ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
+#endif
+}
+
+DEVICEKIT_DECL void check_peer_pair(device a, device b, const char* operation) {
+  const std::string call = std::string(operation) + "(" + a.str() + ", " + b.str() + ")";
+  for (const device d : {a, b}) {
+    if (d.is_cpu()) {
+      throw config_error(call + ": peer access is between two cuda devices, and " + d.str() +
+                         " is the host (device copies reach host memory through pinned staging)");
+    }
+  }
+  check_cuda_ordinal(a, call.c_str());
+  check_cuda_ordinal(b, call.c_str());
+}
+
+#if DEVICEKIT_HAS_CUDA
+DEVICEKIT_DECL peer_access_state try_enable_peer_access(int accessor, int owner) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, peer_access_state> known;
+  std::lock_guard lock(mutex);
+  if (auto it = known.find({accessor, owner}); it != known.end()) return it->second;
+  int can = 0;
+  DEVICEKIT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, accessor, owner));
+  peer_access_state state;
+  if (can != 0) {
+    cudaError_t r = cudaSuccess;
+    {
+      scoped_device on(accessor);
+      r = cudaDeviceEnablePeerAccess(owner, 0);
+    }
+    if (r == cudaSuccess || r == cudaErrorPeerAccessAlreadyEnabled) {
+      if (r != cudaSuccess) (void)cudaGetLastError();  // our own status, not the program's error
+      // Memory of devicekit's driver pools on `owner` (placement's default included) needs access
+      // of its own: cudaDeviceEnablePeerAccess does not cover it (memory/resources.hpp). A
+      // failure here throws and is not remembered: the next call tries again.
+      pool_peer_access::instance().grant(accessor, owner);
+      state.result = peer_access_state::status::enabled;
+    } else {
+      (void)cudaGetLastError();
+      state.result = peer_access_state::status::failed;
+      state.error = r;
+    }
+  }
+  known[{accessor, owner}] = state;
+  return state;
+}
+#endif
+
+}  // namespace detail
+
+DEVICEKIT_DECL void synchronize(device dev) {
+  if (dev.is_cpu()) return;
+  detail::check_cuda_ordinal(dev, "synchronize");
+#if DEVICEKIT_HAS_CUDA
+  scoped_device on(dev.ordinal());
+  DEVICEKIT_CUDA_CHECK(cudaDeviceSynchronize());
+#endif
+}
+
+DEVICEKIT_DECL bool is_idle(device dev) {
+  if (dev.is_cpu()) return true;
+  detail::check_cuda_ordinal(dev, "is_idle");
+#if DEVICEKIT_HAS_CUDA
+  scoped_device on(dev.ordinal());
+  const auto done = [](cudaStream_t s) {
+    const cudaError_t r = cudaStreamQuery(s);
+    // cudaErrorNotReady is a status and does not become the last error (core/stream.hpp).
+    if (r == cudaErrorNotReady) return false;
+    DEVICEKIT_CUDA_CHECK(r);
+    return true;
+  };
+  if (!done(cudaStreamLegacy) || !done(cudaStreamPerThread)) return false;
+  return detail::stream_registry::instance().all_of(dev.ordinal(), done);
+#else
+  return true;
+#endif
+}
+
+DEVICEKIT_DECL bool can_access_peer(device a, device b) {
+  detail::check_peer_pair(a, b, "can_access_peer");
+  if (a == b) return true;
+  int can = 0;
+#if DEVICEKIT_HAS_CUDA
+  DEVICEKIT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a.ordinal(), b.ordinal()));
+#endif
+  return can != 0;
+}
+
+DEVICEKIT_DECL void enable_peer_access(device a, device b) {
+  detail::check_peer_pair(a, b, "enable_peer_access");
+  if (a == b) return;
+#if DEVICEKIT_HAS_CUDA
+  const auto state = detail::try_enable_peer_access(a.ordinal(), b.ordinal());
+  using status = detail::peer_access_state::status;
+  if (state.result == status::enabled) return;
+  if (state.result == status::unsupported) {
+    throw config_error("enable_peer_access(" + a.str() + ", " + b.str() + "): " + a.str() +
+                       " cannot access the memory of " + b.str() +
+                       " directly (cudaDeviceCanAccessPeer says no: no NVLink or PCIe peer-to-peer path "
+                       "between them, or it is disabled); check can_access_peer first. devicekit's own "
+                       "copies between them stage through host memory");
+  }
+  check_cuda(state.error, "cudaDeviceEnablePeerAccess(" + std::to_string(b.ordinal()) + ", 0) on " + a.str());
+#endif
+}
+
+}  // namespace devicekit
