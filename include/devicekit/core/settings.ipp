@@ -51,7 +51,12 @@ DEVICEKIT_DECL std::vector<device_kind> parse_platform_list(std::string_view tex
 
 DEVICEKIT_DECL std::string format_platform_list(const std::vector<device_kind>& platforms) {
   std::string s;
-  for (const auto k : platforms) s += (s.empty() ? "" : ",") + std::string(to_string(k));
+  // Appended piece by piece: `const char* + std::string&&` trips g++ 12's -Wrestrict false
+  // positive at -O3 (GCC bug 105329).
+  for (const auto k : platforms) {
+    if (!s.empty()) s += ',';
+    s += to_string(k);
+  }
   return s;
 }
 

@@ -94,7 +94,10 @@ DEVICEKIT_DECL std::string device_assignment::str() const {
 
 DEVICEKIT_DECL std::string device_assignment::serialize() const {
   std::string s = std::to_string(replicas_) + "x" + std::to_string(computations_) + ":";
-  for (std::size_t i = 0; i < devices_.size(); ++i) s += (i == 0 ? "" : ",") + devices_[i].str();
+  for (std::size_t i = 0; i < devices_.size(); ++i) {  // appended: see format_platform_list
+    if (i != 0) s += ',';
+    s += devices_[i].str();
+  }
   return s;
 }
 
