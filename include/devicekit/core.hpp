@@ -5,6 +5,7 @@
 ///
 /// Each header also stands alone; this one is for translation units that use the whole layer.
 #include <devicekit/core/allocator_kind.hpp>
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
@@ -13,6 +14,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/event.hpp>
 #include <devicekit/core/float_types.hpp>
+#include <devicekit/core/graph.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/pool_access.hpp>
 #include <devicekit/core/runtime.hpp>

@@ -1,10 +1,12 @@
 // core/: device parsing and printing, errors, settings from the environment, the CPU stream.
 #include <catch2/catch.hpp>
 
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/float_types.hpp>
+#include <devicekit/core/graph.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/topology.hpp>
@@ -15,6 +17,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -154,6 +157,69 @@ TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[
   }
 }
 #endif
+
+TEST_CASE("capture on a cpu stream keeps the step, and each launch calls it", "[core][graph]") {
+  const dk::stream s(dk::device::cpu());
+  CHECK_FALSE(dk::capture_of(dk::stream_ref(s)).active);  // nothing captures on the host
+  int runs = 0;
+  dk::graph g = dk::capture(s, [&] { ++runs; });
+  CHECK(runs == 0);  // recorded, not run, as on a GPU
+  CHECK(g.runs_on_host());
+  CHECK(static_cast<bool>(g));
+  CHECK(g.memory_bytes() == 0);
+  for (int i = 0; i < 3; ++i) g.launch(s);
+  CHECK(runs == 3);
+  CHECK(g.launches() == 3);
+  dk::graph moved = std::move(g);
+  CHECK_FALSE(static_cast<bool>(g));
+  moved.launch(s);
+  CHECK(runs == 4);
+  CHECK_THROWS_AS(g.launch(s), dk::config_error);  // an empty graph says so
+}
+
+namespace {
+/// A holder of graph memory with fixed figures, that counts its releases.
+struct fake_holder : dk::detail::graph_memory_holder {
+  std::size_t live = 0;
+  std::size_t peak = 0;
+  int released = 0;
+  [[nodiscard]] std::size_t capture_live_bytes(unsigned long long) const noexcept override { return live; }
+  [[nodiscard]] std::size_t capture_peak_bytes(unsigned long long) const noexcept override { return peak; }
+  void release_capture(unsigned long long) noexcept override { ++released; }
+};
+}  // namespace
+
+TEST_CASE("the graph memory ledger sums its holders by capture and releases them once", "[core][graph]") {
+  auto& ledger = dk::detail::graph_memory_ledger::instance();
+  fake_holder a;
+  fake_holder b;
+  a.live = 10;
+  a.peak = 100;
+  b.live = 1;
+  b.peak = 7;
+  constexpr unsigned long long id = 0xfeed0001ull;
+  ledger.enlist(id, &a);
+  ledger.enlist(id, &a);  // once per holder and capture
+  ledger.enlist(id, &b);
+  ledger.enlist(id + 1, &b);
+  CHECK(ledger.live_bytes(id) == 11);
+  CHECK(ledger.peak_bytes(id) == 107);
+  int kept_freed = 0;
+  ledger.keep_alive(id, std::shared_ptr<void>(&kept_freed, [](void* p) { ++*static_cast<int*>(p); }));
+  CHECK(ledger.keeps_alive(id));
+  CHECK_FALSE(ledger.keeps_alive(id + 1));
+  ledger.release(id);
+  CHECK(a.released == 1);
+  CHECK(b.released == 1);
+  CHECK(kept_freed == 1);
+  CHECK(ledger.peak_bytes(id) == 0);
+  CHECK(ledger.peak_bytes(id + 1) == 7);  // the other capture is untouched
+  ledger.withdraw(&b);
+  CHECK(ledger.peak_bytes(id + 1) == 0);
+  ledger.release(id + 1);
+  CHECK(b.released == 1);  // withdrawn: never called again
+  ledger.withdraw(&a);
+}
 
 TEST_CASE("allocator kinds and byte sizes parse, with messages that list what is allowed", "[core][settings][memory]") {
   CHECK(dk::parse_allocator_kind("pool") == dk::allocator_kind::pool);
