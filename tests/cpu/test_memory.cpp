@@ -9,6 +9,7 @@
 #include <devicekit/manager.hpp>
 #include <devicekit/memory/allocator.hpp>
 #include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/detail/graph_blocks.hpp>
 #include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/profiler.hpp>
 #include <devicekit/report/json.hpp>
@@ -1139,4 +1140,38 @@ TEST_CASE("the generative preset follows the hardware and configures a manager",
   const gpu_manager from_preset{preset.manager(), dk::fixed_detector{gpus_with(7, 0)}};
   CHECK(from_preset.memory_fraction() == 0.75);
   CHECK(from_preset.report().strategy.name == "balanced");
+}
+
+TEST_CASE("graph blocks: a capture holds its peak, reuse inside it is free, release leaves orphans",
+          "[memory][graph]") {
+  dk::detail::graph_blocks gb;
+  int storage[4] = {};
+  const void* a = &storage[0];
+  const void* b = &storage[1];
+  const void* c = &storage[2];
+  CHECK(gb.growth_for(1, 512) == 512);
+  gb.add(a, 512, 1);
+  gb.add(b, 256, 1);
+  CHECK(gb.reserved() == 768);
+  gb.remove(a);  // freed inside the capture: the graph may reuse it
+  CHECK(gb.live(1) == 256);
+  CHECK(gb.peak(1) == 768);
+  CHECK(gb.growth_for(1, 512) == 0);  // fits in what the capture already holds
+  CHECK(gb.growth_for(1, 1024) == 512);
+  gb.add(c, 512, 1);
+  CHECK(gb.reserved() == 768);
+  gb.add(a, 256, 2);  // another capture counts on its own
+  CHECK(gb.reserved() == 1024);
+  gb.release(1);  // its graph is gone; b and c were never freed
+  CHECK(gb.reserved() == 256);
+  CHECK(gb.count() == 3);
+  REQUIRE(gb.find(b) != nullptr);
+  CHECK(gb.find(b)->orphaned);
+  gb.remove(b);
+  gb.remove(c);
+  CHECK(gb.live(2) == 256);
+  gb.remove(a);
+  gb.release(2);
+  CHECK(gb.empty());
+  CHECK(gb.reserved() == 0);
 }

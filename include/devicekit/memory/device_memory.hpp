@@ -31,6 +31,15 @@
 /// DEVICEKIT_MEMORY_DEBUG=1): each live allocation keeps the std::source_location of the
 /// allocating call; `live_allocations()` lists them; the pool reports leaks when destroyed.
 ///
+/// Inside a CUDA graph capture (core/capture.hpp): on a capturing stream, `allocate(bytes, s)`
+/// makes a graph memory node instead of taking a cached block (memory/detail/graph_blocks.hpp),
+/// without querying or recording any event, and `deallocate(p, bytes, s)` of such a block makes
+/// its free node; CUDA reuses what the graph freed for the graph's later allocations. The graph's
+/// memory counts against the budget (stats().graph_bytes) until the graph is destroyed; a request
+/// that would pass the budget throws out_of_memory before anything is recorded. Freeing a block of
+/// the pool's own on a capturing stream is refused (capture_error): every replay would still use
+/// a block the pool had handed on.
+///
 /// Thread-safe: one mutex per pool. Safe at exit: no CUDA call once the process is exiting.
 ///
 /// This class is the façade: the API, the recovery ladder and the one lock. The work is done
@@ -41,6 +50,7 @@
 /// pool_counters (figures and stats), pool_invariants (the tests' consistency check),
 /// pool_upstream (the upstream resource), pool_observers (memory_profiler). pool_config is in
 /// memory/pool_config.hpp, the errors in memory/errors.hpp.
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
@@ -48,6 +58,7 @@
 #include <devicekit/memory/detail/allocation_registry.hpp>
 #include <devicekit/memory/detail/block_heap.hpp>
 #include <devicekit/memory/detail/block_router.hpp>
+#include <devicekit/memory/detail/graph_blocks.hpp>
 #include <devicekit/memory/detail/pool_counters.hpp>
 #include <devicekit/memory/detail/pool_invariants.hpp>
 #include <devicekit/memory/detail/pool_observers.hpp>
@@ -78,7 +89,7 @@ struct defragment_result {
 
 class memory_profiler;
 
-class device_memory {
+class device_memory : private detail::graph_memory_holder {
  public:
   device_memory(const device_memory&) = delete;
   device_memory& operator=(const device_memory&) = delete;
@@ -220,6 +231,29 @@ class device_memory {
 
   void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
                       const std::source_location& where);
+  /// allocate on a stream capturing sequence `id`: a graph memory node, within the budget.
+  void* allocate_in_capture(std::size_t bytes, std::size_t alignment, native_stream_handle s, unsigned long long id);
+  /// deallocate of a block graph_blocks_ knows, on `s` (`c`: its capture state).
+  void deallocate_graph_block(void* p, const detail::graph_blocks::block& b, native_stream_handle s,
+                              const capture_state& c);
+
+  // graph_memory_holder (core/capture.hpp): the ledger asks, under its own lock.
+  [[nodiscard]] std::size_t capture_live_bytes(unsigned long long id) const noexcept override {
+    std::lock_guard lock(mutex_);
+    return graph_blocks_.live(id);
+  }
+  [[nodiscard]] std::size_t capture_peak_bytes(unsigned long long id) const noexcept override {
+    std::lock_guard lock(mutex_);
+    return graph_blocks_.peak(id);
+  }
+  void release_capture(unsigned long long id) noexcept override {
+    std::lock_guard lock(mutex_);
+    graph_blocks_.release(id);
+  }
+  /// What the pool's own chunks may reserve: the budget less what captured graphs hold.
+  [[nodiscard]] std::size_t chunk_budget() const noexcept {
+    return graph_blocks_.reserved() < max_size_ ? max_size_ - graph_blocks_.reserved() : 0;
+  }
 
   taken try_take(std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
     return detail::take_block(heap_, slabs_, streams_, bytes, alignment, sid);
@@ -230,7 +264,7 @@ class device_memory {
   taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid);
 
   bool grow(std::size_t need) {
-    if (!heap_.grow(need, max_size_, device_)) return false;
+    if (!heap_.grow(need, chunk_budget(), device_)) return false;
     if (!observers_.empty()) notify(detail::pool_event::grew, 0);
     return true;
   }
@@ -240,7 +274,10 @@ class device_memory {
   void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s);
 
   [[nodiscard]] pool_stats stats_locked() const {
-    return detail::compute_stats(counters_, heap_, slabs_, streams_, max_size_);
+    pool_stats s = detail::compute_stats(counters_, heap_, slabs_, streams_, max_size_);
+    s.graph_bytes = graph_blocks_.reserved();
+    s.graph_blocks = graph_blocks_.count();
+    return s;
   }
 
   void notify(detail::pool_event e, std::size_t bytes) {
@@ -275,6 +312,7 @@ class device_memory {
   detail::allocation_registry live_;
   detail::pool_counters counters_;
   detail::observer_list observers_;
+  detail::graph_blocks graph_blocks_;
 };
 
 }  // namespace devicekit

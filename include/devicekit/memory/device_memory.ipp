@@ -68,6 +68,8 @@ DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::s
 }
 
 DEVICEKIT_DECL void device_memory::release_everything() noexcept {
+  // First, and without the pool's lock: the ledger calls holders under its own lock.
+  detail::graph_memory_ledger::instance().withdraw(this);
   std::lock_guard lock(mutex_);
   live_.report_leaks(device_, config_.on_leak);
   if (cuda_calls_allowed()) {
@@ -83,6 +85,9 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
                                                   native_stream_handle s, const std::source_location& where) {
   detail::check_alignment(alignment);
   if (bytes == 0) return nullptr;
+  if (ordered && events_) {
+    if (const capture_state c = capture_of(s); c.active) return allocate_in_capture(bytes, alignment, s, c.id);
+  }
   std::unique_lock lock(mutex_);
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
   // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
@@ -129,7 +134,7 @@ DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<std:
   std::string cause;
   if (!heap_.last_upstream_error().empty()) {
     cause = "the upstream refused more memory (" + heap_.last_upstream_error() + ")";
-  } else if (heap_.reserved() + need > max_size_) {
+  } else if (heap_.reserved() + graph_blocks_.reserved() + need > max_size_) {
     cause = "growing by " + detail::human_bytes(need) + " would pass the budget";
   }
   throw_oom(bytes, cause);
@@ -143,9 +148,56 @@ DEVICEKIT_DECL void device_memory::throw_oom(std::size_t bytes, const std::strin
   throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause);
 }
 
+DEVICEKIT_DECL void* device_memory::allocate_in_capture(std::size_t bytes, std::size_t alignment,
+                                                        native_stream_handle s, unsigned long long id) {
+  if (alignment > detail::pool_granule) {
+    throw invalid_request("allocate: an alignment of " + std::to_string(alignment) +
+                          " bytes on a stream being captured into a CUDA graph; graph memory is " +
+                          std::to_string(detail::pool_granule) +
+                          "-byte aligned: ask for that, or allocate before the capture");
+  }
+  const std::size_t rounded = detail::round_up_pow2(bytes, detail::pool_granule);
+  // Before the pool's lock: the ledger calls holders under its own lock (core/capture.hpp).
+  detail::graph_memory_ledger::instance().enlist(id, this);
+  std::lock_guard lock(mutex_);
+  const std::size_t growth = graph_blocks_.growth_for(id, rounded);
+  if (bytes > max_size_ || heap_.reserved() + graph_blocks_.reserved() + growth > max_size_) {
+    throw_oom(bytes, "inside a CUDA graph capture: the pool's chunks (" + detail::human_bytes(heap_.reserved()) +
+                         ") and the captured graphs' memory (" + detail::human_bytes(graph_blocks_.reserved()) +
+                         ") leave no room for it; nothing was recorded, the capture can be ended cleanly (capture() "
+                         "does it); trim() the pool before capturing, or destroy graphs no longer used");
+  }
+  void* p = upstream_->graph_allocate(bytes, s);  // a CUDA error throws here: nothing recorded yet
+  graph_blocks_.add(p, rounded, id);
+  return p;
+}
+
+DEVICEKIT_DECL void device_memory::deallocate_graph_block(void* p, const detail::graph_blocks::block& b,
+                                                          native_stream_handle s, const capture_state& c) {
+  if (c.active && c.id != b.id) {
+    throw capture_error("deallocate: a block allocated in one CUDA graph capture is freed in another (sequence " +
+                        std::to_string(c.id) + "); a graph's memory is its own: free it in the capture that made it");
+  }
+  // In its own capture: the graph's free node, after which the graph may reuse the memory. After
+  // the capture (a block left allocated when it ended, dropped now): the memory is the graph's,
+  // CUDA frees it with the graph, so only the record goes.
+  if (c.active) upstream_->graph_deallocate(p, b.bytes, s);
+  graph_blocks_.remove(p);
+}
+
 DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
   if (p == nullptr) return;
+  const capture_state c = ordered && events_ ? capture_of(s) : capture_state{};
   std::lock_guard lock(mutex_);
+  if (!graph_blocks_.empty()) {
+    if (const detail::graph_blocks::block* b = graph_blocks_.find(p)) return deallocate_graph_block(p, *b, s, c);
+  }
+  if (c.active) {
+    throw capture_error(
+        "deallocate: a block allocated before the capture is freed on a stream being captured into a "
+        "CUDA graph; every replay of the graph would still use it after the pool had handed it on. "
+        "Free it once the capture has ended, or allocate it inside the capture (on the capturing stream)");
+  }
   detail::live_record& rec =
       live_.find_for_free(p, bytes, device_, [&](std::uintptr_t a) { return heap_.inside_chunk(a); });
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;

@@ -35,6 +35,10 @@ struct pool_stats {
   std::size_t chunk_count = 0;           ///< upstream allocations held now
   std::size_t pending_stream_frees = 0;  ///< frees waiting for another stream's event
   std::size_t max_size = 0;              ///< the cap on reserved bytes (the budget)
+  /// Memory of captured CUDA graphs made from this pool (graph memory nodes: each live graph's
+  /// most at once), counted against max_size with reserved_bytes until the graph is destroyed.
+  std::size_t graph_bytes = 0;
+  std::size_t graph_blocks = 0;  ///< blocks allocated inside captures and not yet freed
 
   friend bool operator==(const pool_stats&, const pool_stats&) = default;
 };

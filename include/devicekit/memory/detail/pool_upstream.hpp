@@ -15,9 +15,12 @@
 /// `has_events() == false` and the pool then treats every free as synchronous and asks for no
 /// event: one interface, one vtable per pool type, and
 /// no hooks with placeholder bodies in the pool itself.
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/memory/detail/pool_structures.hpp>
 #include <devicekit/memory/resources.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <utility>
 
@@ -44,12 +47,25 @@ class pool_upstream {
   virtual void wait_event(void* ev) = 0;
   virtual void destroy_event(void* ev) noexcept = 0;
 
+  /// Stream-ordered allocation from the upstream itself, for a capturing stream: the capture
+  /// records it as a graph memory node (memory/detail/graph_blocks.hpp). Called only when
+  /// has_events(); throws capture_error for an upstream without stream-ordered allocation.
+  virtual void* graph_allocate(std::size_t bytes, native_stream_handle s) = 0;
+  /// The free node of a graph_allocate'd block, on the capturing stream.
+  virtual void graph_deallocate(void* p, std::size_t bytes, native_stream_handle s) = 0;
+
  protected:
   explicit pool_upstream(bool has_events) noexcept : has_events_(has_events) {}
   ~pool_upstream() = default;  // never deleted through the interface
 
  private:
   bool has_events_;
+};
+
+template <class U>
+concept has_stream_ordered_allocation = requires(U& u, void* p, std::size_t n, native_stream_handle s) {
+  { u.allocate_async(n, n, s) } -> std::same_as<void*>;
+  u.deallocate_async(p, n, n, s);
 };
 
 template <class U>
@@ -100,6 +116,22 @@ class upstream_adapter final : public pool_upstream {
   void destroy_event(void* ev) noexcept override {
     if constexpr (stream_event_source<Upstream>) upstream_.destroy_event(ev);
     (void)ev;
+  }
+  void* graph_allocate(std::size_t bytes, native_stream_handle s) override {
+    if constexpr (has_stream_ordered_allocation<Upstream>) {
+      return upstream_.allocate_async(bytes, pool_granule, s);
+    } else {
+      (void)bytes;
+      (void)s;
+      refuse_in_capture("allocate", "this pool's upstream has no stream-ordered allocation, which a graph needs",
+                        "use a pool over cuda_device_resource (the manager's and placement's pools are)");
+    }
+  }
+  void graph_deallocate(void* p, std::size_t bytes, native_stream_handle s) override {
+    if constexpr (has_stream_ordered_allocation<Upstream>) upstream_.deallocate_async(p, bytes, pool_granule, s);
+    (void)p;
+    (void)bytes;
+    (void)s;
   }
 
  private:
