@@ -13,6 +13,7 @@
 /// shaped). Scalar leaves of dst are assigned. The copies go through placement's copy engine
 /// (transfer/copy.hpp): host leaves through pinned staging, one transfer per run of
 /// adjacent destination leaves; device leaves by device-to-device or peer copies.
+#include <devicekit/core/capture.hpp>
 #include <devicekit/place/place.hpp>
 
 #include <algorithm>
@@ -140,6 +141,12 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
     return;
   }
 #if DEVICEKIT_HAS_CUDA
+  if (capture_of(s).active) {
+    // Inside a capture the copy engine's capture path takes every leaf (pinned host ends only).
+    for (const auto& it : on_host) on_device.push_back(it.item);
+    copy_items(on_device, dev, s.native_handle());
+    return;
+  }
   {
     scoped_device on(dev.ordinal());
     for (const auto& run : adjacent_runs(std::move(on_host))) copy_host_items_to_device(run, s.native_handle());

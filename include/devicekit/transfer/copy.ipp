@@ -7,6 +7,11 @@
 #include <algorithm>
 #include <vector>
 
+#if DEVICEKIT_HAS_CUDA
+#  include <devicekit/core/capture.hpp>
+#  include <devicekit/transfer/detail/capture_copy.hpp>
+#endif
+
 #if !DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/error.hpp>
 
@@ -23,6 +28,10 @@ DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items) {
 }
 
 DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s) {
+#if DEVICEKIT_HAS_CUDA
+  // A capture records what is queued on `s`: only the capture path can be replayed (capture_copy.hpp).
+  if (s != nullptr && capture_of(s).active) return copy_items_in_capture(items, dst, s);
+#endif
   const bool all_host =
       std::all_of(items.begin(), items.end(), [](const copy_item& it) { return it.src_device.is_cpu(); });
   if (dst.is_cpu() && all_host) {
@@ -76,6 +85,7 @@ DEVICEKIT_DECL void copy_runs(std::span<const copy_run> runs, device dst_device,
   }
   if (dst_device.is_cpu()) return copy_items(items, dst_device, s);
 #if DEVICEKIT_HAS_CUDA
+  if (s != nullptr && capture_of(s).active) return copy_items_in_capture(items, dst_device, s);
   scoped_device on(dst_device.ordinal());
   std::vector<copy_item> on_device;
   std::vector<copy_item> host;

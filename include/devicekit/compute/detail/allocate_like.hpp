@@ -7,6 +7,7 @@
 /// zeroing is one cudaMemsetAsync on the call's stream, so the element loops (and Thrust) are not
 /// needed here.
 #include <devicekit/compute/detail/dispatch.hpp>
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
@@ -68,10 +69,17 @@ template <class T, class Tree>
       },
       tree);
   device_memory& pool = default_placement_resource(dev);
-  std::byte* base = total != 0 ? static_cast<std::byte*>(pool.allocate(total, placement_alignment)) : nullptr;
+  // On a stream being captured into a CUDA graph the block is the graph's memory, allocated and
+  // freed on that stream, and the zeroing a memset node (placed_block_release).
+  const bool captured = s != nullptr && dev.is_cuda() && capture_of(*s).active;
+  std::byte* base = nullptr;
+  if (total != 0) {
+    base = static_cast<std::byte*>(captured ? pool.allocate(total, *s) : pool.allocate(total, placement_alignment));
+  }
   std::shared_ptr<void> owner;
   if (base != nullptr) {
     placed_block_release<device_memory> release{&pool, total};
+    if (captured) release.captured_on = s->native_handle();
     try {
 #if DEVICEKIT_HAS_CUDA
       if (dev.is_cuda()) {
@@ -84,7 +92,7 @@ template <class T, class Tree>
         DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(base, 0, total, st.native_handle()));
         if (s == nullptr) {
           host_wait(st);
-        } else {
+        } else if (!captured) {
           release.copied = record_event(st.native_handle());
         }
       } else {
@@ -95,10 +103,11 @@ template <class T, class Tree>
 #endif
     } catch (...) {
 #if DEVICEKIT_HAS_CUDA
-      // A zeroing already queued still writes the block: it goes back once that is done.
-      if (s != nullptr && dev.is_cuda()) s->synchronize();
+      // A zeroing already queued still writes the block: it goes back once that is done (in a
+      // capture, by its free node after it).
+      if (s != nullptr && dev.is_cuda() && !captured) s->synchronize();
 #endif
-      pool.deallocate(base, total, placement_alignment);
+      release(base);
       throw;
     }
     owner = std::shared_ptr<void>(base, release);

@@ -9,6 +9,7 @@
 /// a thousand (about 3-5 us each), and a long leaf is split so that blocks stay balanced. Like
 /// those, one launch serves one combination of element types: a tree that mixes float and bf16
 /// leaves takes one launch per combination (`tree_launch_plan::groups`).
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/detail/host_access.hpp>
 #include <devicekit/core/device.hpp>
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <typeinfo>
 #include <vector>
@@ -159,7 +161,15 @@ void tree_launch_plumbing(device dev, native_stream_handle s, const void* table,
       DEVICEKIT_CUDA_CHECK(up);
     }
     try {
-      staging.deallocate_async(host, table_bytes, 256, s);  // after the upload, in stream order
+      if (const capture_state c = capture_of(s); c.active) {
+        // Captured, the upload reads `host` at every launch of the graph: the table stays, as it
+        // is, for as long as the graph (a staging block freed here would be reused meanwhile).
+        graph_memory_ledger::instance().keep_alive(c.id, std::shared_ptr<void>(host, [&staging, table_bytes](void* p) {
+                                                     staging.deallocate(p, table_bytes);
+                                                   }));
+      } else {
+        staging.deallocate_async(host, table_bytes, 256, s);  // after the upload, in stream order
+      }
     } catch (...) {
       (void)cudaStreamSynchronize(s);  // the upload still reads the staging
       staging.deallocate(host, table_bytes);

@@ -6,6 +6,7 @@
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
+#include <devicekit/core/stream.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/tree/leaf.hpp>
 
@@ -42,13 +43,29 @@ template <class L>
 /// after it; the caller's stream itself is never named again (it may be gone by then). Work of
 /// the caller's that reads the tree is the caller's to finish before dropping it, as with any
 /// stream-ordered allocator (PyTorch's record_stream, RMM's device_buffer).
+///
+/// A block made on a stream being captured into a CUDA graph is the graph's memory (a graph
+/// memory node, memory/device_memory.hpp): it goes back on that stream, which records the free
+/// node while the capture lasts; no event is recorded inside a capture (querying one is refused).
 template <class R>
 struct placed_block_release {
   R* resource;
   std::size_t bytes;
-  void* copied = nullptr;  ///< cudaEvent_t recorded after the copy; null: the copy had finished
+  void* copied = nullptr;                      ///< cudaEvent_t recorded after the copy; null: the copy had finished
+  native_stream_handle captured_on = nullptr;  ///< the capturing stream that allocated it; null: none
 
   void operator()(void* p) const noexcept {
+    if constexpr (std::derived_from<R, device_memory>) {
+      if (captured_on != nullptr) {
+        try {
+          resource->deallocate_async(p, bytes, placement_alignment, captured_on);
+        } catch (...) {
+          // Freed inside another capture: the pool keeps its record (capture_error), and says so
+          // in its leak report; a destructor cannot report more.
+        }
+        return;
+      }
+    }
 #if DEVICEKIT_HAS_CUDA
     if (copied != nullptr && cuda_calls_allowed()) {
       auto ev = static_cast<cudaEvent_t>(copied);

@@ -4,6 +4,7 @@
 /// block, fill it by one transfer through the copy engine (transfer/copy.hpp), hand back
 /// leaves pointing into it; and the reverse, into host containers. shard and replicate place
 /// their parts through place_impl too.
+#include <devicekit/core/capture.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
@@ -56,10 +57,25 @@ template <class T, placement_resource R>
       },
       tree);
 
-  std::byte* base =
-      total != 0
-          ? static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)))
-          : nullptr;
+  // On a stream being captured into a CUDA graph the block is the graph's memory, allocated and
+  // freed on that stream (placed_block_release); the copy engine takes its capture path.
+  const bool captured = !in_host_memory && dev.is_cuda() && capture_of(s).active;
+  if (captured) {
+    if constexpr (!std::derived_from<R, device_memory>) {
+      refuse_in_capture("place", "the resource is not a devicekit pool, so its memory cannot belong to the graph",
+                        "place with a devicekit pool (the default placement resource is one)");
+    }
+  }
+  std::byte* base = nullptr;
+  if (total != 0) {
+    if constexpr (std::derived_from<R, device_memory>) {
+      if (captured) base = static_cast<std::byte*>(resource.allocate(total, s));
+    }
+    if (!captured) {
+      base =
+          static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)));
+    }
+  }
 
   // Pass 2: what to copy where, then the copy. If it fails, the copy engine has waited for what
   // it had queued (transfer/copy.hpp), so the block can go back at once.
@@ -78,16 +94,17 @@ template <class T, placement_resource R>
       },
       tree);
   placed_block_release<R> release{&resource, total};
+  if (captured) release.captured_on = s.native_handle();
   try {
     copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle());
 #if DEVICEKIT_HAS_CUDA
-    if (base != nullptr && dev.is_cuda() && !in_host_memory && completion == copy_completion::queued) {
+    if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
       scoped_device on(dev.ordinal());
       release.copied = record_event(s.native_handle());
     }
 #endif
   } catch (...) {
-    if (base != nullptr) resource.deallocate(base, total, placement_alignment);
+    if (base != nullptr) release(base);  // on the capturing stream when captured
     throw;
   }
   std::shared_ptr<void> owner;
@@ -119,6 +136,13 @@ template <class T>
   static_assert(require_tree<T>(), "to_host(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.to_host");
   [[maybe_unused]] const auto from = source_device(tree, "to_host");
+  if (s != nullptr && capture_of(*s).active) {
+    refuse_in_capture("to_host",
+                      "it returns once the data is on the host, so the host would wait for work that has only "
+                      "been recorded",
+                      "copy into a tree placed in pinned host memory (copy(tree, pinned, s), memory_kind::pinned_host) "
+                      "inside the capture, and read it after the graph's launch has completed");
+  }
   if (s != nullptr && from && s->get_device() != *from) {
     throw device_mismatch("to_host: the tree is on " + from->str() + " but the stream is on " + s->get_device().str() +
                               "; pass a stream of " + from->str(),

@@ -5,6 +5,7 @@
 #include <devicekit/transfer/detail/batch_api.hpp>
 
 #if DEVICEKIT_HAS_CUDA
+#  include <devicekit/core/capture.hpp>
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/transfer/detail/planner.hpp>
 
@@ -18,6 +19,9 @@ namespace devicekit::detail {
 DEVICEKIT_DECL bool batch_api_available([[maybe_unused]] cudaStream_t s) noexcept {
 #  if CUDART_VERSION >= 12080
   if (s == nullptr || s == cudaStreamLegacy || batch_api_refused.load(std::memory_order_relaxed)) return false;
+  // The runtime refuses cudaMemcpyBatchAsync on a capturing stream (cudaErrorStreamCaptureUnsupported)
+  // and the refusal invalidates the whole capture: the planner must never pick it there.
+  if (capture_of(s).active) return false;
   static const bool driver_ok = [] {
     int v = 0;
     if (cudaDriverGetVersion(&v) != cudaSuccess) {

@@ -6,9 +6,11 @@
 
 #if DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/error.hpp>
+#  include <devicekit/core/capture.hpp>
 #  include <devicekit/memory/device_memory.hpp>
 #  include <devicekit/memory/registry.hpp>
 #  include <devicekit/transfer/detail/batch_api.hpp>
+#  include <devicekit/transfer/detail/capture_copy.hpp>
 #  include <devicekit/transfer/detail/host_copy.hpp>
 #  include <devicekit/transfer/detail/staging_ring.hpp>
 #  include <devicekit/transfer/detail/streams.hpp>
@@ -21,6 +23,10 @@
 namespace devicekit::detail {
 
 DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev, const stream_ref* s) {
+  if (s != nullptr && capture_of(*s).active) {
+    scoped_device on(dev.ordinal());
+    return copy_items_in_capture(items, device::cpu(), s->native_handle());
+  }
   struct run {
     const std::byte* src;
     std::size_t bytes;

@@ -6,6 +6,7 @@
 #include <devicekit/transfer/detail/streams.hpp>
 
 #if DEVICEKIT_HAS_CUDA
+#  include <devicekit/core/capture.hpp>
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/core/event.hpp>
 #  include <devicekit/memory/cuda_resources.hpp>
@@ -40,6 +41,12 @@ DEVICEKIT_DECL void stream_waits_for(cudaStream_t waiter, cudaStream_t source) {
 
 DEVICEKIT_DECL void host_wait(stream_ref s) {
   scoped_device on(s.get_device().ordinal());
+  // Refused here, before the runtime refuses it (cudaErrorStreamCaptureUnsupported) and
+  // invalidates the whole capture.
+  if (capture_of(s.native_handle()).active) {
+    refuse_in_capture("wait for the stream", "the host would wait for work that has only been recorded",
+                      "queue the work that needs the result on the stream instead, and wait after launching the graph");
+  }
   DEVICEKIT_CUDA_CHECK(cuda_events::wait_for(s.native_handle()));
 }
 
