@@ -17,6 +17,10 @@
 #include <thread>
 #include <vector>
 
+#if DEVICEKIT_CUDA_SIM_NCCL  // the simulator implements NCCL (its header was found at build time)
+#  include <nccl.h>
+#endif
+
 namespace sim = devicekit::cuda_sim;
 
 namespace {
@@ -555,3 +559,56 @@ TEST_CASE("capture: the race detector checks each launch against eager work", "[
   ok(cudaDeviceSynchronize());
   ok(cudaGraphExecDestroy(exec));
 }
+
+#if DEVICEKIT_CUDA_SIM_NCCL
+TEST_CASE("capture: captured NCCL all-reduces meet their peers' at every launch", "[sim][capture][sim_only][multi]") {
+  int n = 0;
+  ok(cudaGetDeviceCount(&n));
+  if (n < 2) return;
+  constexpr std::size_t count = 256;
+  const int devs[2] = {0, 1};
+  ncclComm_t comms[2] = {};
+  REQUIRE(ncclCommInitAll(comms, 2, devs) == ncclSuccess);
+  cudaStream_t streams[2] = {};
+  float* buf[2] = {};
+  float* host[2] = {};
+  cudaGraphExec_t execs[2] = {};
+  for (int r = 0; r < 2; ++r) {
+    ok(cudaSetDevice(r));
+    ok(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+    ok(cudaMalloc(reinterpret_cast<void**>(&buf[r]), count * sizeof(float)));
+    ok(cudaMallocHost(reinterpret_cast<void**>(&host[r]), count * sizeof(float)));
+  }
+  // Each rank's graph: its input up, an all-reduce in place, the result down.
+  for (int r = 0; r < 2; ++r) {
+    ok(cudaSetDevice(r));
+    ok(cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeGlobal));
+    ok(cudaMemcpyAsync(buf[r], host[r], count * sizeof(float), cudaMemcpyHostToDevice, streams[r]));
+    REQUIRE(ncclAllReduce(buf[r], buf[r], count, ncclFloat, ncclSum, comms[r], streams[r]) == ncclSuccess);
+    ok(cudaMemcpyAsync(host[r], buf[r], count * sizeof(float), cudaMemcpyDeviceToHost, streams[r]));
+    cudaGraph_t graph = nullptr;
+    ok(cudaStreamEndCapture(streams[r], &graph));
+    execs[r] = instantiate(graph);
+  }
+  for (int k = 0; k < 5; ++k) {
+    for (int r = 0; r < 2; ++r) {
+      for (std::size_t i = 0; i < count; ++i) host[r][i] = static_cast<float>(k + 10 * r);
+    }
+    for (int r = 0; r < 2; ++r) ok(cudaGraphLaunch(execs[r], streams[r]));
+    // An eager all-reduce between launches keeps its own rendezvous.
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(ncclAllReduce(buf[r], buf[r], count, ncclFloat, ncclSum, comms[r], streams[r]) == ncclSuccess);
+    }
+    for (int r = 0; r < 2; ++r) ok(cudaStreamSynchronize(streams[r]));
+    for (int r = 0; r < 2; ++r) CHECK(host[r][count - 1] == static_cast<float>(2 * k + 10));
+  }
+  for (int r = 0; r < 2; ++r) {
+    ok(cudaGraphExecDestroy(execs[r]));
+    ok(cudaStreamDestroy(streams[r]));
+    ok(cudaFree(buf[r]));
+    ok(cudaFreeHost(host[r]));
+    CHECK(ncclCommDestroy(comms[r]) == ncclSuccess);
+  }
+  ok(cudaSetDevice(0));
+}
+#endif
