@@ -217,6 +217,8 @@ void configure(state& g) {
   g.peer_enabled.assign(static_cast<std::size_t>(n), {});
   g.contexts.assign(static_cast<std::size_t>(n), 0);
   g.bytes_in_use.assign(static_cast<std::size_t>(n), 0);
+  g.graph_bytes.assign(static_cast<std::size_t>(n), 0);
+  g.graph_bytes_high.assign(static_cast<std::size_t>(n), 0);
   g.legacy.assign(static_cast<std::size_t>(n), nullptr);
   g.default_pool.assign(static_cast<std::size_t>(n), nullptr);
   if (const char* v = env("DEVICEKIT_SIM_SEED")) g.seed = std::strtoull(v, nullptr, 10);

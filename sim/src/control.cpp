@@ -69,6 +69,14 @@ std::size_t races_detected() {
   entry e("races_detected");
   return e.g.races;
 }
+std::size_t graph_launches() {
+  entry e("graph_launches");
+  return e.g.graph_launches;
+}
+std::size_t graphs_alive() {
+  entry e("graphs_alive");
+  return e.g.graphs_alive;
+}
 
 }  // namespace devicekit::cuda_sim
 

@@ -1,6 +1,7 @@
 // Copies and sets: cudaMemcpy(Async), cudaMemcpyPeerAsync, cudaMemcpyBatchAsync, cudaMemset(Async).
 // Locking: each call holds the state's mutex (SIM_ENTER); a queued copy takes it only to release
 // its pinned ranges. Copies are queued in stream order with the staging and waits CUDA documents.
+#include "capture.hpp"
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "race_detector.hpp"
@@ -71,6 +72,7 @@ const char* copy_end(const allocation* d, const allocation* r, bool source) {
 /// cudaMemcpyAsync).
 cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const void* src, std::size_t n, stream_obj* s,
                  const char* api) {
+  if (cudaError_t e = capture_use(g, s); e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
   allocation* d = nullptr;
@@ -84,6 +86,15 @@ cudaError_t copy(state& g, std::unique_lock<std::mutex>& lk, void* dst, const vo
   // (untracked pageable ends are left out by the detector).
   const std::vector<planned_access> accesses{{src, n, false, copy_end(d, r, true)},
                                              {dst, n, true, copy_end(d, r, false)}};
+  if (s->capture != nullptr) {
+    // A captured copy runs at each launch of its graph: pageable host memory is read or written
+    // then, not staged now, and the call never waits. Pinned ranges are not counted per launch
+    // (host_uses): cudaFreeHost waits for all work anyway unless a counted copy is pending, so a
+    // launch still using a range is waited for rather than reported.
+    enqueue(
+        g, s, [dst, src, n] { std::memmove(dst, src, n); }, {}, api, accesses);
+    return cudaSuccess;
+  }
   if (!src_device && !pinned(r) && dst_device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
                                                                static_cast<const unsigned char*>(src) + n);
@@ -195,6 +206,13 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
   cudaError_t err = cudaSuccess;
   stream_obj* s = resolve(g, stream, api, err);
   if (s == nullptr) return fail(err);
+  if (cudaError_t c = capture_use(g, s); c != cudaSuccess) return fail(c);
+  // Batched copies are not among the operations stream capture records: refused with
+  // cudaErrorStreamCaptureUnsupported, which invalidates the capture ("Invalidation").
+  if (s->capture != nullptr) {
+    invalidate(s->capture);
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
 
   struct one_copy {
     void* dst;
@@ -290,6 +308,7 @@ cudaError_t CUDARTAPI cudaMemcpyBatchAsync(void* const* dsts, const void* const*
 
 cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   SIM_ENTER_STREAM("cudaMemsetAsync", stream);
+  if (cudaError_t c = capture_use(g, s); c != cudaSuccess) return fail(c);
   allocation* a = nullptr;
   if (cudaError_t c = check_range(g, devPtr, count, "cudaMemsetAsync", a); c != cudaSuccess) return fail(c);
   if (a == nullptr || a->kind != mem_kind::device) return fail(cudaErrorInvalidValue);

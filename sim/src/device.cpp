@@ -1,6 +1,7 @@
 // Devices: count, current device, properties, attributes, PCI ids, peer access, memory info.
 // Locking: each call holds the state's mutex (SIM_ENTER). Also cudaDeviceSynchronize and the
 // driver and runtime versions; every value comes from the configuration.
+#include "capture.hpp"
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "scheduler.hpp"
@@ -152,6 +153,7 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   SIM_ENTER("cudaDeviceSynchronize");
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
   bind_current(g);
+  if (cudaError_t c = capture_device_wait(g, tl_device); c != cudaSuccess) return fail(c);
   ++g.spinning_host_waits;  // spins under cudaDeviceScheduleAuto (see spinning_host_waits())
   wait_device_idle(g, e_.lk, tl_device);
   return cudaSuccess;

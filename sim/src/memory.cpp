@@ -1,5 +1,6 @@
 // Memory: cudaMalloc / cudaFree, pinned and registered host memory, cudaPointerGetAttributes.
 // Locking: each call holds the state's mutex (SIM_ENTER); the memory model does the rest.
+#include "capture.hpp"
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "race_detector.hpp"
@@ -16,12 +17,14 @@ extern "C" {
 
 cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
   SIM_ENTER("cudaMalloc");
+  if (cudaError_t c = capture_unsafe_call(g); c != cudaSuccess) return fail(c);
   if (!valid_device(g, tl_device)) return fail(cudaErrorNoDevice);
   return fail(device_alloc(g, devPtr, size, tl_device, false, "cudaMalloc"));
 }
 
 cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   SIM_ENTER("cudaFree");
+  if (cudaError_t c = capture_unsafe_call(g); c != cudaSuccess) return fail(c);
   if (valid_device(g, tl_device)) bind_current(g);
   if (devPtr == nullptr) return cudaSuccess;
   allocation* a = find_allocation(g, devPtr);
@@ -31,6 +34,9 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr) {
               in_quarantine(g, devPtr) ? "a pointer freed twice" : "a pointer cudaMalloc did not return");
     return fail(cudaErrorInvalidValue);
   }
+  // Graph memory belongs to its graph here (capture_alloc); CUDA lets cudaFree release it, which
+  // devicekit never does.
+  if (a->graph_capture != 0) return fail(cudaErrorNotSupported);
   // cudaFree synchronises: work still using the memory finishes first.
   const int device = a->device;
   wait_device_idle(g, e_.lk, device);
@@ -45,6 +51,7 @@ cudaError_t CUDARTAPI cudaFree(void* devPtr) {
 
 cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   SIM_ENTER("cudaMallocHost");
+  if (cudaError_t c = capture_unsafe_call(g); c != cudaSuccess) return fail(c);
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
   if (valid_device(g, tl_device)) bind_current(g);
   const std::size_t n = std::max<std::size_t>(size, 1);
@@ -58,6 +65,7 @@ cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
 
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
   SIM_ENTER("cudaFreeHost");
+  if (cudaError_t c = capture_unsafe_call(g); c != cudaSuccess) return fail(c);
   if (ptr == nullptr) return cudaSuccess;
   allocation* a = find_allocation(g, ptr);
   if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(ptr) || a->kind != mem_kind::pinned_host) {

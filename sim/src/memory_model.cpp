@@ -12,8 +12,6 @@
 namespace devicekit::cuda_sim::detail {
 namespace {
 
-constexpr unsigned char poison_new = 0xA5;    // never-written device memory reads as this
-constexpr unsigned char poison_freed = 0xDE;  // freed device memory reads as this
 constexpr std::size_t quarantine_limit = std::size_t{512} << 20;
 
 }  // namespace

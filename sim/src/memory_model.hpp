@@ -11,6 +11,8 @@
 
 namespace devicekit::cuda_sim::detail {
 
+inline constexpr unsigned char poison_new = 0xA5;                         ///< never-written device memory reads as this
+inline constexpr unsigned char poison_freed = 0xDE;                       ///< freed device memory reads as this
 inline constexpr std::uint64_t context_bytes = std::uint64_t{512} << 20;  // what a primary context costs
 
 /// The live allocation (device or pinned host) that holds `p`, or nullptr.

@@ -1,5 +1,6 @@
 // NCCL operations: all-reduce, broadcast, all-gather, reduce-scatter, send and recv.
 // Locking: the calls hold the state's mutex (lock_state); a queued part takes it when it runs.
+#include "capture.hpp"
 #include "nccl.hpp"
 #include "scheduler.hpp"
 
@@ -63,21 +64,32 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   if (s->device != comm->device) {
     return invalid(comm, std::string(api) + ": the stream is on another device than the communicator");
   }
+  if (capture_use(g, s) != cudaSuccess) {
+    (void)invalid(comm, std::string(api) +
+                            ": the stream's capture was invalidated, or it is the legacy stream "
+                            "while a blocking stream captures");
+    return ncclInvalidUsage;
+  }
   const std::uint64_t seq = comm->next_collective++;
+  // Captured, the operation runs once per launch of its graph: the k-th launch of each rank's
+  // graph meets the k-th launch of its peers' (a rendezvous per launch, apart from the eager
+  // sequence numbers). An injected fault picked at the capture applies to every launch.
+  std::shared_ptr<std::uint64_t> launches = s->capture != nullptr ? std::make_shared<std::uint64_t>(0) : nullptr;
   std::shared_ptr<clique> c = comm->group;
   const int rank = comm->rank;
   const int device = comm->device;
   int fault_error = 0;
   const bool faulty = take_fault(g, device, fault_error);
   enqueue(g, s,
-          [c, seq, rank, device, faulty, fault_error, mine, compute = std::move(compute)] {
+          [c, seq, launches, rank, device, faulty, fault_error, mine, compute = std::move(compute)] {
             state& gs = global();
             std::unique_lock lock(gs.m);
             if (faulty) {
               stall(gs, lock, *c, rank, device, fault_error);
               return;
             }
-            rendezvous& rv = c->collectives[seq];
+            const std::uint64_t key = launches ? (std::uint64_t{1} << 63) | ((*launches)++ << 32) | seq : seq;
+            rendezvous& rv = c->collectives[key];
             if (rv.calls.empty()) rv.calls.resize(static_cast<std::size_t>(c->nranks));
             rv.calls[static_cast<std::size_t>(rank)] = mine;
             if (++rv.arrived == c->nranks) {
@@ -99,7 +111,7 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
                 return;
               }
             }
-            if (--rv.arrived == 0) c->collectives.erase(seq);  // the last one out
+            if (--rv.arrived == 0) c->collectives.erase(key);  // the last one out
           },
           {}, api, {{mine.send, send_bytes, false, "send buffer"}, {mine.recv, recv_bytes, true, "receive buffer"}});
   return ncclSuccess;
@@ -129,6 +141,13 @@ ncclResult_t point_to_point(const char* api, const void* buffer, bool receive, s
   cudaError_t err = cudaSuccess;
   stream_obj* s = resolve(g, stream, api, err);
   if (s == nullptr) return invalid(comm, std::string(api) + ": invalid stream");
+  if (capture_use(g, s) != cudaSuccess) {
+    (void)invalid(comm, std::string(api) +
+                            ": the stream's capture was invalidated, or it is the legacy stream "
+                            "while a blocking stream captures");
+    return ncclInvalidUsage;
+  }
+  // Captured, each launch sends or receives once more on the same channel, in order.
   p2p_side side{comm->group, comm->rank, comm->device, count * type_size(datatype)};
   side.faulty = take_fault(g, side.device, side.fault_error);
   const std::size_t bytes = side.bytes;

@@ -1,6 +1,7 @@
 // Stream-ordered allocation and pools: cudaMallocAsync, cudaFreeAsync, cudaMemPool*.
 // Locking: each call holds the state's mutex (SIM_ENTER); a queued free takes it when its stream
 // reaches it.
+#include "capture.hpp"
 #include "entry.hpp"
 #include "memory_model.hpp"
 #include "scheduler.hpp"
@@ -132,19 +133,27 @@ cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPo
   pool_obj* p = resolve_pool(g, memPool, "cudaMallocFromPoolAsync");
   if (p == nullptr) return fail(cudaErrorInvalidValue);
   cudaError_t err = cudaSuccess;
-  if (resolve(g, stream, "cudaMallocFromPoolAsync", err) == nullptr) return fail(err);
+  stream_obj* s = resolve(g, stream, "cudaMallocFromPoolAsync", err);
+  if (s == nullptr) return fail(err);
+  if (cudaError_t c = capture_use(g, s); c != cudaSuccess) return fail(c);
+  if (s->capture != nullptr) return fail(capture_alloc(g, s, ptr, size, p->device, "cudaMallocFromPoolAsync"));
   return fail(device_alloc(g, ptr, size, p->device, true, "cudaMallocFromPoolAsync"));
 }
 
 cudaError_t CUDARTAPI cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
   SIM_ENTER_STREAM("cudaMallocAsync", stream);
   (void)default_pool_of(g, s->device);
+  if (cudaError_t c = capture_use(g, s); c != cudaSuccess) return fail(c);
+  // A graph allocation node ("Graph Memory Nodes"): the address is fixed at capture.
+  if (s->capture != nullptr) return fail(capture_alloc(g, s, devPtr, size, s->device, "cudaMallocAsync"));
   return fail(device_alloc(g, devPtr, size, s->device, true, "cudaMallocAsync"));
 }
 
 cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t stream) {
   SIM_ENTER_STREAM("cudaFreeAsync", stream);
+  if (cudaError_t c = capture_use(g, s); c != cudaSuccess) return fail(c);
   if (devPtr == nullptr) return cudaSuccess;
+  if (s->capture != nullptr) return fail(capture_free(g, s, devPtr));  // a graph free node
   allocation* a = find_allocation(g, devPtr);
   if (a == nullptr || a->base != reinterpret_cast<std::uintptr_t>(devPtr) || a->kind != mem_kind::device ||
       a->free_pending) {
@@ -153,6 +162,9 @@ cudaError_t CUDARTAPI cudaFreeAsync(void* devPtr, cudaStream_t stream) {
                                                                             : "a pointer no allocation call returned");
     return fail(cudaErrorInvalidValue);
   }
+  // Graph memory is freed by its graph's free node here (capture_free); CUDA also lets
+  // cudaFreeAsync free it outside the graph, which devicekit never does.
+  if (a->graph_capture != 0) return fail(cudaErrorNotSupported);
   a->free_pending = true;
   const std::uintptr_t base = a->base;
   // The memory is released when the stream reaches the free, not before (stream-ordered); the

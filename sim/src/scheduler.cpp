@@ -4,6 +4,7 @@
 // orders itself with the blocking streams of its device.
 #include "scheduler.hpp"
 
+#include "capture.hpp"
 #include "entry.hpp"
 #include "race_detector.hpp"
 
@@ -101,6 +102,13 @@ stream_obj* resolve(state& g, cudaStream_t h, const char* api, cudaError_t& err)
 std::uint64_t enqueue(state& g, stream_obj* s, std::function<void()> run,
                       std::vector<std::pair<stream_obj*, std::uint64_t>> deps, const char* api,
                       const std::vector<planned_access>& accesses, const vclock* waited) {
+  // "When a stream is in capture mode, all operations pushed into the stream will not be
+  // executed, but will instead be captured into a graph" (cudaStreamBeginCapture): the
+  // operation becomes a node, run (and race-checked) at each launch of the graph instead.
+  if (s->capture != nullptr) {
+    record_node(g, s, std::move(run), api, accesses);
+    return 0;
+  }
   const std::size_t explicit_deps = deps.size();
   if (s->type == stream_obj::kind::legacy) {
     for (stream_obj* t : g.streams) {

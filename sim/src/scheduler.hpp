@@ -23,6 +23,8 @@ stream_obj* resolve(state& g, cudaStream_t h, const char* api, cudaError_t& err)
 /// Queues `run` on `s` after `deps` (stream, count) and the legacy stream's implicit order;
 /// returns the count `s` reaches when it has run. `accesses` (the memory it reads and writes)
 /// and `waited` (the clock of an event the stream waits for) go to the race detector, now.
+/// On a capturing stream the operation becomes a graph node instead (capture.hpp; returns 0):
+/// `run` must then be re-runnable, as it runs at every launch.
 std::uint64_t enqueue(state& g, stream_obj* s, std::function<void()> run,
                       std::vector<std::pair<stream_obj*, std::uint64_t>> deps = {}, const char* api = "",
                       const std::vector<planned_access>& accesses = {}, const vclock* waited = nullptr);

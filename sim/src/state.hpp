@@ -42,6 +42,8 @@ struct queued_op {
   std::shared_ptr<const op_info> info;  ///< the race detector's view (nullptr when it is off)
 };
 
+struct capture_seq;
+
 struct stream_obj {
   int device = 0;
   unsigned flags = cudaStreamDefault;
@@ -52,8 +54,10 @@ struct stream_obj {
   std::uint64_t completed = 0;
   std::thread worker;
   std::mt19937_64 rng;
-  int agent = -1;  ///< the race detector's agent id
-  vclock clock;    ///< the clock of the last operation queued on it
+  int agent = -1;                         ///< the race detector's agent id
+  vclock clock;                           ///< the clock of the last operation queued on it
+  capture_seq* capture = nullptr;         ///< the capture sequence it belongs to (capture.cpp), or nullptr
+  std::vector<std::size_t> capture_deps;  ///< nodes its next captured operation depends on
   [[nodiscard]] bool blocking() const noexcept { return (flags & cudaStreamNonBlocking) == 0; }
 };
 
@@ -61,9 +65,11 @@ struct event_obj {
   int device = 0;
   unsigned flags = 0;
   bool destroyed = false;
-  stream_obj* stream = nullptr;  ///< of the last record; nullptr: never recorded (complete)
-  std::uint64_t target = 0;      ///< complete when stream->completed >= target
-  vclock clock;                  ///< the race detector's clock of the last record
+  stream_obj* stream = nullptr;            ///< of the last record; nullptr: never recorded (complete)
+  std::uint64_t target = 0;                ///< complete when stream->completed >= target
+  vclock clock;                            ///< the race detector's clock of the last record
+  std::uint64_t capture_id = 0;            ///< last recorded in this capture sequence (a captured event), or 0
+  std::vector<std::size_t> capture_nodes;  ///< what a captured record stands for: the nodes it follows
 };
 
 enum class mem_kind { device, pinned_host, registered_host };
@@ -85,6 +91,56 @@ struct allocation {
   bool free_pending = false;                  ///< cudaFreeAsync queued, not yet run
   std::shared_ptr<host_uses> uses = nullptr;  ///< pinned host memory: its queued copies (made at the first)
   std::vector<access_record> accesses{};      ///< the race detector's records (dropped with the allocation)
+  std::uint64_t graph_capture = 0;            ///< graph memory: the capture sequence whose alloc node made it
+};
+
+/// One node of a captured graph: the operation's run function (run again at every launch), the
+/// nodes it depends on (earlier indices), and what the race detector is told at each launch.
+struct graph_node {
+  std::function<void()> run;
+  std::vector<std::size_t> deps;
+  const char* api = "";
+  std::vector<planned_access> accesses;
+  event_obj* wait_event = nullptr;  ///< an external event wait (cudaEventWaitExternal): its record at launch
+};
+
+/// Graph memory (allocation nodes): allocated at capture, owned by the graph and every exec made
+/// from it, released when the last of them is destroyed and no launch is in flight.
+struct graph_memory {
+  std::vector<std::uintptr_t> bases;
+  int owners = 1;  ///< the graph, then each exec
+  std::size_t launches_in_flight = 0;
+  std::size_t unfreed = 0;  ///< alloc nodes without a free node in the graph
+};
+
+struct graph_obj {
+  std::deque<graph_node> nodes;  ///< a deque: a node's address is its cudaGraphNode_t and stays valid
+  std::shared_ptr<graph_memory> memory = std::make_shared<graph_memory>();
+  bool destroyed = false;
+  std::size_t execs = 0;  ///< execs made from it and not destroyed
+};
+
+struct exec_obj {
+  std::shared_ptr<const std::deque<graph_node>> nodes;  ///< a copy: independent of the graph after instantiate
+  std::shared_ptr<graph_memory> memory;
+  graph_obj* graph = nullptr;
+  bool auto_free = false;  ///< cudaGraphInstantiateFlagAutoFreeOnLaunch
+  bool destroyed = false;
+  std::size_t launches = 0;
+  stream_obj* last_stream = nullptr;  ///< where the last launch ended: the next is ordered after it
+  std::uint64_t last_target = 0;
+  vclock last_clock;
+};
+
+/// A stream capture sequence (cudaStreamBeginCapture to cudaStreamEndCapture).
+struct capture_seq {
+  std::uint64_t id = 0;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  stream_obj* origin = nullptr;
+  std::thread::id thread;
+  bool invalidated = false;
+  graph_obj* graph = nullptr;
+  std::set<stream_obj*> streams;  ///< the origin and the streams forked into it
 };
 
 struct pool_obj {
@@ -148,6 +204,14 @@ struct state {
   int agents = 0;                         ///< agent ids handed out (streams and host threads)
   std::vector<std::unique_ptr<host_agent>> hosts;
   vclock host_seen;  ///< what any host thread has synchronised with (race_detector.cpp, host_of)
+  std::uint64_t next_capture_id = 1;
+  std::map<std::uint64_t, std::unique_ptr<capture_seq>> captures;  ///< active capture sequences by id
+  std::set<graph_obj*> graphs;  ///< every graph ever made (destroyed ones stay: handles never alias)
+  std::set<exec_obj*> execs;
+  std::size_t graph_launches = 0;        ///< accepted cudaGraphLaunch calls
+  std::size_t graphs_alive = 0;          ///< graphs and execs not destroyed
+  std::vector<std::size_t> graph_bytes;  ///< per device: graph memory allocated now (cudaDeviceGetGraphMemAttribute)
+  std::vector<std::size_t> graph_bytes_high;
 };
 
 /// The one state, made at the first call and never destroyed (stream workers and exit handlers

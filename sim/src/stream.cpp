@@ -1,5 +1,6 @@
 // Streams: create, destroy, synchronize, query, cudaStreamGetDevice, cudaLaunchHostFunc.
 // Locking: each call holds the state's mutex (SIM_ENTER); the scheduler runs the queued work.
+#include "capture.hpp"
 #include "entry.hpp"
 #include "race_detector.hpp"
 #include "scheduler.hpp"
@@ -43,6 +44,7 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   SIM_ENTER_STREAM("cudaStreamSynchronize", stream);
+  if (cudaError_t c = capture_wait(g, s); c != cudaSuccess) return fail(c);
   ++g.spinning_host_waits;  // spins under cudaDeviceScheduleAuto (see spinning_host_waits())
   host_joins_stream(g, s);
   wait_until(g, e_.lk, s, s->submitted);
@@ -51,6 +53,7 @@ cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
 
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   SIM_ENTER_STREAM("cudaStreamQuery", stream);
+  if (cudaError_t c = capture_wait(g, s); c != cudaSuccess) return fail(c);
   // cudaErrorNotReady is a status, not an error: it does not become the last error.
   if (s->completed < s->submitted) return cudaErrorNotReady;
   host_joins_stream(g, s);  // "cudaSuccess if all operations in stream have completed"
@@ -73,6 +76,7 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
   cudaError_t err = cudaSuccess;
   stream_obj* s = resolve(g, stream, "cudaLaunchHostFunc", err);
   if (s == nullptr) return fail(err);
+  if (cudaError_t c = capture_use(g, s); c != cudaSuccess) return fail(c);
   enqueue(
       g, s, [fn, userData] { fn(userData); }, {}, "cudaLaunchHostFunc");
   return cudaSuccess;

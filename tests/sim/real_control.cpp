@@ -24,6 +24,8 @@ void nccl_hang_after(int, int) {}
 std::size_t spinning_host_waits() { return 0; }
 void device_access(const void*, std::size_t, bool) {}
 std::size_t races_detected() { return 0; }
+std::size_t graph_launches() { return 0; }
+std::size_t graphs_alive() { return 0; }
 
 }  // namespace devicekit::cuda_sim
 

@@ -23,53 +23,14 @@ namespace sim = devicekit::cuda_sim;
 
 namespace {
 
-void ok(cudaError_t e) { REQUIRE(e == cudaSuccess); }
-
 using sim_test::gate;
+using sim_test::ok;
+using sim_test::pinned_host;
+using sim_test::scoped;
+using sim_test::scoped_device_memory;
+using sim_test::scoped_event;
+using sim_test::scoped_stream;
 using sim_test::set_flag;
-
-/// A CUDA object of one case: `make` creates it (checked); `release` frees it at the end of its
-/// scope (checked).
-template <class Handle>
-class scoped {
- public:
-  template <class Make>
-  scoped(Make make, cudaError_t (*release)(Handle)) : release_(release) {
-    ok(make(&h_));
-  }
-  ~scoped() { CHECK(release_(h_) == cudaSuccess); }
-  scoped(const scoped&) = delete;
-  scoped& operator=(const scoped&) = delete;
-  operator Handle() const { return h_; }
-  [[nodiscard]] Handle get() const { return h_; }
-
- private:
-  Handle h_{};
-  cudaError_t (*release_)(Handle);
-};
-
-/// A stream of the current device.
-scoped<cudaStream_t> scoped_stream(unsigned flags = cudaStreamNonBlocking) {
-  return {[flags](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, flags); }, cudaStreamDestroy};
-}
-
-/// An event of the current device.
-scoped<cudaEvent_t> scoped_event(unsigned flags) {
-  return {[flags](cudaEvent_t* e) { return cudaEventCreateWithFlags(e, flags); }, cudaEventDestroy};
-}
-
-/// `bytes` of device memory on the current device (cudaMalloc).
-scoped<void*> scoped_device_memory(std::size_t bytes) {
-  return {[bytes](void** p) { return cudaMalloc(p, bytes); }, cudaFree};
-}
-
-/// `bytes` of pinned host memory (cudaMallocHost), every byte `fill`; the case frees it.
-void* pinned_host(std::size_t bytes, int fill) {
-  void* h = nullptr;
-  ok(cudaMallocHost(&h, bytes));
-  std::memset(h, fill, bytes);
-  return h;
-}
 
 /// A pool of pinned device memory on `device` (cudaMemPoolCreate); the case destroys it.
 cudaMemPool_t make_pool(int device) {

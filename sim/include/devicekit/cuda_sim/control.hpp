@@ -90,6 +90,14 @@ void device_access(const void* p, std::size_t bytes, bool write);
 /// Races the detector has reported so far (each is a violation too).
 std::size_t races_detected();
 
+/// cudaGraphLaunch calls accepted so far.
+std::size_t graph_launches();
+
+/// Graphs (cudaGraphCreate, cudaStreamBeginCapture) and executable graphs (cudaGraphInstantiate)
+/// not yet destroyed; the graph of an active capture counts. A test can show that a path
+/// destroys every graph it makes.
+std::size_t graphs_alive();
+
 /// Copies accepted so far, by where their two ends are (device memory of which device, or host
 /// memory, pinned or not), counted once per copy whether it came alone (cudaMemcpy,
 /// cudaMemcpyAsync, cudaMemcpyPeerAsync) or in a cudaMemcpyBatchAsync; batch calls and the
