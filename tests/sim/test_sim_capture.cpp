@@ -312,6 +312,28 @@ TEST_CASE("capture: cross-stream rules: wrong stream, merge, isolation and exter
     expect_invalidated(s1, dev);
     CHECK(capture_status(s2) == cudaStreamCaptureStatusNone);
   }
+  SECTION("cudaStreamEndCapture from another thread: cudaErrorStreamCaptureWrongThread") {
+    // "If the mode argument to cudaStreamBeginCapture was not cudaStreamCaptureModeRelaxed, this
+    // call must be from the same thread as cudaStreamBeginCapture".
+    ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+    cudaError_t other = cudaSuccess;
+    std::thread([&] {
+      (void)cudaSetDevice(0);
+      other = cudaStreamEndCapture(s1, &graph);
+      (void)cudaGetLastError();
+    }).join();
+    CHECK(other == cudaErrorStreamCaptureWrongThread);
+    expect_invalidated(s1, dev);
+    // A relaxed capture may end on any thread.
+    ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
+    ok(cudaMemsetAsync(dev, 1, bytes, s1));
+    std::thread([&] {
+      (void)cudaSetDevice(0);
+      other = cudaStreamEndCapture(s1, &graph);
+    }).join();
+    REQUIRE(other == cudaSuccess);
+    ok(cudaGraphDestroy(graph));
+  }
   SECTION("waiting on another sequence's captured event: cudaErrorStreamCaptureMerge") {
     ok(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
     ok(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
@@ -558,6 +580,67 @@ TEST_CASE("capture: the race detector checks each launch against eager work", "[
   CHECK(sim::races_detected() == races + 1);
   ok(cudaDeviceSynchronize());
   ok(cudaGraphExecDestroy(exec));
+}
+
+TEST_CASE("capture: a captured copy reads and writes pageable host memory at each launch", "[sim][capture][sim_only]") {
+  // The simulator's choice for a copy CUDA would stage at the call (sim/README.md): a memcpy node
+  // reads its source when it runs. Real graphs take device and pinned memory only.
+  ok(cudaSetDevice(0));
+  auto s = scoped_stream();
+  auto dev = scoped_device_memory(bytes);
+  std::vector<unsigned char> in(bytes, 1);
+  std::vector<unsigned char> out(bytes, 0);
+  ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ok(cudaMemcpyAsync(dev, in.data(), bytes, cudaMemcpyHostToDevice, s));
+  ok(cudaMemcpyAsync(out.data(), dev, bytes, cudaMemcpyDeviceToHost, s));  // does not wait while captured
+  cudaGraph_t graph = nullptr;
+  ok(cudaStreamEndCapture(s, &graph));
+  std::memset(in.data(), 2, bytes);  // after the capture: the launch sees it
+  cudaGraphExec_t exec = instantiate(graph);
+  ok(cudaGraphLaunch(exec, s));
+  ok(cudaStreamSynchronize(s));
+  CHECK(all_bytes(out.data(), bytes, 2));
+  ok(cudaGraphExecDestroy(exec));
+}
+
+TEST_CASE("capture: graph handles, instantiate flags and the legacy stream's capture info",
+          "[sim][capture][sim_only]") {
+  ok(cudaSetDevice(0));
+  auto s = scoped_stream();
+  auto blocking = scoped_stream(cudaStreamDefault);
+  const std::size_t alive = sim::graphs_alive();
+  cudaGraph_t empty = nullptr;
+  ok(cudaGraphCreate(&empty, 0));
+  CHECK(sim::graphs_alive() == alive + 1);
+  cudaGraphExec_t exec = nullptr;
+  CHECK(cudaGraphInstantiateWithFlags(&exec, empty, 1ull << 40) == cudaErrorInvalidValue);
+  ok(cudaGraphInstantiateWithFlags(&exec, empty, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+  ok(cudaGraphLaunch(exec, s));  // an empty graph launches and completes
+  ok(cudaStreamSynchronize(s));
+  // A launch into a capturing stream (a child graph node in CUDA) is refused here.
+  ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CHECK(cudaGraphLaunch(exec, s) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t building = nullptr;
+  cudaStreamCaptureStatus st{};
+  ok(cudaStreamGetCaptureInfo(s, &st, nullptr, &building));
+  CHECK(cudaGraphDestroy(building) == cudaErrorIllegalState);  // owned by the capture until it ends
+  cudaGraph_t graph = nullptr;
+  ok(cudaStreamEndCapture(s, &graph));
+  CHECK(graph == building);
+  ok(cudaGraphDestroy(graph));
+  // cudaStreamGetCaptureInfo on the legacy stream while a blocking stream captures.
+  ok(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeGlobal));
+  CHECK(cudaStreamGetCaptureInfo(cudaStreamLegacy, &st) == cudaErrorStreamCaptureImplicit);
+  ok(cudaStreamEndCapture(blocking, &graph));  // not invalidated by the query
+  ok(cudaGraphDestroy(graph));
+  ok(cudaGraphExecDestroy(exec));
+  ok(cudaGraphDestroy(empty));
+  CHECK(sim::graphs_alive() == alive);
+  std::uint64_t used = 1;
+  ok(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+  CHECK(used == 0);
+  ok(cudaDeviceGraphMemTrim(0));
+  (void)cudaGetLastError();
 }
 
 #if DEVICEKIT_CUDA_SIM_NCCL
