@@ -4,6 +4,8 @@
 // pinned-host memory kind.
 #include <catch2/catch.hpp>
 
+#include <devicekit/compute/zeros_like.hpp>
+
 #include "sim_devicekit_support.hpp"
 
 // The cases every backend runs, on the last simulated GPU (cuda:0 with one device).
@@ -185,4 +187,21 @@ TEST_CASE("placing with memory_kind::pinned_host keeps the device and puts the b
     CHECK(dk::to_host(mine) == tree);
   }
   CHECK(pinned.stats().allocated_bytes == before);
+}
+
+// copy(src, dst, s) into a tree in pinned host memory reads the device after the work queued on
+// `s` before it: the race detector reports a copy on another stream that is not ordered after
+// the zeroing, and the values would be stale.
+TEST_CASE("copy into a tree in pinned host memory comes after the stream's earlier work", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const dk::stream s(gpu);
+  const auto source = dk::place(big_tree(12, 3000), gpu);
+  auto out = dk::place(big_tree(12, 3000), gpu, dk::memory_kind::pinned_host);
+  for (int round = 0; round < 3; ++round) {
+    const auto zeros = dk::zeros_like(source, gpu, s);  // a memset queued on s
+    dk::copy(zeros, out, s);
+    CHECK(dk::to_host(out) == std::vector<std::vector<float>>(12, std::vector<float>(3000, 0.f)));
+    dk::copy(source, out, s);
+    CHECK(dk::to_host(out) == big_tree(12, 3000));
+  }
 }

@@ -47,7 +47,7 @@ DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[m
   if (dst.is_cpu()) {
     copy_host_items(host);
 #if DEVICEKIT_HAS_CUDA
-    copy_device_items_to_host(on_device);
+    copy_device_items_to_host(on_device, s);
 #endif
     return;
   }

@@ -24,9 +24,10 @@ namespace devicekit::detail {
 DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev,
                                               const stream_ref* s = nullptr);
 
-/// Device items -> host memory, grouped by source device, each group on its device's stream for
-/// calls without a stream. Returns when the bytes are there.
-DEVICEKIT_DECL void copy_device_items_to_host(std::span<const copy_item> items);
+/// Device items -> host memory, grouped by source device: the group of `s`'s device on `s` (after
+/// the work queued there before), each other group on its device's stream for calls without a
+/// stream. Returns when the bytes are there.
+DEVICEKIT_DECL void copy_device_items_to_host(std::span<const copy_item> items, cudaStream_t s = nullptr);
 
 }  // namespace devicekit::detail
 

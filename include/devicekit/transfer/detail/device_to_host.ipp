@@ -109,18 +109,29 @@ DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, 
   stats().device_to_host_transfers.fetch_add(runs.size(), std::memory_order_relaxed);
 }
 
-DEVICEKIT_DECL void copy_device_items_to_host(std::span<const copy_item> items) {
+DEVICEKIT_DECL void copy_device_items_to_host(std::span<const copy_item> items, cudaStream_t s) {
+  // The group of the stream's own device goes on that stream, after the caller's work queued there
+  // before (a kernel or a memset that wrote the source); the others on their devices' streams.
+  int stream_device = -1;
+  if (s != nullptr && cudaStreamGetDevice(s, &stream_device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    stream_device = -1;
+  }
   std::vector<device> sources;
   for (const auto& it : items) {
     if (std::find(sources.begin(), sources.end(), it.src_device) == sources.end()) sources.push_back(it.src_device);
   }
-  if (sources.size() == 1) return copy_device_group_to_host(items, sources.front());
   for (const device from : sources) {
     std::vector<copy_item> group;
     for (const auto& it : items) {
       if (it.src_device == from) group.push_back(it);
     }
-    copy_device_group_to_host(group, from);
+    if (from.ordinal() == stream_device) {
+      const stream_ref on(from, s);
+      copy_device_group_to_host(group, from, &on);
+    } else {
+      copy_device_group_to_host(group, from);
+    }
   }
 }
 
