@@ -7,6 +7,7 @@
 #include <devicekit/core/config.hpp>
 
 #if DEVICEKIT_HAS_NCCL
+#  include <devicekit/core/capture.hpp>
 #  include <devicekit/core/device.hpp>
 #  include <devicekit/core/element_type.hpp>
 #  include <devicekit/core/error.hpp>
@@ -89,6 +90,17 @@ class nccl_transport {
   void set_operation(std::string_view op) {
     if (aborted_) {
       throw config_error("nccl_communicator: this communicator was aborted (" + abort_reason_ + "); create a new one");
+    }
+    // Each operation waits for its work on the host, polling NCCL's asynchronous errors so that a
+    // dead peer cannot hang the program (finish, wait): a capture would record the collective but
+    // the wait would be refused, so the operation is refused before anything is queued.
+    for (const nccl_participant& q : parts_) {
+      if (q.stream != nullptr && capture_of(q.stream).active) {
+        refuse_in_capture("nccl_communicator: " + std::string(op),
+                          "devicekit's NCCL operations wait on the host for their work, polling NCCL's errors",
+                          "call ncclAllReduce (or the collective you need) on the capturing stream yourself: NCCL "
+                          "operations can be captured; or run the collective between launches of the graph");
+      }
     }
     op_ = op;
     issued_ = 0;
