@@ -22,6 +22,11 @@ DEVICEKIT_DECL std::string out_of_memory::format(device dev, std::size_t request
   m += "\n  allocated " + human_bytes(s.allocated_bytes) + " in " + std::to_string(s.active_blocks) +
        " blocks, reserved " + human_bytes(s.reserved_bytes) + ", largest free block " +
        human_bytes(s.largest_free_block) + ", fragmentation " + frag;
+  if (s.graph_bytes != 0) {
+    m += "\n  captured CUDA graphs hold ";
+    m += human_bytes(s.graph_bytes);
+    m += " of the budget until they are destroyed (graph memory nodes)";
+  }
   m += "\n  already tried: waiting for other streams' frees, releasing cached blocks, retrying";
   m += "\n  what to do: free buffers you no longer need;";
   if (requested > s.max_size) {
