@@ -11,6 +11,7 @@
 #include <devicekit/devicekit.hpp>
 
 #include "cases.hpp"
+#include "pools.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -24,14 +25,6 @@
 namespace dk = devicekit;
 
 namespace graph_cases {
-
-/// A pool of at most 64 MiB, for a case of its own.
-inline dk::pool_config small_pool() {
-  dk::pool_config c;
-  c.max_size = std::size_t{64} << 20;
-  c.tracking = dk::tracking_mode::off;
-  return c;
-}
 
 /// Holds a stream (a host function that waits) until open() or the end of its scope.
 class hold_stream {
@@ -184,7 +177,7 @@ TEST_CASE(DEVICEKIT_CASE_NAME("out of memory inside a capture ends it cleanly an
           DEVICEKIT_CASE_TAGS("[graph]")) {
   const dk::device gpu = DEVICEKIT_CASES_DEVICE();
   const dk::stream s(gpu);
-  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal()), graph_cases::small_pool()};
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal()), dk::testing::small_pool()};
   void* eager = pool.allocate(std::size_t{8} << 20, s);
   void* fits = nullptr;
   std::string message;

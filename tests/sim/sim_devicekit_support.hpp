@@ -7,6 +7,7 @@
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
 
+#include "../common/pools.hpp"
 #include "../common/test_data.hpp"
 #include "sim_test_support.hpp"
 
@@ -28,13 +29,7 @@ inline cudaMemAccessFlags pool_access(const devicekit::cuda_device_resource& r, 
   return flags;
 }
 
-/// A pool of at most 64 MiB without tracking, for a test of its own.
-inline devicekit::pool_config small_pool() {
-  devicekit::pool_config c;
-  c.max_size = std::size_t{64} << 20;
-  c.tracking = devicekit::tracking_mode::off;
-  return c;
-}
+using devicekit::testing::small_pool;
 
 /// Runs `f` on a thread of its own and reports whether it returned within `limit`; the thread is
 /// joined either way (the caller opens whatever held it), so a failing check cannot hang.
