@@ -152,6 +152,15 @@ TEST_CASE("default_device_scope sends placement without a device to the scoped G
     CHECK(dk::device_of(placed) == last);
     CHECK(dk::to_host(placed) == ramp(64, 3.f));
     CHECK(dk::device_of(dk::place(ramp(8, 0.f))) == last);
+    // prefetch with a consumer stream follows the scope too: its stream is one of the scoped GPU.
+    const dk::stream consumer(last);
+    const std::vector<std::vector<float>> batches{ramp(32, 1.f), ramp(32, 2.f)};
+    int seen = 0;
+    for (const auto& batch : dm.prefetch(batches, 2, dk::stream_ref(consumer))) {
+      CHECK(dk::device_of(batch) == last);
+      CHECK(dk::to_host(batch, consumer) == batches[static_cast<std::size_t>(seen++)]);
+    }
+    CHECK(seen == 2);
   }
   CHECK(dk::device_of(dm.place(ramp(8, 0.f))) == dk::device::cuda(0));
 }

@@ -239,12 +239,13 @@ class device_manager {
     const device dev = placement_default("prefetch");
     return devicekit::prefetch(std::forward<R>(source), dev, depth, placement_memory(dev), consumer);
   }
-  /// The same for kernels on `consumer`, which must be a stream of the default device.
+  /// The same for kernels on `consumer`, which must be a stream of the default device (of a
+  /// default_device_scope, as above).
   template <class R>
   [[nodiscard]] auto prefetch(R&& source, std::size_t depth, stream_ref consumer) {
-    detail::check_stream(consumer, state_.default_device, "prefetch");
-    return devicekit::prefetch(std::forward<R>(source), state_.default_device, depth,
-                               placement_memory(state_.default_device), consumer.native_handle());
+    const device dev = placement_default("prefetch");
+    detail::check_stream(consumer, dev, "prefetch");
+    return devicekit::prefetch(std::forward<R>(source), dev, depth, placement_memory(dev), consumer.native_handle());
   }
 
   /// The device report (report/report.hpp) of this manager; `costs` as the caller measured them.
