@@ -10,39 +10,19 @@
 #include <devicekit/compute/zeros_like.hpp>
 #include <devicekit/devicekit.hpp>
 
+#include "../sim/sim_test_support.hpp"
 #include "cases.hpp"
 #include "pools.hpp"
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 namespace dk = devicekit;
 
 namespace graph_cases {
-
-/// Holds a stream (a host function that waits) until open() or the end of its scope.
-class hold_stream {
- public:
-  explicit hold_stream(dk::stream_ref s) {
-    REQUIRE(cudaLaunchHostFunc(s.native_handle(), &wait, &open_) == cudaSuccess);
-  }
-  hold_stream(const hold_stream&) = delete;
-  hold_stream& operator=(const hold_stream&) = delete;
-  ~hold_stream() { open(); }
-  void open() { open_.store(true); }
-
- private:
-  static void wait(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  std::atomic<bool> open_{false};
-};
 
 /// `n` floats of pinned host memory belonging to `gpu` (memory_kind::pinned_host), all `v`.
 inline auto pinned_floats(dk::device gpu, std::size_t n, float v) {
@@ -270,11 +250,12 @@ TEST_CASE(DEVICEKIT_CASE_NAME("a graph destroyed with a launch queued completes 
   graph_cases::fill(input.data(), 1024, 7.f);
   dk::device_memory& pool = dk::default_placement_resource(gpu);
   const std::size_t base = pool.stats().graph_bytes;
+  sim_test::gate hold;  // outlives the stream's wait on it (synchronised below)
   {
     dk::graph g = dk::capture(s, [&] { graph_cases::copy_through_device(input, output, gpu, s); });
-    graph_cases::hold_stream hold(s);
+    REQUIRE(cudaLaunchHostFunc(s.native_handle(), sim_test::gate::hold, &hold) == cudaSuccess);
     g.launch(s);
-    hold.open();
+    hold.open = true;
   }  // destroyed here, perhaps before the launch ran: CUDA completes it first
   CHECK(pool.stats().graph_bytes == base);
   s.synchronize();
