@@ -5,6 +5,7 @@
 #include <devicekit/core/capture.hpp>
 
 #include <algorithm>
+#include <optional>
 
 namespace devicekit {
 
@@ -31,10 +32,9 @@ DEVICEKIT_DECL capture_state capture_of(stream_ref s) noexcept {
   // A default-stream handle names the stream of the current device (CUDA runtime API, "Stream
   // synchronization behavior").
   const native_stream_handle h = s.native_handle();
-  if (h == nullptr || h == cudaStreamLegacy || h == cudaStreamPerThread) {
-    scoped_device on(s.get_device().ordinal(), std::nothrow);
-    return capture_of(h);
-  }
+  std::optional<scoped_device> on;
+  if (h == nullptr || h == cudaStreamLegacy || h == cudaStreamPerThread)
+    on.emplace(s.get_device().ordinal(), std::nothrow);
   return capture_of(h);
 #else
   (void)s;

@@ -58,6 +58,12 @@ class graph_blocks {
     std::size_t peak = 0;
   };
   [[nodiscard]] DEVICEKIT_DECL const capture_use* use_of(unsigned long long id) const noexcept;
+  [[nodiscard]] capture_use* use_of(unsigned long long id) noexcept {
+    for (capture_use& c : captures_) {
+      if (c.id == id) return &c;
+    }
+    return nullptr;
+  }
 
   std::map<std::uintptr_t, block> blocks_;
   std::vector<capture_use> captures_;  // few at a time: one per graph the pool served

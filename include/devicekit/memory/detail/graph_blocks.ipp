@@ -23,7 +23,7 @@ DEVICEKIT_DECL std::size_t graph_blocks::growth_for(unsigned long long id, std::
 }
 
 DEVICEKIT_DECL void graph_blocks::add(const void* p, std::size_t bytes, unsigned long long id) {
-  auto* c = const_cast<capture_use*>(use_of(id));
+  capture_use* c = use_of(id);
   if (c == nullptr) c = &captures_.emplace_back(capture_use{id, 0, 0});
   blocks_[reinterpret_cast<std::uintptr_t>(p)] = {bytes, id, false};
   c->live += bytes;
@@ -37,7 +37,7 @@ DEVICEKIT_DECL void graph_blocks::remove(const void* p) noexcept {
   const auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == blocks_.end()) return;
   if (!it->second.orphaned) {
-    if (auto* c = const_cast<capture_use*>(use_of(it->second.id))) c->live -= it->second.bytes;
+    if (capture_use* c = use_of(it->second.id)) c->live -= it->second.bytes;
   }
   blocks_.erase(it);
 }
