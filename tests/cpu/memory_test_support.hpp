@@ -33,7 +33,9 @@ struct upstream_state {
   std::size_t waits = 0;
   std::size_t destroyed_events = 0;
   std::vector<dk::native_stream_handle> destroyed_streams;
-  std::size_t records_on_destroyed_streams = 0;  ///< undefined behaviour on a real GPU
+  std::size_t records_on_destroyed_streams = 0;                      ///< undefined behaviour on a real GPU
+  std::map<dk::native_stream_handle, unsigned long long> capturing;  ///< stream -> capture id
+  std::size_t capture_queries = 0;
 };
 
 class counting_upstream {
@@ -108,6 +110,24 @@ class event_upstream : public counting_upstream {
     std::lock_guard lock(s_->mutex);
     s_->events.erase(reinterpret_cast<std::uintptr_t>(ev));
     ++s_->destroyed_events;
+  }
+
+  /// Its streams are not CUDA streams, so it answers for their captures itself (the pool would
+  /// otherwise ask the runtime, which may crash on a handle it did not make).
+  dk::capture_state capture_of(dk::native_stream_handle s) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->capture_queries;
+    const auto it = s_->capturing.find(s);
+    if (it == s_->capturing.end()) return {};
+    return {true, false, it->second};
+  }
+  void begin_capture(dk::native_stream_handle s, unsigned long long id) {
+    std::lock_guard lock(s_->mutex);
+    s_->capturing[s] = id;
+  }
+  void end_capture(dk::native_stream_handle s) {
+    std::lock_guard lock(s_->mutex);
+    s_->capturing.erase(s);
   }
 
   /// The program destroys stream `s` (its queued work still completes, as with cudaStreamDestroy).

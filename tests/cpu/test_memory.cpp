@@ -554,6 +554,31 @@ TEST_CASE("stream-ordered frees are reused at once on their stream and elsewhere
   pool.check_consistency();
 }
 
+// Whether a stream is being captured is asked of the upstream that gives its events: these
+// streams are not CUDA streams, and on a machine with a driver the runtime crashed on them.
+TEST_CASE("a pool asks its upstream whether the upstream's streams are being captured",
+          "[memory][pool][stream][graph]") {
+  event_upstream up;
+  dk::memory_pool<event_upstream> pool(up, exact_config(4 * MiB));
+  const auto s1 = fake_stream(1);
+  void* eager = pool.allocate_async(1 * MiB, 256, s1);
+  CHECK(up.state().capture_queries == 1);
+
+  up.begin_capture(s1, 7);
+  // An eager block freed inside the capture is refused, and stays live.
+  CHECK_THROWS_AS(pool.deallocate_async(eager, 1 * MiB, 256, s1), dk::capture_error);
+  CHECK(pool.stats().active_blocks == 1);
+  // Graph memory needs stream-ordered allocation, which this upstream lacks.
+  CHECK_THROWS_AS(pool.allocate_async(1 * MiB, 256, s1), dk::capture_error);
+  CHECK(pool.stats().graph_blocks == 0);
+  up.end_capture(s1);
+
+  pool.deallocate_async(eager, 1 * MiB, 256, s1);
+  CHECK(pool.stats().active_blocks == 0);
+  CHECK(up.state().capture_queries == 4);
+  pool.check_consistency();
+}
+
 TEST_CASE("stream-ordered small slots follow the same rules", "[memory][pool][stream]") {
   event_upstream up;
   dk::memory_pool<event_upstream> pool(up, test_config());

@@ -3,6 +3,7 @@
 // allocator kind calls, and the access each driver pool grants its peers.
 #include <catch2/catch.hpp>
 
+#include "../cpu/memory_test_support.hpp"
 #include "sim_devicekit_support.hpp"
 
 #include <cstddef>
@@ -41,6 +42,23 @@ TEST_CASE("a device pool outlives the streams it ordered frees on", "[sim][memor
   (void)pool.trim();  // ...so trim takes their frees in, through the events
   CHECK(pool.stats().pending_stream_frees == 0);
   CHECK(sim::violations().empty());
+}
+
+// An upstream whose stream handles are not CUDA streams (a test's, or a host resource with its own
+// notion of streams) answers for their captures: the pool must not hand such a handle to the
+// runtime, which reports it here as a violation and on a GPU crashed the process.
+TEST_CASE("a pool never hands its upstream's own stream handles to CUDA", "[sim][memory][stream]") {
+  const std::size_t before = sim::violations().size();
+  dk_test::event_upstream up;
+  dk::memory_pool<dk_test::event_upstream> pool(up, dk_test::exact_config(std::size_t{4} << 20));
+  const auto s1 = dk_test::fake_stream(1);
+  const auto s2 = dk_test::fake_stream(2);
+  void* a = pool.allocate_async(std::size_t{1} << 20, 256, s1);
+  pool.deallocate_async(a, std::size_t{1} << 20, 256, s1);
+  void* b = pool.allocate_async(std::size_t{1} << 20, 256, s2);
+  pool.deallocate_async(b, std::size_t{1} << 20, 256, s2);
+  CHECK(up.state().capture_queries == 4);
+  CHECK(sim::violations().size() == before);
 }
 
 // A query that answers cudaErrorNotReady leaves the program's last error alone: not-ready is a

@@ -86,7 +86,8 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   detail::check_alignment(alignment);
   if (bytes == 0) return nullptr;
   if (ordered && events_) {
-    if (const capture_state c = capture_of(s); c.active) return allocate_in_capture(bytes, alignment, s, c.id);
+    if (const capture_state c = upstream_->capture_of(s); c.active)
+      return allocate_in_capture(bytes, alignment, s, c.id);
   }
   std::unique_lock lock(mutex_);
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
@@ -187,7 +188,7 @@ DEVICEKIT_DECL void device_memory::deallocate_graph_block(void* p, const detail:
 
 DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
   if (p == nullptr) return;
-  const capture_state c = ordered && events_ ? capture_of(s) : capture_state{};
+  const capture_state c = ordered && events_ ? upstream_->capture_of(s) : capture_state{};
   std::lock_guard lock(mutex_);
   if (!graph_blocks_.empty()) {
     if (const detail::graph_blocks::block* b = graph_blocks_.find(p)) return deallocate_graph_block(p, *b, s, c);

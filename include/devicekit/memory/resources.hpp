@@ -16,7 +16,11 @@
 ///
 /// A resource that serves streams also provides events (`create_event`, `record_event`,
 /// `event_complete`, `wait_event`, `destroy_event`): the pool uses them to learn when a block
-/// freed on one stream may be reused on another (the concept `stream_event_source`).
+/// freed on one stream may be reused on another (the concept `stream_event_source`). Such a
+/// resource may also say whether one of its streams is being captured into a CUDA graph
+/// (`capture_of(s)`, returning capture_state); without it the pool asks the CUDA runtime
+/// (cudaStreamGetCaptureInfo), so a resource whose stream handles are not CUDA streams must
+/// provide it: the runtime may crash on a handle it did not make.
 ///
 /// Exit safety: no CUDA call is made once the process is exiting (cuda_calls_allowed()); memory
 /// is then left to the process's end.

@@ -46,6 +46,9 @@ class pool_upstream {
   virtual bool event_complete(void* ev) = 0;
   virtual void wait_event(void* ev) = 0;
   virtual void destroy_event(void* ev) noexcept = 0;
+  /// Whether stream `s` is being captured into a CUDA graph. Called only when has_events(): the
+  /// upstream that gives the stream's events knows what its stream handles are.
+  virtual capture_state capture_of(native_stream_handle s) = 0;
 
   /// Stream-ordered allocation from the upstream itself, for a capturing stream: the capture
   /// records it as a graph memory node (memory/detail/graph_blocks.hpp). Called only when
@@ -66,6 +69,12 @@ template <class U>
 concept has_stream_ordered_allocation = requires(U& u, void* p, std::size_t n, native_stream_handle s) {
   { u.allocate_async(n, n, s) } -> std::same_as<void*>;
   u.deallocate_async(p, n, n, s);
+};
+
+/// An upstream that answers for its own streams' captures (resources.hpp).
+template <class U>
+concept has_capture_query = requires(U& u, native_stream_handle s) {
+  { u.capture_of(s) } -> std::same_as<capture_state>;
 };
 
 template <class U>
@@ -116,6 +125,13 @@ class upstream_adapter final : public pool_upstream {
   void destroy_event(void* ev) noexcept override {
     if constexpr (stream_event_source<Upstream>) upstream_.destroy_event(ev);
     (void)ev;
+  }
+  capture_state capture_of(native_stream_handle s) override {
+    if constexpr (has_capture_query<Upstream>) {
+      return upstream_.capture_of(s);
+    } else {
+      return devicekit::capture_of(s);
+    }
   }
   void* graph_allocate(std::size_t bytes, native_stream_handle s) override {
     if constexpr (has_stream_ordered_allocation<Upstream>) {
