@@ -44,6 +44,16 @@ std::vector<capture_seq*> implicit_captures(state& g, const stream_obj* s) {
   return out;
 }
 
+/// Takes every stream of `c` out of capture mode and forgets the sequence (its graph is the
+/// caller's to keep or destroy).
+void end_sequence(state& g, capture_seq* c) {
+  for (stream_obj* t : c->streams) {
+    t->capture = nullptr;
+    t->capture_deps.clear();
+  }
+  g.captures.erase(c->id);
+}
+
 }  // namespace
 
 capture_seq* active_capture(state& g, std::uint64_t id) {
@@ -272,9 +282,14 @@ cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGr
     return fail(cudaErrorStreamCaptureUnmatched);
   }
   // "If the mode argument to cudaStreamBeginCapture was not cudaStreamCaptureModeRelaxed, this
-  // call must be from the same thread" (cudaStreamEndCapture).
+  // call must be from the same thread" (cudaStreamEndCapture). On an H200 (driver 580.159) such a
+  // call also ended the sequence: the stream left capture mode, and the right thread's
+  // cudaStreamEndCapture then answered cudaErrorIllegalState.
   if (c->mode != cudaStreamCaptureModeRelaxed && c->thread != std::this_thread::get_id()) {
-    invalidate(c);
+    graph_obj* graph = c->graph;
+    end_sequence(g, c);
+    destroy_graph(g, graph);
+    *pGraph = nullptr;
     return fail(cudaErrorStreamCaptureWrongThread);
   }
   // "All streams being joined to the same capture graph must be rejoined to the origin stream"
@@ -296,11 +311,7 @@ cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGr
   // The sequence ends: its streams leave capture mode, in every case ("This call will take the
   // associated streams out of capture mode, but will also return an error value and a NULL
   // graph", Invalidation).
-  for (stream_obj* t : c->streams) {
-    t->capture = nullptr;
-    t->capture_deps.clear();
-  }
-  g.captures.erase(c->id);
+  end_sequence(g, c);
   if (invalidated || !joined) {
     destroy_graph(g, graph);
     *pGraph = nullptr;
