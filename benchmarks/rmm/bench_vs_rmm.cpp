@@ -15,7 +15,9 @@
 //   pool.random_allocations.vs_cub_caching      cub::CachingDeviceAllocator       goal >= 3
 //   pool.random_allocations.vs_cudaMalloc       cudaMalloc / cudaFree             goal >= 100
 // and ours <= 100 ns per operation. The headline name is N = 10,000 on one stream; the others
-// carry `.n<N>` and `.s4` suffixes.
+// carry `.n<N>` and `.s4` suffixes. `--quick` leaves out N = 100,000: there RMM's pool and arena
+// take 50 to 180 us per operation, so those rows alone took over five minutes on an H200, most
+// of a lent machine's time.
 //
 // Method: every allocator (ours included) is warmed by one full replay before timing; then
 // `rounds` rounds alternate one replay of ours with one of the baseline; medians. Built and run
@@ -167,6 +169,8 @@ int rounds_for(std::size_t n, bool quick, bool slow) {
 
 int main(int argc, char** argv) {
   const auto opt = bench::parse(argc, argv);
+  // Each row is printed as it is measured; line buffering keeps them when a run is cut short.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   bench::report report;
   if (dk::cuda_detector{}.detect(dk::settings{}).gpu_count == 0) {
     std::printf("bench_vs_rmm: no GPU, nothing to measure\n");
@@ -179,7 +183,8 @@ int main(int argc, char** argv) {
   std::vector<cudaStream_t> streams(4);
   for (auto& s : streams) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 
-  const std::vector<std::size_t> sizes = {10'000, 1'000, 100'000};  // the first is the headline
+  std::vector<std::size_t> sizes = {10'000, 1'000, 100'000};  // the first is the headline
+  if (opt.quick) sizes.pop_back();
   const std::vector<int> stream_counts = {1, 4};
   std::vector<trace> traces;
   for (const std::size_t n : sizes) {
