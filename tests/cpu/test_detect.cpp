@@ -340,6 +340,12 @@ TEST_CASE("recommend_batch_size uses the detected hardware when given none", "[d
       dk::recommend_batch_size(devicekit::testing::simulated_gpus(1), 64ull << 30, 256ull << 20, 4ull << 30);
   REQUIRE(rec.max_memory_batch_size.has_value());
   CHECK(*rec.max_memory_batch_size == 240);  // (64 GiB - 4 GiB) / 256 MiB
+  CHECK(rec.hardware == dk::hardware_type::h100);
+  CHECK(dk::validate_batch_size(240, rec).valid);
+  const auto too_big = dk::validate_batch_size(256, rec);
+  CHECK_FALSE(too_big.valid);
+  CHECK(contains(too_big.message, "exceeds the memory estimate 240 for h100"));
+  CHECK(dk::validate_batch_size(256, dk::hardware_type::h100).valid);  // the table row has no estimate
   CHECK(dk::recommend_batch_size(cpu, std::numeric_limits<std::uint64_t>::max(), 1).max_memory_batch_size ==
         std::numeric_limits<int>::max());
 

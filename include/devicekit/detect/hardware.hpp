@@ -44,6 +44,7 @@ struct batch_size_recommendation {
   std::string_view notes;
   /// False when the row is a stand-in for hardware the source table does not list.
   bool from_table = true;
+  hardware_type hardware = hardware_type::unknown;  ///< the row's hardware
 };
 
 /// The recommendation table. Rows for TPU v5e/v5p/v4, H100, A100, V100 and CPU are the source's
@@ -58,9 +59,13 @@ struct batch_validation {
   std::string message;
 };
 
-/// Checks a batch size against the recommendation for `h`. Invalid: not positive, below the
-/// minimum, or above the memory estimate when one is known. Valid but warned (when
-/// `warn_suboptimal`): below the critical batch size, where the device cannot reach its roofline.
+/// Checks a batch size against a recommendation: invalid when not positive, below the minimum,
+/// or above the memory estimate (`max_memory_batch_size`, which recommend_batch_size(caps,
+/// budget, per_sample, fixed) fills in); valid but warned (when `warn_suboptimal`) below the
+/// critical batch size, where the device cannot reach its roofline.
+[[nodiscard]] DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, const batch_size_recommendation& rec,
+                                                                  bool warn_suboptimal = true);
+/// The same against the table row of `h`, which has no memory estimate.
 [[nodiscard]] DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, hardware_type h,
                                                                   bool warn_suboptimal = true);
 

@@ -29,7 +29,9 @@ DEVICEKIT_DECL hardware_type classify_hardware(std::string_view device_name, dev
   return hardware_type::unknown;
 }
 
-DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_type h) {
+namespace detail {
+/// The source table's row for `h` (batch_size_recommendation_for adds the hardware).
+inline batch_size_recommendation batch_table_row(hardware_type h) {
   switch (h) {
     case hardware_type::tpu_v5e: return {64, 256, 240, std::nullopt, "Critical batch size for reaching roofline"};
     case hardware_type::tpu_v5p: return {128, 512, 480, std::nullopt, "Higher throughput, needs larger batches"};
@@ -44,10 +46,17 @@ DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_
       return {16, 128, 96, std::nullopt, "V100 values as a conservative stand-in; not in the source table", false};
   }
 }
+}  // namespace detail
 
-DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, hardware_type h, bool warn_suboptimal) {
-  const auto rec = batch_size_recommendation_for(h);
-  const std::string hw(to_string(h));
+DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_type h) {
+  batch_size_recommendation rec = detail::batch_table_row(h);
+  rec.hardware = h;
+  return rec;
+}
+
+DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, const batch_size_recommendation& rec,
+                                                    bool warn_suboptimal) {
+  const std::string hw(to_string(rec.hardware));
   if (batch_size <= 0) {
     return {false, "batch size must be positive, got " + std::to_string(batch_size)};
   }
@@ -57,7 +66,8 @@ DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, hardware_typ
   }
   if (rec.max_memory_batch_size && batch_size > *rec.max_memory_batch_size) {
     return {false, "batch size " + std::to_string(batch_size) + " exceeds the memory estimate " +
-                       std::to_string(*rec.max_memory_batch_size) + " for " + hw};
+                       std::to_string(*rec.max_memory_batch_size) + " for " + hw +
+                       " (the largest batch the given memory budget holds)"};
   }
   if (warn_suboptimal && batch_size < rec.critical_batch_size) {
     return {true, "batch size " + std::to_string(batch_size) + " is valid but below the critical batch size " +
@@ -65,6 +75,10 @@ DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, hardware_typ
                       " (optimal: " + std::to_string(rec.optimal_batch_size) + ")"};
   }
   return {true, "batch size " + std::to_string(batch_size) + " is suitable for " + hw};
+}
+
+DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, hardware_type h, bool warn_suboptimal) {
+  return validate_batch_size(batch_size, batch_size_recommendation_for(h), warn_suboptimal);
 }
 
 DEVICEKIT_DECL batch_config batch_config_for(hardware_type h, std::int64_t base_batch_size) {
