@@ -11,3 +11,4 @@
 #include <devicekit/detect/host.hpp>
 #include <devicekit/detect/nvml.hpp>
 #include <devicekit/detect/properties.hpp>
+#include <devicekit/detect/start_environment.hpp>

@@ -129,3 +129,43 @@ TEST_CASE("the report lists the engines, built or not", "[report][engines]") {
   const auto text = text_of(r);
   CHECK_THAT(text, Catch::Contains("Engines:\n  NCCL: " + engines[0].status + "\n  MPI: " + engines[1].status));
 }
+
+// The CUDA runtime reads its variables once, when it starts: a manager whose settings change one
+// afterwards says so (report and warning) rather than listing it as set.
+TEST_CASE("a CUDA_* setting made after the runtime started is reported as too late", "[report][environment]") {
+  scoped_env order("CUDA_DEVICE_ORDER", nullptr);
+  scoped_env other("DEVICEKIT_TEST_VARIABLE", nullptr);
+  (void)dk::device_manager<>{};  // default detection: the CUDA probe runs (once per process)
+  const auto started = dk::detail::cuda_start_environment();
+  dk::settings s;
+  s.set_environment_variable("DEVICEKIT_TEST_VARIABLE", "1");
+#if DEVICEKIT_HAS_CUDA
+  REQUIRE(started.has_value());
+  const auto it = started->find("CUDA_DEVICE_ORDER");
+  const bool was_pci = it != started->end() && it->second == "PCI_BUS_ID";
+  const std::string wanted = was_pci ? "FASTEST_FIRST" : "PCI_BUS_ID";
+  s.set_environment_variable("CUDA_DEVICE_ORDER", wanted);
+  const auto r = two_h100s(s).report();
+  CHECK(r.environment_applied == std::vector<std::string>{"DEVICEKIT_TEST_VARIABLE"});
+  REQUIRE(r.environment_too_late.size() == 1);
+  CHECK_THAT(r.environment_too_late.front(), Catch::StartsWith("CUDA_DEVICE_ORDER=" + wanted) &&
+                                                 Catch::Contains("the CUDA runtime started with CUDA_DEVICE_ORDER"));
+  CHECK_THAT(text_of(r), Catch::Contains("Environment Too Late") && Catch::Contains("CUDA_DEVICE_ORDER=" + wanted));
+  CHECK(dk::to_json(r)["environment_too_late"].size() == 1);
+
+  // The value the runtime started with is in effect: setting it again is not too late.
+  dk::settings same;
+  if (it != started->end()) {
+    same.set_environment_variable("CUDA_DEVICE_ORDER", it->second);
+    const auto again = two_h100s(same).report();
+    CHECK(again.environment_too_late.empty());
+    CHECK(again.environment_applied == std::vector<std::string>{"CUDA_DEVICE_ORDER"});
+  }
+#else
+  REQUIRE_FALSE(started.has_value());  // no runtime to start: nothing comes too late
+  s.set_environment_variable("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  const auto r = two_h100s(s).report();
+  CHECK(r.environment_too_late.empty());
+  CHECK(r.environment_applied.size() == 2);
+#endif
+}

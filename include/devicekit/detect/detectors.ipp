@@ -4,6 +4,7 @@
 /// the reasons detection gives. Inline in a header-only build; compiled once under
 /// DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/detect/detectors.hpp>
+#include <devicekit/detect/start_environment.hpp>
 
 #include <string>
 #include <utility>
@@ -66,6 +67,7 @@ DEVICEKIT_DECL std::string explain_no_gpu(cudaError_t r) {
 
 DEVICEKIT_DECL cuda_probe probe_cuda() {
   cuda_probe p;
+  note_cuda_start_environment();  // the runtime reads its variables now, once
   const cudaError_t r = cudaGetDeviceCount(&p.count);
   if (r != cudaSuccess) {
     // The failure is sticky in the runtime's last-error slot: clear it so that a later,

@@ -10,12 +10,11 @@
 /// policies are empty and stored with [[no_unique_address]], so a manager is exactly as large as
 /// its runtime state (`detail::manager_state`).
 ///
-/// Memory: the manager owns one caching pool per device and memory kind (`memory(dev, kind)`,
-/// kinds as jaxlib has them: core/memory_kind.hpp), the device kind sized by its strategy
-/// (fraction of total memory less the context headroom). Pools are made on first use, so a
-/// manager is cheap to construct and makes no CUDA call for memory until asked. A manager is
-/// move-only; destroying it releases its pools, so memory from them must be freed first. The
-/// global manager (manager/global.hpp) owns none: it uses the process's pools (memory/registry.hpp).
+/// Memory: the manager owns one caching pool per device and memory kind (`memory(dev, kind)`, kinds as jaxlib has them:
+/// core/memory_kind.hpp), the device kind sized by its strategy (fraction of total memory less the context headroom).
+/// Pools are made on first use, so a manager is cheap to construct and makes no CUDA call for memory until asked. A
+/// manager is move-only; destroying it releases its pools, so memory from them must be freed first. The global manager
+/// (manager/global.hpp) owns none: it uses the process's pools (memory/registry.hpp).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/error.hpp>
@@ -27,6 +26,7 @@
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
+#include <devicekit/detect/start_environment.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
 #include <devicekit/manager/detection.hpp>
@@ -62,7 +62,7 @@ struct manager_state {
   settings config;
   capabilities caps;
   device default_device;
-  std::vector<std::string> environment_applied;
+  environment_outcome environment;
   manager_pools pools;
 };
 
@@ -94,7 +94,7 @@ class device_manager {
   explicit device_manager(settings config, Detector detector = Detector{}, Strategy strategy = Strategy{},
                           Scheme scheme = Scheme{})
       : detector_(std::move(detector)), strategy_(std::move(strategy)), scheme_(std::move(scheme)) {
-    state_.environment_applied = config.apply_environment();
+    state_.environment = apply_environment_before_detection(config);
     state_.caps = run_detector(detector_, config);
     detail::normalize_capabilities(state_.caps, config);
     state_.default_device = detail::choose_default_device(state_.caps, config);
@@ -250,7 +250,7 @@ class device_manager {
 
   /// The device report (report/report.hpp) of this manager; `costs` as the caller measured them.
   [[nodiscard]] device_report report(cost_table costs = {}) const {
-    return detail::build_report(*this, state_.environment_applied, state_.pools, std::move(costs));
+    return detail::build_report(*this, state_.environment, state_.pools, std::move(costs));
   }
 
   /// The devices a scheme plans over: the default device first, then the others in order.

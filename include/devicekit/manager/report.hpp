@@ -8,6 +8,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
+#include <devicekit/detect/start_environment.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/manager/pools.hpp>
 #include <devicekit/memory/registry.hpp>
@@ -28,10 +29,10 @@ DEVICEKIT_DECL void fill_report_routing(routing_info& routing, const settings& c
 [[nodiscard]] DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budget& b,
                                                                    const manager_pools& pools);
 
-/// The report of manager `m`, whose pools are `pools` and to which `environment_applied`
-/// (settings taken from the environment) was applied; `costs` as the caller measured them.
+/// The report of manager `m`, whose pools are `pools` and whose settings' environment variables
+/// did `environment`; `costs` as the caller measured them.
 template <class Manager>
-[[nodiscard]] device_report build_report(const Manager& m, const std::vector<std::string>& environment_applied,
+[[nodiscard]] device_report build_report(const Manager& m, const environment_outcome& environment,
                                          const manager_pools& pools, cost_table costs) {
   device_report r;
   r.caps = m.capabilities();
@@ -43,7 +44,8 @@ template <class Manager>
     // A custom scheme that cannot plan an empty tree: the report shows no assignment.
   }
   r.default_device = m.default_device();
-  r.environment_applied = environment_applied;
+  r.environment_applied = environment.applied;
+  r.environment_too_late = environment.too_late;
   r.costs = std::move(costs);
   r.routing.detector = devicekit::describe_detector<typename Manager::detector_type>();
   fill_report_routing(r.routing, m.config());

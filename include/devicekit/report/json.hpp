@@ -120,6 +120,7 @@ namespace devicekit {
   j["precision"] = {{"fp16", c.precision.fp16}, {"bf16", c.precision.bf16}, {"fp8", c.precision.fp8}};
   j["supports_distributed"] = c.supports_distributed;
   j["environment_applied"] = r.environment_applied;
+  j["environment_too_late"] = r.environment_too_late;
   j["host"] = {{"model_name", c.host.model_name},
                {"logical_cores", c.host.logical_cores},
                {"total_memory_bytes", c.host.total_memory_bytes}};

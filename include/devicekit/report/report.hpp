@@ -66,6 +66,8 @@ struct device_report {
   device_assignment assignment;  ///< the scheme's devices, replica x computation
   device default_device;
   std::vector<std::string> environment_applied;
+  /// Set by the settings after the CUDA runtime had started with another value (it keeps that).
+  std::vector<std::string> environment_too_late;
   cost_table costs;
   std::vector<device_memory_info> memory;  ///< per device (and cpu:0 when its pool exists)
   /// The copy engine's pinned staging pool (devicekit::staging_memory_stats); none until a

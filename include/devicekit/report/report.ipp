@@ -119,6 +119,7 @@ DEVICEKIT_DECL void write_text(std::ostream& os, const device_report& r, bool ve
   line("Host", c.host.model_name + ", " + std::to_string(c.host.logical_cores) + " logical cores, " +
                    detail::format_bytes(c.host.total_memory_bytes));
   for (const auto& name : r.environment_applied) line("Environment Set", name);
+  for (const auto& text : r.environment_too_late) line("Environment Too Late", text);
   const hardware_type hw = r.default_hardware();
   const auto rec = batch_size_recommendation_for(hw);
   line("Batch Size (" + std::string(to_string(hw)) + ")",
