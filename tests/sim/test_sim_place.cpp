@@ -214,3 +214,30 @@ TEST_CASE("copy into a tree in pinned host memory comes after the stream's earli
     CHECK(dk::to_host(out) == big_tree(12, 3000));
   }
 }
+
+// A tree from host memory reaches the device in one host-to-device copy of its packed bytes ("one
+// block, one staged transfer"); above the single-stage limit, one copy per staging chunk.
+TEST_CASE("a host tree is placed in one staged copy, one per chunk above the staging limit", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const auto small = std::make_tuple(devicekit::testing::ramp(1000, 1.0f), std::vector<int>(300, 7),
+                                     devicekit::testing::ramp(5, 2.0f));
+  auto before = sim::copies();
+  const auto placed = dk::place(small, gpu);
+  auto after = sim::copies();
+  CHECK(after.host_to_device == before.host_to_device + 1);
+  CHECK(dk::to_host(placed) == small);
+
+  // Three leaves of 10 MiB: 30 MiB, over the 16 MiB limit, so 8 MiB chunks: 4 copies.
+  const std::size_t n = (std::size_t{10} << 20) / sizeof(float);
+  const auto large = std::make_tuple(devicekit::testing::ramp(n, 1.0f), devicekit::testing::ramp(n, 2.0f),
+                                     devicekit::testing::ramp(n, 3.0f));
+  REQUIRE(dk::total_bytes(large) > dk::detail::single_stage_limit);
+  before = sim::copies();
+  const auto placed_large = dk::place(large, gpu);
+  after = sim::copies();
+  const std::size_t chunks =
+      (dk::total_bytes(large) + dk::detail::staging_chunk_bytes - 1) / dk::detail::staging_chunk_bytes;
+  CHECK(after.host_to_device == before.host_to_device + chunks);
+  CHECK(chunks == 4);
+  CHECK(dk::to_host(placed_large) == large);
+}
