@@ -302,3 +302,32 @@ TEST_CASE("the report shows the staging pool and each device's scratch", "[manag
   CHECK(j.at("staging").at("reserved_bytes") == (std::size_t{8} << 20));
   CHECK(j.at("devices").at(0).at("memory").at("scratch").at("allocations") == 7);
 }
+
+TEST_CASE("a device's memories as jaxlib lists them: kinds, default, spaces, who reaches them",
+          "[manager][memory_kind]") {
+  using K = dk::memory_kind;
+  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  const dk::device gpu0 = dk::device::cuda(0);
+  const dk::device cpu = dk::device::cpu();
+  CHECK(dk::default_memory_kind(dm, gpu0) == K::device);
+#if DEVICEKIT_HAS_CUDA
+  CHECK(dk::memory_kinds(dm, gpu0) == std::vector<K>{K::device, K::pinned_host, K::host});
+  CHECK(dk::memory_kinds(dm, cpu) == std::vector<K>{K::device, K::pinned_host, K::host});
+  const auto spaces = dk::addressable_memories(dm, gpu0);
+  REQUIRE(spaces.size() == 3);
+  CHECK(spaces[1] == dk::memory_space{gpu0, K::pinned_host});
+  CHECK(spaces[1].str() == "cuda:0/pinned_host");
+  CHECK(dk::addressable_by_devices(dm, spaces[1]) == std::vector<dk::device>{gpu0});
+#endif
+  CHECK(dk::addressable_by_devices(dm, {gpu0, K::device}) == std::vector<dk::device>{gpu0});
+  // One host pool for the process: every device places into the same host space.
+  CHECK(dk::addressable_by_devices(dm, {dk::device::cuda(1), K::host}) ==
+        std::vector<dk::device>{gpu0, dk::device::cuda(1), cpu});
+
+  // A CPU-only manager: no GPU to pin memory for, so no pinned_host space.
+  dk::device_manager<dk::cpu_detector> host_only;
+  CHECK(dk::memory_kinds(host_only, cpu) == std::vector<K>{K::device, K::host});
+  CHECK_THROWS_WITH(dk::addressable_by_devices(host_only, {cpu, K::pinned_host}),
+                    Catch::Contains("cpu:0 has no memory kind pinned_host"));
+  CHECK_THROWS_AS(dk::memory_kinds(dm, dk::device::cuda(5)), dk::config_error);
+}
