@@ -195,6 +195,37 @@ TEST_CASE("batch multipliers: GPU 4x, CPU 1x, TPU 128x, rounded to a power of tw
   CHECK(dk::batch_config_for(dk::hardware_type::a100, 1).max_batch_size == 256);
 }
 
+TEST_CASE("the TPU batch factor and the TPU switch configure the hardware table", "[detect][hardware]") {
+  dk::hardware_table_config c;
+  CHECK(c.tpu_batch_factor == 128);
+  CHECK(c.allow_tpu);
+  c.tpu_batch_factor = 64;
+  CHECK(dk::batch_multiplier(dk::hardware_type::tpu_v5e, c) == 64);
+  CHECK(dk::batch_multiplier(dk::hardware_type::h100, c) == 4);
+  CHECK(dk::batch_config_for(dk::hardware_type::tpu_v4, 2, c).batch_size == 128);
+  c.allow_tpu = false;
+  CHECK_THROWS_WITH(dk::batch_config_for(dk::hardware_type::tpu_v4, 1, c),
+                    Catch::Contains("TPU rows are switched off") && Catch::Contains("tpu_v4"));
+  CHECK_THROWS_AS(dk::batch_size_recommendation_for(dk::hardware_type::tpu_v5p, c), dk::config_error);
+  CHECK(dk::batch_size_recommendation_for(dk::hardware_type::a100, c).optimal_batch_size == 256);
+  {
+    devicekit::testing::scoped_env factor("DEVICEKIT_TPU_BATCH_FACTOR", "256");
+    devicekit::testing::scoped_env allow("DEVICEKIT_ALLOW_TPU", "false");
+    const auto env = dk::hardware_table_config::from_environment();
+    CHECK(env.tpu_batch_factor == 256);
+    CHECK_FALSE(env.allow_tpu);
+  }
+  {
+    devicekit::testing::scoped_env factor("DEVICEKIT_TPU_BATCH_FACTOR", "0");
+    CHECK_THROWS_WITH(dk::hardware_table_config::from_environment(),
+                      Catch::StartsWith("DEVICEKIT_TPU_BATCH_FACTOR: '0' is not a positive integer"));
+  }
+  {
+    devicekit::testing::scoped_env allow("DEVICEKIT_ALLOW_TPU", "maybe");
+    CHECK_THROWS_AS(dk::hardware_table_config::from_environment(), dk::config_error);
+  }
+}
+
 TEST_CASE("cost per device-hour has defaults and overrides", "[detect][hardware]") {
   dk::cost_table costs;
   CHECK(costs.per_hour(dk::hardware_type::cpu) == 0.0);

@@ -29,6 +29,17 @@ enum class hardware_type { tpu_v5e, tpu_v5p, tpu_v4, h200, h100, a100, v100, l40
   return h == hardware_type::tpu_v5e || h == hardware_type::tpu_v5p || h == hardware_type::tpu_v4;
 }
 
+/// The configurable part of the hardware table: the TPU batch factor and whether TPU rows may be
+/// used at all (a TPU is data here: devicekit never runs on one). From the environment:
+/// DEVICEKIT_TPU_BATCH_FACTOR (a positive integer; default 128) and DEVICEKIT_ALLOW_TPU (1 or 0,
+/// true or false; default 1).
+struct hardware_table_config {
+  int tpu_batch_factor = 128;  ///< the Cloud TPU performance guide's multiple of 128 per core
+  bool allow_tpu = true;       ///< false: asking for a TPU row is a config_error
+  /// config_error naming the variable for a value that does not parse.
+  [[nodiscard]] DEVICEKIT_DECL static hardware_table_config from_environment();
+};
+
 /// Classifies a device by the name the driver reports ("NVIDIA H100 80GB HBM3" -> h100).
 /// Order matters: "H200" is checked before "H100" would never match it anyway, but "L40S" must
 /// win over the "L40" of other cards, and names are compared case-insensitively.
@@ -52,6 +63,9 @@ struct batch_size_recommendation {
 /// which the source does not list, use the V100 row as a conservative stand-in (`from_table`
 /// is false for these).
 [[nodiscard]] DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_type h);
+/// The same, refusing a TPU row (config_error) when `c.allow_tpu` is false.
+[[nodiscard]] DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_type h,
+                                                                                     const hardware_table_config& c);
 
 /// The answer of validate_batch_size: whether the size is acceptable, and why (or why not).
 struct batch_validation {
@@ -79,8 +93,8 @@ struct batch_validation {
 }
 
 /// The batch multiplier: how many times a base batch a device kind should take (see the top).
-[[nodiscard]] constexpr int batch_multiplier(hardware_type h) noexcept {
-  if (is_tpu(h)) return 128;
+[[nodiscard]] constexpr int batch_multiplier(hardware_type h, const hardware_table_config& c = {}) noexcept {
+  if (is_tpu(h)) return c.tpu_batch_factor;
   if (h == hardware_type::cpu) return 1;
   return 4;
 }
@@ -91,7 +105,10 @@ struct batch_config {
   int multiplier = 1;
 };
 
-[[nodiscard]] DEVICEKIT_DECL batch_config batch_config_for(hardware_type h, std::int64_t base_batch_size = 1);
+/// The batch for `h` from a base batch: base x multiplier, rounded to a power of two. config_error
+/// for a TPU when `c.allow_tpu` is false.
+[[nodiscard]] DEVICEKIT_DECL batch_config batch_config_for(hardware_type h, std::int64_t base_batch_size = 1,
+                                                           const hardware_table_config& c = {});
 
 /// Cost per device-hour in US dollars. Defaults are rough estimates (CPU $0, GPU $0.50,
 /// TPU $2.00); `set` overrides one hardware type, for example with your cloud's price list.

@@ -3,10 +3,13 @@
 /// The definitions behind detect/hardware.hpp: classifying a device by name and the batch-size
 /// and cost tables. Inline in a header-only build; compiled once under
 /// DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
+#include <devicekit/core/error.hpp>
+#include <devicekit/core/settings.hpp>
 #include <devicekit/detect/hardware.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <string>
 
 namespace devicekit {
@@ -54,6 +57,45 @@ DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_
   return rec;
 }
 
+namespace detail {
+inline void check_tpu_allowed(hardware_type h, const hardware_table_config& c) {
+  if (is_tpu(h) && !c.allow_tpu) {
+    throw config_error(
+        "the hardware table's TPU rows are switched off (DEVICEKIT_ALLOW_TPU=0 or "
+        "hardware_table_config::allow_tpu), but " +
+        std::string(to_string(h)) + " was asked for; allow TPU rows, or ask for the hardware the job runs on");
+  }
+}
+}  // namespace detail
+
+DEVICEKIT_DECL hardware_table_config hardware_table_config::from_environment() {
+  hardware_table_config c;
+  if (auto f = detail::getenv_string("DEVICEKIT_TPU_BATCH_FACTOR"); f && !f->empty()) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(f->data(), f->data() + f->size(), v);
+    if (ec != std::errc{} || end != f->data() + f->size() || v < 1) {
+      throw config_error("DEVICEKIT_TPU_BATCH_FACTOR: '" + *f + "' is not a positive integer (the default is 128)");
+    }
+    c.tpu_batch_factor = v;
+  }
+  if (auto a = detail::getenv_string("DEVICEKIT_ALLOW_TPU"); a && !a->empty()) {
+    if (*a == "1" || *a == "true") {
+      c.allow_tpu = true;
+    } else if (*a == "0" || *a == "false") {
+      c.allow_tpu = false;
+    } else {
+      throw config_error("DEVICEKIT_ALLOW_TPU: '" + *a + "' is not one of 1, 0, true, false");
+    }
+  }
+  return c;
+}
+
+DEVICEKIT_DECL batch_size_recommendation batch_size_recommendation_for(hardware_type h,
+                                                                       const hardware_table_config& c) {
+  detail::check_tpu_allowed(h, c);
+  return batch_size_recommendation_for(h);
+}
+
 DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, const batch_size_recommendation& rec,
                                                     bool warn_suboptimal) {
   const std::string hw(to_string(rec.hardware));
@@ -81,9 +123,11 @@ DEVICEKIT_DECL batch_validation validate_batch_size(int batch_size, hardware_typ
   return validate_batch_size(batch_size, batch_size_recommendation_for(h), warn_suboptimal);
 }
 
-DEVICEKIT_DECL batch_config batch_config_for(hardware_type h, std::int64_t base_batch_size) {
+DEVICEKIT_DECL batch_config batch_config_for(hardware_type h, std::int64_t base_batch_size,
+                                             const hardware_table_config& table) {
+  detail::check_tpu_allowed(h, table);
   batch_config c;
-  c.multiplier = batch_multiplier(h);
+  c.multiplier = batch_multiplier(h, table);
   c.batch_size = round_to_power_of_two(std::max<std::int64_t>(base_batch_size, 1) * c.multiplier);
   c.max_batch_size = std::max<std::int64_t>(c.batch_size, batch_size_recommendation_for(h).optimal_batch_size);
   return c;
