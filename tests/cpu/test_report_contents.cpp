@@ -169,3 +169,19 @@ TEST_CASE("a CUDA_* setting made after the runtime started is reported as too la
   CHECK(r.environment_applied.size() == 2);
 #endif
 }
+
+TEST_CASE("the report aggregates the platforms and device kinds present", "[report]") {
+  auto caps = simulated_gpus(3);
+  caps.devices[2].name = "NVIDIA A100-SXM4-80GB";
+  const auto r = gpu_manager{dk::settings{}, gpu_chain{dk::fixed_detector{caps}, dk::cpu_detector{}}}.report();
+  CHECK(r.platforms() == std::vector<std::string>{"cuda"});
+  CHECK(r.device_kinds() == std::vector<std::string>{caps.devices[0].name, "NVIDIA A100-SXM4-80GB"});
+  const std::string text = text_of(r);
+  CHECK_THAT(text, Catch::Contains("Platforms: cuda\n") &&
+                       Catch::Contains("Device Kinds: " + caps.devices[0].name + ", NVIDIA A100-SXM4-80GB\n"));
+  CHECK(dk::to_json(r).at("device_kinds").size() == 2);
+
+  const auto host = dk::device_manager<dk::cpu_detector>{}.report();
+  CHECK(host.platforms() == std::vector<std::string>{"cpu"});
+  CHECK(dk::to_json(host).at("platforms") == nlohmann::json::array({"cpu"}));
+}

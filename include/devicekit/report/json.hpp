@@ -92,6 +92,8 @@ namespace devicekit {
   j["backend"] = r.backend();
   j["device_type"] = std::string(to_string(c.device_type));
   j["device_count"] = c.device_count;
+  j["platforms"] = r.platforms();
+  j["device_kinds"] = r.device_kinds();
   j["gpu_count"] = c.gpu_count;
   j["default_device"] = r.default_device.str();
   j["detector"] = c.detector;

@@ -80,6 +80,11 @@ struct device_report {
 
   [[nodiscard]] std::string backend() const { return std::string(to_string(caps.device_type)); }
   [[nodiscard]] hardware_type default_hardware() const;
+  /// The platforms present, each once, in device order ("cuda", "cpu"), as jaxlib's placement
+  /// info lists them.
+  [[nodiscard]] std::vector<std::string> platforms() const;
+  /// The device kinds present (the names the driver reports, "NVIDIA H100 80GB HBM3"), each once.
+  [[nodiscard]] std::vector<std::string> device_kinds() const;
 };
 
 namespace detail {

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace devicekit {
 
@@ -47,6 +49,33 @@ DEVICEKIT_DECL hardware_type device_report::default_hardware() const {
     if (d.id == default_device) return d.hardware;
   }
   return default_device.is_cpu() ? hardware_type::cpu : hardware_type::unknown;
+}
+
+namespace detail {
+inline void add_once(std::vector<std::string>& list, std::string item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(std::move(item));
+}
+inline std::string join_comma(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += ", ";
+    out += i;
+  }
+  return out;
+}
+}  // namespace detail
+
+DEVICEKIT_DECL std::vector<std::string> device_report::platforms() const {
+  std::vector<std::string> out;
+  for (const auto& d : caps.devices) detail::add_once(out, std::string(to_string(d.id.kind())));
+  if (out.empty()) out.emplace_back(to_string(caps.device_type));
+  return out;
+}
+
+DEVICEKIT_DECL std::vector<std::string> device_report::device_kinds() const {
+  std::vector<std::string> out;
+  for (const auto& d : caps.devices) detail::add_once(out, d.name);
+  return out;
 }
 
 namespace detail {
@@ -101,6 +130,8 @@ DEVICEKIT_DECL void write_text(std::ostream& os, const device_report& r, bool ve
   line("Device Type", std::string(to_string(c.device_type)));
   line("Device Count", std::to_string(c.device_count));
   line("GPU Count", std::to_string(c.gpu_count));
+  line("Platforms", detail::join_comma(r.platforms()));
+  if (const auto kinds = r.device_kinds(); !kinds.empty()) line("Device Kinds", detail::join_comma(kinds));
   line("Memory Strategy", r.strategy.name);
   line("Memory Fraction", detail::format_fixed(r.strategy.fraction, 2));
   line("Distribution", r.scheme);
