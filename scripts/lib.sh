@@ -1,10 +1,11 @@
 # Shared by the scripts: find or install what devicekit's build needs on a Debian machine.
 # Sourced, not run.
 
-# Debian packages the build, the tests and the tools need. The CUDA toolkit is not among them:
-# it is found at /usr/local/cuda when present, and everything builds for the CPU without it.
+# Debian packages the build, the tests and the tools need (doxygen: the API reference, scripts/docs).
+# The CUDA toolkit is not among them: it is found at /usr/local/cuda when present, and everything
+# builds for the CPU without it.
 DEVICEKIT_APT_PACKAGES=(cmake ninja-build g++ catch2 libboost-dev nlohmann-json3-dev libcli11-dev ccache
-                        libopenmpi-dev openmpi-bin python3 clang-format)
+                        libopenmpi-dev openmpi-bin python3 clang-format doxygen)
 
 devicekit_missing_packages() {
   local p missing=()

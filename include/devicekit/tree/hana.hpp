@@ -222,6 +222,9 @@ struct node_traits<mapped_struct<S, Ts...>> {
 
 }  // namespace devicekit
 
+// Left out of the API reference (Doxygen's cond section): Doxygen cannot place a specialisation
+// of a Boost.Hana trait whose primary template it does not read.
+/// \cond
 /// mapped_struct is a Hana struct too (hana::keys, hana::at_key, hana::members work on it).
 template <class S, class... Ts>
 struct boost::hana::accessors_impl<devicekit::mapped_struct<S, Ts...>> {
@@ -234,3 +237,4 @@ struct boost::hana::accessors_impl<devicekit::mapped_struct<S, Ts...>> {
     (std::index_sequence_for<Ts...>{});
   }
 };
+/// \endcond
