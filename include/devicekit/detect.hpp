@@ -6,6 +6,7 @@
 /// Each header also stands alone; this one is for translation units that use the whole layer.
 #include <devicekit/detect/batch_size.hpp>
 #include <devicekit/detect/capabilities.hpp>
+#include <devicekit/detect/compile_only.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/detect/host.hpp>

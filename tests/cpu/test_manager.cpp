@@ -2,6 +2,7 @@
 // and the report as text and JSON.
 #include <catch2/catch.hpp>
 
+#include <devicekit/detect/compile_only.hpp>
 #include <devicekit/manager.hpp>
 #include <devicekit/report/json.hpp>
 
@@ -330,4 +331,46 @@ TEST_CASE("a device's memories as jaxlib lists them: kinds, default, spaces, who
   CHECK_THROWS_WITH(dk::addressable_by_devices(host_only, {cpu, K::pinned_host}),
                     Catch::Contains("cpu:0 has no memory kind pinned_host"));
   CHECK_THROWS_AS(dk::memory_kinds(dm, dk::device::cuda(5)), dk::config_error);
+}
+
+// A described machine (jaxlib's compile-only devices): 8 H100s from a saved topology, planned
+// for on a machine that has none of them.
+TEST_CASE("compile-only devices: plans, shard layouts and budgets, but no memory", "[manager][compile_only]") {
+  std::vector<dk::device> eight;
+  for (int i = 0; i < 8; ++i) eight.push_back(dk::device::cuda(i));
+  const dk::device_topology saved{
+      "cuda", "cuda driver 13.0 runtime 13.0",
+      dk::device_list::local(eight, {}, std::vector<std::string>(8, "NVIDIA H100 80GB HBM3"))};
+  const auto topology = dk::device_topology::deserialize(saved.serialize());
+  using described_manager = dk::device_manager<dk::compile_only_detector, dk::balanced, dk::shard_batch>;
+  described_manager dm{dk::settings{}, dk::compile_only_detector::from_topology(topology, 80ull << 30)};
+
+  CHECK(dm.devices() == eight);
+  CHECK(dm.capabilities().detector == "compile_only");
+  CHECK(dm.properties(dk::device::cuda(3)).hardware == dk::hardware_type::h100);
+  CHECK(dm.properties(dk::device::cuda(3)).compile_only);
+  const auto b = dm.budget(dk::device::cuda(7));
+  CHECK(b.total_bytes == 80ull << 30);
+  CHECK(b.budget_bytes > 0);
+  CHECK(b.budget_bytes < b.total_bytes);
+
+  dk::tree_summary rows;
+  rows.batch = 100;
+  rows.leaf_count = 2;
+  rows.total_bytes = 100 * 4096;
+  const auto plan = dm.plan(rows);
+  REQUIRE(plan.shares.size() == 8);
+  CHECK(plan.shares[0].count == 13);  // 100 rows over 8: 13, 13, 13, 13, 12, 12, 12, 12
+  CHECK(plan.shares[7].count == 12);
+  std::ostringstream report;
+  dk::print_device_info(dm, report);
+  CHECK_THAT(report.str(), Catch::Contains("Device Count: 8") && Catch::Contains("NVIDIA H100 80GB HBM3"));
+
+  CHECK_THROWS_WITH(dm.memory(dk::device::cuda(0)),
+                    Catch::Contains("cuda:0") && Catch::Contains("compile-only device"));
+  CHECK_THROWS_AS(dm.place(std::vector<float>(4, 1.0f)), dk::config_error);
+
+  dk::device_topology host_only;
+  CHECK_THROWS_WITH(dk::compile_only_detector::from_topology(host_only, 1), Catch::Contains("no GPU"));
+  CHECK_THROWS_WITH(dk::compile_only_detector::from_topology(topology, 0), Catch::Contains("memory_bytes is 0"));
 }

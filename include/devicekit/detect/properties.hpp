@@ -69,6 +69,9 @@ struct device_properties {
   /// Empty when devicekit can use the device; otherwise why not (a GPU that NVML lists but the
   /// CUDA runtime cannot open: see nvml_detector). Managers refuse memory and placement on it.
   std::string unusable_reason;
+  /// Described, not present in this process (compile_only_detector, jaxlib's compile-only
+  /// devices): a manager plans, shards and budgets for it, and refuses memory and placement.
+  bool compile_only = false;
 
   [[nodiscard]] std::uint64_t total_memory_mb() const noexcept { return total_memory_bytes >> 20; }
   [[nodiscard]] bool usable() const noexcept { return unusable_reason.empty(); }

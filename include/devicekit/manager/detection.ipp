@@ -58,6 +58,7 @@ DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d)
 
 DEVICEKIT_DECL void check_usable(const capabilities& caps, device d) {
   for (const auto& p : caps.devices) {
+    if (p.id == d && p.compile_only) throw compile_only_device_error(d, p);
     if (p.id == d && !p.usable()) throw unusable_device_error(d, p);
   }
 }

@@ -28,6 +28,8 @@ namespace devicekit::detail {
 
 /// A device a detector listed that devicekit cannot use (a GPU only NVML sees), with the reason.
 [[nodiscard]] DEVICEKIT_DECL config_error unusable_device_error(device d, const device_properties& p);
+/// Memory or placement asked of a device that is only described (compile_only_detector).
+[[nodiscard]] DEVICEKIT_DECL config_error compile_only_device_error(device d, const device_properties& p);
 
 /// pinned_host memory asked of a build without CUDA (DEVICEKIT_HAS_CUDA is 0).
 [[nodiscard]] DEVICEKIT_DECL config_error pinned_without_cuda_error(device d);

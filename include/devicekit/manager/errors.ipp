@@ -32,6 +32,13 @@ DEVICEKIT_DECL config_error unusable_device_error(device d, const device_propert
                       "(DEVICEKIT_PREFER=cpu or DEVICEKIT_PLATFORMS=cpu)");
 }
 
+DEVICEKIT_DECL config_error compile_only_device_error(device d, const device_properties& p) {
+  return config_error("cannot allocate on " + d.str() + " (" + p.name +
+                      "): it is a compile-only device, described (compile_only_detector) but not present in this "
+                      "process; plans, shard layouts, budgets and reports work on it, memory and placement do not. "
+                      "Run on the machine it describes, or with a detector that finds this process's devices");
+}
+
 DEVICEKIT_DECL config_error pinned_without_cuda_error(device d) {
   return config_error("memory kind pinned_host on " + d.str() +
                       " needs CUDA (page-locked memory comes from cudaMallocHost), but devicekit was built without it "
