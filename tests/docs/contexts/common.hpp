@@ -3,8 +3,8 @@
 // `namespace dk = devicekit;` (tests/docs/extract.py writes that prelude).
 #pragma once
 
-using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced,
-                                   dk::single_device>;
+using manager =
+    dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced, dk::single_device>;
 extern manager dm;
 extern dk::device dev;
 extern dk::device gpu;
