@@ -3,16 +3,17 @@
 
 Usage: extract.py OUT_DIR CONTEXT_DIR FILE.md...
 
-For each markdown file it writes, into OUT_DIR:
-  docs_<stem>.cpp          every block without `int main`, each in its own function
-                           `void block_<line>() { ... }` (line: the line of the opening fence),
-                           after a shared prelude; `#include` lines of a block go to the top.
-  docs_<stem>_cu.cu        the same for the blocks marked `nvcc` (kernels, __device__ code).
-  docs_<stem>_<line>.cpp   one program per block with `int main`, as written.
-and prints one line per markdown file with blocks, for CMake: `<stem>:<1 if it has
-docs_<stem>.cpp, else 0>:<1 if it has docs_<stem>_cu.cu>:<lines of its programs>:<lines of
-those not run>` (lines comma-separated, `-` for none), so CMake knows the targets without parsing markdown itself. A file is rewritten only
-when its text changes, so an unchanged block is not compiled again.
+For each markdown file it writes, into OUT_DIR (<stem>: docs_readme for the top README.md,
+docs_index for docs/README.md, docs_<name> for docs/<name>.md, non-word characters as `_`):
+  <stem>.cpp          every block without `int main`, each in its own function
+                      `void block_<line>() { ... }` (line: the line of the opening fence), after a
+                      shared prelude; the `#include` lines of a block go to the top.
+  <stem>_cu.cu        the same for the blocks marked `nvcc` (kernels, __device__ code).
+  <stem>_<line>.cpp   one program per block with `int main`, as written.
+A file is rewritten only when its text changes, so an unchanged page is not compiled again. For
+CMake, which then knows the targets without reading markdown, it prints one line per markdown
+file that has blocks: `<stem>:<1 if <stem>.cpp was written, else 0>:<1 if <stem>_cu.cu was>:
+<lines of its programs>:<lines of the programs not to run>` (lines comma-separated, `-` for none).
 
 A block is steered by HTML comments on the lines right before its fence (invisible when rendered):
   <!-- docs: namespace-scope -->   the block goes at namespace scope as written (struct
