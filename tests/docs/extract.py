@@ -88,7 +88,11 @@ def blocks(md_path):
     return out
 
 
+WRITTEN = set()
+
+
 def write_if_changed(path, text):
+    WRITTEN.add(path.name)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 
@@ -165,6 +169,9 @@ def main():
             write_if_changed(out_dir / f"{stem}_cu.cu", cu.text(md, context_dir, PRELUDE_NVCC))
         fields = [stem, str(int(not cpp.empty())), str(int(not cu.empty())), ",".join(programs), ",".join(no_run)]
         print(":".join(f or "-" for f in fields))
+    for stale in out_dir.glob("docs_*"):  # a block that moved or went: its old unit goes too
+        if stale.suffix in (".cpp", ".cu") and stale.name not in WRITTEN:
+            stale.unlink()
 
 
 if __name__ == "__main__":
