@@ -1,0 +1,13 @@
+// docs/placement.md: the Hana struct `batch` is defined by a block of the page itself; these
+// declare what its fragments use besides (see common.hpp).
+#pragma once
+#include "common.hpp"
+
+using images_t = std::vector<float>;
+extern struct batch b;
+extern std::vector<batch> loader;  // a range of host trees, as prefetch takes
+void step(const auto& placed);
+
+#if DEVICEKIT_HAS_CUDA
+cudaStream_t their_stream();  // a stream some other library owns
+#endif
