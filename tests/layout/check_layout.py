@@ -5,7 +5,7 @@ says what it guards rather than where it came from.
   check_layout.py ROOT
 
 1. Layers. include/devicekit/<layer>/ may include only its own layer and the layers below it, in
-   the order the README's "Layers" table gives. A header that holds nothing but includes (a
+   the order of docs/layout.md's layer table. A header that holds nothing but includes (a
    forwarding header kept at a public path that moved) may name any layer: it carries no code.
 2. Size. No file under include/ or sim/ is longer than 520 lines; the manager's facade
    (manager.hpp and manager/device_manager.hpp) no longer than 400.

@@ -86,7 +86,7 @@ TEST_CASE("is_idle(device) sees devicekit's streams and the device's default str
     dk::synchronize(gpu);
     CHECK(dk::is_idle(gpu));
   }
-  {  // what it cannot see (README): a stream made outside devicekit; synchronize still waits for it
+  {  // what it cannot see (docs/placement.md): a stream made outside devicekit; synchronize still waits for it
     const cudaStream_t foreign = foreign_stream_on(last);
     gate g;
     std::atomic<int> done{0};

@@ -394,7 +394,7 @@ TEST_CASE("leaves on two simulated GPUs: device_mismatch before anything is queu
 // Found by the cases above (a zeros_like tree that read back the previous test's values): the
 // block was zeroed with cudaMemset, which for device memory is asynchronous and runs on the
 // legacy default stream, and the placement stream (non-blocking) did not wait for it. Calls
-// without a stream are now ordered after the legacy default stream as cudaMemcpy is (README,
+// without a stream are now ordered after the legacy default stream as cudaMemcpy is (docs/placement.md,
 // "Calls without a stream"): with that stream held, zeros_like returns only once it is released,
 // and the tree is zero.
 TEST_CASE("zeros_like is zeroed on return, after the work queued on the legacy default stream",

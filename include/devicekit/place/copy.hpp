@@ -180,7 +180,7 @@ void copy(const Src& src, Dst& dst, stream_ref s) {
 }
 
 /// copy on an internal stream of dst's device, finished on return: a call without a stream,
-/// ordered after the legacy default streams of dst's and src's devices as cudaMemcpy is (README,
+/// ordered after the legacy default streams of dst's and src's devices as cudaMemcpy is (docs/placement.md,
 /// "Calls without a stream").
 template <class Src, class Dst>
 void copy(const Src& src, Dst& dst) {

@@ -61,7 +61,7 @@ template <class T>
 
 /// place with `resource`, finished on return: a call without a stream (an internal stream of
 /// `dev`, ordered after the legacy default streams of `dev` and of the tree's device as cudaMemcpy
-/// is, then waited for; README, "Calls without a stream").
+/// is, then waited for; docs/placement.md, "Calls without a stream").
 template <class T, placement_resource R>
 [[nodiscard]] auto place(const T& tree, device dev, R& resource) {
 #if DEVICEKIT_HAS_CUDA
@@ -136,7 +136,7 @@ template <class T>
 /// original struct type. Returns when the data is there. A call without a stream: its copies
 /// start after the work queued before on the legacy default stream of the tree's device (and so
 /// on every blocking stream there), as cudaMemcpy's would; work on a non-blocking stream of yours
-/// is not waited for: pass that stream (README, "Calls without a stream").
+/// is not waited for: pass that stream (docs/placement.md, "Calls without a stream").
 template <class T>
 [[nodiscard]] auto to_host(const T& tree) {
   return detail::to_host_on(tree, nullptr);

@@ -9,7 +9,7 @@
 /// stream of its own) and queues it; the consumer's stream waits for that copy on an event, not
 /// the host (pass the stream your kernels run on; by default the legacy default stream). Read a
 /// tree on the consumer stream: kernels queued there, `to_host(tree, consumer)`, or, with the
-/// default consumer, `to_host(tree)`, which is ordered after the legacy default stream (README,
+/// default consumer, `to_host(tree)`, which is ordered after the legacy default stream (docs/placement.md,
 /// "Calls without a stream"). A stream of yours that is neither must wait for the consumer first. At most
 /// `depth` trees are placed ahead of the consumer (queued or being placed); on a GPU a tree the
 /// loop has moved past is kept until the consumer stream has got past that point too (at most

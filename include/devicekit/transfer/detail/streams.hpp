@@ -31,7 +31,7 @@ DEVICEKIT_DECL void stream_waits_for(cudaStream_t waiter, cudaStream_t source);
 /// in cudaStreamSynchronize (cuda_events::wait_for, memory/cuda_resources.hpp).
 DEVICEKIT_DECL void host_wait(stream_ref s);
 
-/// How a call that takes no stream is ordered (README, "Calls without a stream"). Such a call
+/// How a call that takes no stream is ordered (docs/placement.md, "Calls without a stream"). Such a call
 /// queues its work on devicekit's own non-blocking stream (placement_stream), which CUDA orders
 /// against nothing, so it is ordered as cudaMemcpy is, by hand: its stream first waits for the
 /// work queued so far on the legacy default stream of each cuda device it touches. An event
