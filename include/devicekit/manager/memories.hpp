@@ -19,6 +19,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/manager/detection.hpp>
+#include <devicekit/manager/pools.hpp>
 
 #include <algorithm>
 #include <string>
@@ -44,9 +45,7 @@ template <class Manager>
 [[nodiscard]] std::vector<memory_kind> memory_kinds(const Manager& m, device d) {
   (void)detail::total_memory_of(m.capabilities(), d);  // config_error naming the manager's devices
   std::vector<memory_kind> kinds{memory_kind::device};
-#if DEVICEKIT_HAS_CUDA
-  if (d.is_cuda() || m.has_gpu()) kinds.push_back(memory_kind::pinned_host);
-#endif
+  if (detail::pinned_available(d, m.has_gpu())) kinds.push_back(memory_kind::pinned_host);
   kinds.push_back(memory_kind::host);
   return kinds;
 }

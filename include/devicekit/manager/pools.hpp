@@ -32,8 +32,13 @@ namespace devicekit::detail {
 /// from the device's default pool, `platform` cudaMalloc).
 [[nodiscard]] DEVICEKIT_DECL std::unique_ptr<device_memory> make_device_pool(device d, pool_config c, allocator_kind a);
 
-/// pinned_host memory needs the CUDA runtime and a device it is pinned for: config_error
-/// otherwise, saying what to use instead.
+/// Whether `d` can have pinned_host memory: it needs the CUDA runtime and a device it is pinned
+/// for (a GPU, or the cpu device of a manager that has one).
+[[nodiscard]] constexpr bool pinned_available(device d, bool has_gpu) noexcept {
+  return DEVICEKIT_HAS_CUDA && (d.is_cuda() || has_gpu);
+}
+
+/// config_error unless pinned_available(d, has_gpu), saying what to use instead.
 DEVICEKIT_DECL void check_pinned(device d, bool has_gpu, const std::string& fallback_reason);
 
 /// The pools of a manager, per device and memory kind (see the file comment).

@@ -50,13 +50,13 @@ DEVICEKIT_DECL std::unique_ptr<device_memory> make_device_pool(device d, pool_co
                                                              std::move(c));
 }
 
-DEVICEKIT_DECL void check_pinned(device d, [[maybe_unused]] bool has_gpu,
-                                 [[maybe_unused]] const std::string& fallback_reason) {
-#if !DEVICEKIT_HAS_CUDA
-  throw pinned_without_cuda_error(d);
-#else
-  if (d.is_cpu() && !has_gpu) throw pinned_without_gpu_error(d, fallback_reason);
-#endif
+DEVICEKIT_DECL void check_pinned(device d, bool has_gpu, const std::string& fallback_reason) {
+  if (pinned_available(d, has_gpu)) return;
+  if constexpr (!DEVICEKIT_HAS_CUDA) {
+    throw pinned_without_cuda_error(d);
+  } else {
+    throw pinned_without_gpu_error(d, fallback_reason);
+  }
 }
 
 DEVICEKIT_DECL device_memory& manager_pools::get_or_make(device d, memory_kind slot_kind, allocator_kind a,
