@@ -206,6 +206,10 @@ ncclResult_t join_rendezvous(const std::string& dir, int nranks, int rank, int d
     }
     if (missing == 0) break;
     if (std::chrono::steady_clock::now() > deadline) {
+      // Nobody may wait for this rank now: its registration goes, and the directory with the
+      // last one (a rank that comes later waits alone, and goes the same way).
+      ::unlink(reg.c_str());
+      (void)::rmdir(dir.c_str());
       std::string list;
       for (int r = 0; r < nranks; ++r) {
         if (!have[static_cast<std::size_t>(r)]) list += (list.empty() ? "" : ", ") + std::to_string(r);

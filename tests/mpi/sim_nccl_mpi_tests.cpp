@@ -11,6 +11,10 @@
 //   --shared-gpu   two ranks on one simulated GPU: from_mpi refuses them with a config_error that
 //                  names both ranks, on every rank, and the simulator's ncclCommInitRank refuses
 //                  them too ("Duplicate GPU detected"), as NCCL does.
+//   --peer-missing with DEVICEKIT_SIM_NCCL_TIMEOUT_S set short: the last rank never joins, and the
+//                  others' ncclCommInitRank fails with ncclRemoteError; then a collective whose peer
+//                  never calls it fails (devicekit's own timeout off) with the simulator's
+//                  ncclRemoteError, not a hang.
 //
 // A watchdog turns a hang (ranks that never meet, as on a simulator without the transport) into a
 // failure after DEVICEKIT_TEST_WATCHDOG_S seconds (default 60), before CTest's timeout.
@@ -259,6 +263,40 @@ MPI_TEST("shared gpu: no rendezvous file is left") {
   CHECK_EQ(rendezvous_left(creator).size(), std::size_t{0});
 }
 
+// --- a peer that never comes (DEVICEKIT_SIM_NCCL_TIMEOUT_S=2) --------------------------------------
+
+MPI_TEST("peer missing: ranks whose peer never joins fail in ncclCommInitRank with ncclRemoteError") {
+  ncclUniqueId id{};
+  if (rank_ == 0) id = dk::nccl_communicator::unique_id();
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (rank_ != size_ - 1) {
+    CHECK_THROWS_WITH((void)dk::nccl_communicator::init_rank(id, size_, rank_, my_gpu()), dk::communication_error,
+                      "remote process exited");
+    const std::string why = ncclGetLastError(nullptr);
+    CHECK(why.find("rank(s) " + std::to_string(size_ - 1) + " to join") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+}
+
+MPI_TEST("peer missing: a collective whose peer never calls it fails with ncclRemoteError, timeout off") {
+  {
+    auto c = dk::nccl_communicator::from_mpi(world(), my_gpu());
+    c.set_timeout(std::chrono::milliseconds(0));  // devicekit waits for ever: the simulator's limit ends it
+    auto tree = dk::place(std::make_tuple(values<float>(16, 1.0f, 1.0f)), my_gpu());
+    const auto t0 = std::chrono::steady_clock::now();
+    if (rank_ == 0) {
+      CHECK_THROWS_WITH(dk::all_reduce(c, tree), dk::communication_error, "no data from rank 1");
+      CHECK(c.aborted());
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  const long creator = rank0_pid();
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK_EQ(rendezvous_left(creator).size(), std::size_t{0});
+}
+
 /// Ends the process with a failure if the tests are not done within DEVICEKIT_TEST_WATCHDOG_S.
 class watchdog {
  public:
@@ -301,8 +339,11 @@ int main(int argc, char** argv) {
     if (rank_ == 0) std::printf("run me under mpirun with 2 or more processes\n");
     return 2;
   }
-  // The tests of the mode asked for: "collectives: ..." or "shared gpu: ...".
-  const std::string prefix = argc > 1 && std::string(argv[1]) == "--shared-gpu" ? "shared gpu: " : "collectives: ";
+  // The tests of the mode asked for: "collectives: ...", "shared gpu: ..." or "peer missing: ...".
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const std::string prefix = mode == "--shared-gpu"     ? "shared gpu: "
+                             : mode == "--peer-missing" ? "peer missing: "
+                                                        : "collectives: ";
   auto& tests = mpitest::get().tests;
   tests.erase(std::remove_if(tests.begin(), tests.end(), [&](const auto& t) { return t.name.rfind(prefix, 0) != 0; }),
               tests.end());
