@@ -155,8 +155,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
     return r;
   }
   lk.lock();
-  c->dir = dir;
-  c->remote = spans_processes;
+  // Written by the first of this process's ranks only: the queued operations of the others read
+  // them without the lock.
+  if (c->dir.empty()) c->dir = dir;
+  if (spans_processes && !c->remote) c->remote = true;
   // All ranks here: the clique stays in memory, and once the last one is past this point no rank
   // reads the registrations any more.
   const bool last_local = !spans_processes && ++c->ready == nranks;
