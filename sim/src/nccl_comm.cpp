@@ -123,6 +123,17 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   }
   auto lk = lock_state();
   const std::string id(commId.internal, strnlen(commId.internal, NCCL_UNIQUE_ID_BYTES));
+  // Inside a group the ranks must all be this process's (none may wait, so none could learn where
+  // the others are): an id that another process made says otherwise.
+  long creator = 0;
+  if (group_depth != 0 && std::sscanf(id.c_str(), "devicekit-sim-nccl-%ld-", &creator) == 1 &&
+      creator != static_cast<long>(::getpid())) {
+    last_error_text =
+        "ncclCommInitRank: inside ncclGroupStart/ncclGroupEnd with a unique id made by another "
+        "process (pid " +
+        std::to_string(creator) + "): the simulator joins ranks across processes only outside a group";
+    return ncclInvalidUsage;
+  }
   auto& pending = pending_ids[id];
   if (!pending.first) {
     pending.first = std::make_shared<clique>();

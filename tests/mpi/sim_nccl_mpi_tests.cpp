@@ -230,6 +230,21 @@ MPI_TEST("collectives: a rank that never joins ends in the timeout on rank 0 and
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
 }
 
+MPI_TEST("collectives: ncclCommInitRank inside a group with another process's id is refused") {
+  // Inside a group it may not wait, so it cannot join ranks of other processes: ncclInvalidUsage.
+  ncclUniqueId id{};
+  if (rank_ == 0) id = dk::nccl_communicator::unique_id();
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (rank_ != 0) {
+    dk::scoped_device on(my_gpu().ordinal());
+    ncclComm_t c = nullptr;
+    CHECK(ncclGroupStart() == ncclSuccess);
+    CHECK(ncclCommInitRank(&c, size_, id, rank_) == ncclInvalidUsage);
+    CHECK(ncclGroupEnd() == ncclSuccess);
+    CHECK(std::string(ncclGetLastError(nullptr)).find("only outside a group") != std::string::npos);
+  }
+}
+
 MPI_TEST("collectives: no rendezvous file is left once the communicators are gone") {
   nccl().reset();
   const long creator = rank0_pid();
