@@ -1,11 +1,16 @@
 // NCCL operations: all-reduce, broadcast, all-gather, reduce-scatter, send and recv.
 // Locking: the calls hold the state's mutex (lock_state); a queued part takes it when it runs.
+// Ranks in one process meet in memory (a rendezvous per collective, channels for send/recv). A
+// clique whose ranks span processes (clique::remote) exchanges the same bytes through files
+// instead (nccl_remote.cpp): each rank publishes what each peer needs, reads what it needs, and
+// computes its own result; its queued part takes the state's mutex only to record an error.
 #include "capture.hpp"
 #include "nccl.hpp"
 #include "scheduler.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -42,12 +47,78 @@ void stall(state& g, std::unique_lock<std::mutex>& lock, clique& c, int rank, in
   while (!c.aborted && !g.stopping) nccl_cv.wait_for(lock, std::chrono::milliseconds(20));
 }
 
+/// A collective across processes, as each rank runs it: `portion(from, to)` is the (offset, bytes)
+/// of rank `from`'s send buffer that rank `to` needs (0 bytes: nothing); `finish(in, rank)` fills
+/// rank `rank`'s receive buffer from `in[r]`, rank r's portion for it (its own from its send
+/// buffer; null where the portion is empty).
+struct remote_part {
+  std::function<std::pair<std::size_t, std::size_t>(int from, int to)> portion;
+  std::function<void(const std::vector<const unsigned char*>& in, int rank)> finish;
+};
+
+/// A remote operation that cannot complete (a peer is gone, aborted, or sent the wrong size):
+/// records the asynchronous error of rank `rank` (what ncclCommGetAsyncError and ncclGetLastError
+/// then report) and, as a real NCCL kernel whose peer is gone, holds its stream until the clique
+/// is aborted (or the runtime shuts down). Returning at once would complete the stream with the
+/// receive buffer unwritten, and a caller that waits for the stream would read it as a result.
+void remote_failure(clique& c, int rank, ncclResult_t error, std::string text) {
+  state& g = global();
+  std::unique_lock lock(g.m);
+  c.async_error[static_cast<std::size_t>(rank)] = error;
+  c.async_text[static_cast<std::size_t>(rank)] = std::move(text);
+  while (!c.aborted && !g.stopping) nccl_cv.wait_for(lock, std::chrono::milliseconds(20));
+}
+
+/// One rank's part of collective number `seq` of a remote clique, when its stream reaches it.
+void run_remote(clique& c, const char* api, std::uint64_t seq, int rank, const collective_call& mine,
+                const remote_part& part) {
+  const auto file = [seq](int from, int to) {
+    return "c" + std::to_string(seq) + "-" + std::to_string(from) + "to" + std::to_string(to);
+  };
+  const auto* send = static_cast<const unsigned char*>(mine.send);
+  for (int to = 0; to < c.nranks; ++to) {
+    const auto [offset, bytes] = part.portion(rank, to);
+    if (to == rank || bytes == 0) continue;
+    std::string why;
+    if (!publish(c.dir, file(rank, to), send + offset, bytes, why)) {
+      remote_failure(c, rank, ncclSystemError, std::string(api) + " on rank " + std::to_string(rank) + ": " + why);
+      return;
+    }
+  }
+  std::vector<std::vector<unsigned char>> received(static_cast<std::size_t>(c.nranks));
+  std::vector<const unsigned char*> in(static_cast<std::size_t>(c.nranks), nullptr);
+  for (int from = 0; from < c.nranks; ++from) {
+    const auto [offset, bytes] = part.portion(from, rank);
+    const auto f = static_cast<std::size_t>(from);
+    if (bytes == 0) continue;
+    if (from == rank) {
+      in[f] = send + offset;
+      continue;
+    }
+    const remote_wait w = consume(c, c.dir, file(from, rank), received[f]);
+    if (w == remote_wait::stopping) return;
+    if (w != remote_wait::ok) {
+      remote_failure(c, rank, ncclRemoteError, describe(w, api, rank, from));
+      return;
+    }
+    if (received[f].size() != bytes) {
+      remote_failure(c, rank, ncclRemoteError,
+                     std::string(api) + " on rank " + std::to_string(rank) + ": rank " + std::to_string(from) +
+                         " sent " + std::to_string(received[f].size()) + " bytes where " + std::to_string(bytes) +
+                         " were expected: the ranks called it with different counts");
+      return;
+    }
+    in[f] = received[f].data();
+  }
+  part.finish(in, rank);
+}
+
 /// Queues one rank's part of a collective; `compute` runs once, on the last rank to arrive,
 /// with every rank's buffers. The rank's operation reads `send_bytes` of its send buffer and
 /// writes `recv_bytes` of its receive buffer in stream order (what the race detector checks).
 ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, collective_call mine,
                         std::size_t send_bytes, std::size_t recv_bytes,
-                        std::function<void(const std::vector<collective_call>&)> compute) {
+                        std::function<void(const std::vector<collective_call>&)> compute, remote_part remote) {
   state& g = global();
   bool torn_down = false;
   auto lk = enter(g, torn_down);
@@ -70,6 +141,12 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
                             "while a blocking stream captures");
     return ncclInvalidUsage;
   }
+  if (comm->group->remote && s->capture != nullptr) {
+    (void)invalid(comm, std::string(api) +
+                            ": capturing an NCCL operation of a communicator whose ranks span processes is not "
+                            "supported by the simulator (its cross-process transport runs eagerly)");
+    return ncclInvalidUsage;
+  }
   const std::uint64_t seq = comm->next_collective++;
   // Captured, the operation runs once per launch of its graph: the k-th launch of each rank's
   // graph meets the k-th launch of its peers' (a rendezvous per launch, apart from the eager
@@ -80,6 +157,19 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
   const int device = comm->device;
   int fault_error = 0;
   const bool faulty = take_fault(g, device, fault_error);
+  if (c->remote) {
+    enqueue(g, s,
+            [c, api, seq, rank, device, faulty, fault_error, mine, remote = std::move(remote)] {
+              if (faulty) {
+                std::unique_lock lock(global().m);
+                stall(global(), lock, *c, rank, device, fault_error);
+                return;
+              }
+              run_remote(*c, api, seq, rank, mine, remote);
+            },
+            {}, api, {{mine.send, send_bytes, false, "send buffer"}, {mine.recv, recv_bytes, true, "receive buffer"}});
+    return ncclSuccess;
+  }
   enqueue(g, s,
           [c, seq, launches, rank, device, faulty, fault_error, mine, compute = std::move(compute)] {
             state& gs = global();
@@ -125,6 +215,9 @@ struct p2p_side {
   std::size_t bytes = 0;
   bool faulty = false;  ///< an injected fault picked it: it stalls (see stall)
   int fault_error = 0;
+  /// A remote clique's: the message's file (nccl_remote.cpp), numbered per (sender, receiver) in
+  /// the order the calls were issued, as NCCL matches sends and receives.
+  std::string file{};
 };
 
 /// Queues one rank's side of a send or a receive (`api`) of `count` elements with `peer`, after
@@ -147,8 +240,20 @@ ncclResult_t point_to_point(const char* api, const void* buffer, bool receive, s
                             "while a blocking stream captures");
     return ncclInvalidUsage;
   }
+  if (comm->group->remote && s->capture != nullptr) {
+    (void)invalid(comm, std::string(api) +
+                            ": capturing an NCCL operation of a communicator whose ranks span processes is not "
+                            "supported by the simulator (its cross-process transport runs eagerly)");
+    return ncclInvalidUsage;
+  }
   // Captured, each launch sends or receives once more on the same channel, in order.
   p2p_side side{comm->group, comm->rank, comm->device, count * type_size(datatype)};
+  if (comm->group->remote) {
+    const int from = receive ? peer : comm->rank;
+    const int to = receive ? comm->rank : peer;
+    const std::uint64_t n = receive ? comm->received[peer]++ : comm->sent[peer]++;
+    side.file = "p" + std::to_string(from) + "to" + std::to_string(to) + "-" + std::to_string(n);
+  }
   side.faulty = take_fault(g, side.device, side.fault_error);
   const std::size_t bytes = side.bytes;
   enqueue(g, s,
@@ -176,13 +281,22 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   if (type_size(datatype) == 0 || op < ncclSum || op >= ncclNumOps)
     return invalid(comm, "ncclAllReduce: bad type or op");
   return collective("ncclAllReduce", comm, stream, {sendbuff, recvbuff}, count * type_size(datatype),
-                    count * type_size(datatype), [=](const std::vector<collective_call>& calls) {
+                    count * type_size(datatype),
+                    [=](const std::vector<collective_call>& calls) {
                       std::vector<const void*> in;
                       for (const auto& c : calls) in.push_back(c.send);
                       std::vector<unsigned char> result(count * type_size(datatype));
                       reduce_into(result.data(), in, count, datatype, op);
                       for (const auto& c : calls) std::memcpy(c.recv, result.data(), result.size());
-                    });
+                    },
+                    {[bytes = count * type_size(datatype)](int, int) {
+                       return std::pair<std::size_t, std::size_t>{0, bytes};
+                     },
+                     [=](const std::vector<const unsigned char*>& in, int) {
+                       // Element by element, every rank's value read before the result is stored:
+                       // in place (recvbuff == sendbuff) is safe.
+                       reduce_into(recvbuff, std::vector<const void*>(in.begin(), in.end()), count, datatype, op);
+                     }});
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -199,7 +313,16 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                           static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send),
                           static_cast<const unsigned char*>(calls[static_cast<std::size_t>(root)].send) + bytes);
                       for (const auto& c : calls) std::memcpy(c.recv, data.data(), bytes);
-                    });
+                    },
+                    {[root, bytes = count * type_size(datatype)](int from, int) {
+                       return std::pair<std::size_t, std::size_t>{0, from == root ? bytes : 0};
+                     },
+                     [=](const std::vector<const unsigned char*>& in, int) {
+                       const std::size_t bytes = count * type_size(datatype);
+                       if (bytes != 0 && in[static_cast<std::size_t>(root)] != recvbuff) {
+                         std::memmove(recvbuff, in[static_cast<std::size_t>(root)], bytes);
+                       }
+                     }});
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
@@ -216,7 +339,20 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                      static_cast<const unsigned char*>(c.send) + bytes);
         }
         for (const auto& c : calls) std::memcpy(c.recv, all.data(), all.size());
-      });
+      },
+      {[bytes = sendcount * type_size(datatype)](int, int) {
+         return std::pair<std::size_t, std::size_t>{0, bytes};
+       },
+       [=](const std::vector<const unsigned char*>& in, int rank) {
+         const std::size_t bytes = sendcount * type_size(datatype);
+         if (bytes == 0) return;
+         auto* out = static_cast<unsigned char*>(recvbuff);
+         // This rank's own part first: in place, sendbuff is recvbuff + rank * bytes.
+         std::memmove(out + static_cast<std::size_t>(rank) * bytes, in[static_cast<std::size_t>(rank)], bytes);
+         for (std::size_t r = 0; r < in.size(); ++r) {
+           if (static_cast<int>(r) != rank) std::memcpy(out + r * bytes, in[r], bytes);
+         }
+       }});
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -226,7 +362,8 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   return collective(
       "ncclReduceScatter", comm, stream, {sendbuff, recvbuff},
       static_cast<std::size_t>(comm != nullptr ? comm->group->nranks : 0) * recvcount * type_size(datatype),
-      recvcount * type_size(datatype), [=](const std::vector<collective_call>& calls) {
+      recvcount * type_size(datatype),
+      [=](const std::vector<collective_call>& calls) {
         const std::size_t n = calls.size();
         std::vector<const void*> in;
         for (const auto& c : calls) in.push_back(c.send);
@@ -236,13 +373,28 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
           std::memcpy(calls[r].recv, result.data() + r * recvcount * type_size(datatype),
                       recvcount * type_size(datatype));
         }
-      });
+      },
+      {[bytes = recvcount * type_size(datatype)](int, int to) {
+         return std::pair<std::size_t, std::size_t>{static_cast<std::size_t>(to) * bytes, bytes};
+       },
+       [=](const std::vector<const unsigned char*>& in, int) {
+         // In place, recvbuff is sendbuff + rank * bytes: element by element, as for all-reduce.
+         reduce_into(recvbuff, std::vector<const void*>(in.begin(), in.end()), recvcount, datatype, op);
+       }});
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   return point_to_point("ncclSend", sendbuff, false, count, datatype, peer, comm, stream,
                         [peer, sendbuff](const p2p_side& side) {
+                          if (side.c->remote) {
+                            std::string why;
+                            if (!publish(side.c->dir, side.file, sendbuff, side.bytes, why)) {
+                              remote_failure(*side.c, side.rank, ncclSystemError,
+                                             "ncclSend on rank " + std::to_string(side.rank) + ": " + why);
+                            }
+                            return;
+                          }
                           std::vector<unsigned char> msg(static_cast<const unsigned char*>(sendbuff),
                                                          static_cast<const unsigned char*>(sendbuff) + side.bytes);
                           std::lock_guard lock(global().m);
@@ -256,6 +408,16 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   return point_to_point(
       "ncclRecv", recvbuff, true, count, datatype, peer, comm, stream, [peer, recvbuff](const p2p_side& side) {
         const int to = side.rank;
+        if (side.c->remote) {
+          std::vector<unsigned char> msg;
+          const remote_wait w = consume(*side.c, side.c->dir, side.file, msg);
+          if (w == remote_wait::ok) {
+            std::memcpy(recvbuff, msg.data(), std::min(side.bytes, msg.size()));
+          } else if (w != remote_wait::stopping) {
+            remote_failure(*side.c, to, ncclRemoteError, describe(w, "ncclRecv", to, peer));
+          }
+          return;
+        }
         std::unique_lock lock(global().m);
         auto& q = side.c->channels[{peer, to}];
         while (!nccl_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return !q.empty() || side.c->aborted; })) {

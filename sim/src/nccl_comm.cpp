@@ -1,12 +1,18 @@
 // NCCL communicators: unique ids, ncclCommInitAll/InitRank, destroy, abort, errors, groups.
-// Locking: each call holds the state's mutex (lock_state); ncclCommInitRank waits for the other
-// ranks on nccl_cv. ncclCommInitAll makes several devices' ranks in one thread, ncclCommInitRank
-// one rank per thread, meeting the others by unique id.
+// Locking: each call holds the state's mutex (lock_state), except ncclCommInitRank while it waits
+// for the other ranks. ncclCommInitAll makes several devices' ranks in one thread,
+// ncclCommInitRank one rank per thread or process, meeting the others by unique id: every rank
+// registers in the id's rendezvous directory (nccl_remote.cpp). When all ranks turn out to be in
+// this process, they share one clique in memory (pending_ids) and the directory goes; otherwise
+// the clique is remote and its operations exchange data through that directory.
 #include "nccl.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <random>
+
+#include <unistd.h>
 
 namespace devicekit::cuda_sim::detail {
 
@@ -79,9 +85,15 @@ const char* ncclGetLastError(ncclComm_t comm) {
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) return ncclInvalidArgument;
   auto lk = lock_state();
+  // The creating process, a counter and a random nonce: unique on the host, also against the
+  // rendezvous directory of an earlier run whose pid was the same (nccl_remote.cpp).
+  static const unsigned long long nonce = [] {
+    std::random_device rd;
+    return (static_cast<unsigned long long>(rd()) << 32) ^ rd();
+  }();
   std::memset(uniqueId->internal, 0, NCCL_UNIQUE_ID_BYTES);
-  std::snprintf(uniqueId->internal, NCCL_UNIQUE_ID_BYTES, "devicekit-sim-nccl-%llu",
-                static_cast<unsigned long long>(next_id++));
+  std::snprintf(uniqueId->internal, NCCL_UNIQUE_ID_BYTES, "devicekit-sim-nccl-%ld-%llu-%016llx",
+                static_cast<long>(::getpid()), static_cast<unsigned long long>(next_id++), nonce);
   return ncclSuccess;
 }
 
@@ -111,6 +123,17 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   }
   auto lk = lock_state();
   const std::string id(commId.internal, strnlen(commId.internal, NCCL_UNIQUE_ID_BYTES));
+  // Inside a group the ranks must all be this process's (none may wait, so none could learn where
+  // the others are): an id that another process made says otherwise.
+  long creator = 0;
+  if (group_depth != 0 && std::sscanf(id.c_str(), "devicekit-sim-nccl-%ld-", &creator) == 1 &&
+      creator != static_cast<long>(::getpid())) {
+    last_error_text =
+        "ncclCommInitRank: inside ncclGroupStart/ncclGroupEnd with a unique id made by another "
+        "process (pid " +
+        std::to_string(creator) + "): the simulator joins ranks across processes only outside a group";
+    return ncclInvalidUsage;
+  }
   auto& pending = pending_ids[id];
   if (!pending.first) {
     pending.first = std::make_shared<clique>();
@@ -121,17 +144,50 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   *comm = make_comm(c, rank, tl_device);
   ++pending.second;
   nccl_cv.notify_all();
-  // Outside a group, initialisation waits for every rank (ncclCommInitRank is collective).
-  if (group_depth == 0) {
-    nccl_cv.wait(lk, [&] { return pending_ids[id].second >= nranks; });
+  // Inside a group the ranks are this process's (several in one thread, so none may wait).
+  if (group_depth != 0) return ncclSuccess;
+  // Outside a group, initialisation waits for every rank (ncclCommInitRank is collective), in this
+  // process or another: each registers in the id's rendezvous directory and waits there, without
+  // the lock (a peer process may take any time).
+  ncclComm_t mine = *comm;
+  const std::string dir = rendezvous_dir(id);
+  const int device = mine->device;
+  lk.unlock();
+  bool spans_processes = false;
+  std::string why;
+  const ncclResult_t r = join_rendezvous(dir, nranks, rank, device, spans_processes, why);
+  if (r != ncclSuccess) {
+    // Every rank that saw the registrations fails alike; the last to leave removes the directory.
+    if (r != ncclRemoteError) leave_rendezvous(dir, rank, nranks);
+    lk.lock();
+    release(mine);
+    *comm = nullptr;
+    last_error_text = "ncclCommInitRank: " + why;
+    return r;
   }
+  lk.lock();
+  // Written by the first of this process's ranks only: the queued operations of the others read
+  // them without the lock.
+  if (c->dir.empty()) c->dir = dir;
+  if (spans_processes && !c->remote) c->remote = true;
+  // All ranks here: the clique stays in memory, and once the last one is past this point no rank
+  // reads the registrations any more.
+  const bool last_local = !spans_processes && ++c->ready == nranks;
+  lk.unlock();
+  if (last_local) remove_rendezvous(dir);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   auto lk = lock_state();
+  const bool remote = comm->group->remote;
+  const std::string dir = comm->group->dir;
+  const int rank = comm->rank;
+  const int nranks = comm->group->nranks;
   release(comm);
+  lk.unlock();
+  if (remote) leave_rendezvous(dir, rank, nranks);  // the last rank of all processes removes it
   return ncclSuccess;
 }
 
@@ -141,7 +197,16 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   comm->aborted = true;
   comm->group->aborted = true;  // ranks waiting in a collective give up
   nccl_cv.notify_all();
+  const bool remote = comm->group->remote;
+  const std::string dir = comm->group->dir;
+  const int rank = comm->rank;
+  const int nranks = comm->group->nranks;
   release(comm);
+  lk.unlock();
+  if (remote) {  // the peer processes' waits give up too (ncclRemoteError)
+    mark_aborted(dir, rank);
+    leave_rendezvous(dir, rank, nranks);
+  }
   return ncclSuccess;
 }
 
