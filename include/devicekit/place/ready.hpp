@@ -7,7 +7,7 @@
 ///   record_ready(placed, s)     a `ready_event` recorded on `s` after the work queued there so far
 ///                               (the copy that filled `placed`): other code makes its own stream
 ///                               wait for it (`cudaStreamWaitEvent(theirs, ev.native_handle(), 0)`
-///                               or `ev.wait(theirs)`) and then reads the tree there
+///                               or `ev.wait(stream_ref(theirs))`) and then reads the tree there
 ///   record_ready(shards, {s...})  one event per device for what replicate and shard return
 ///   wait_ready(s, producer)     devicekit's work queued on `s` after this call waits for the work
 ///                               an external producer recorded in its event `producer`
@@ -20,7 +20,7 @@
 /// cudaEventRecord and cudaStreamWaitEvent).
 ///
 /// The empty `ready_event` stands for data that is ready already: trees in host memory (placement
-/// there finishes before it returns) and every tree of a build without CUDA. Querying it says
+/// there finishes before it returns), the only ones a build without CUDA has. Querying it says
 /// ready, waiting for it returns at once, and its native handle is null; a null producer event
 /// given to `wait_ready` means the same.
 #include <devicekit/core/capture.hpp>
@@ -52,8 +52,10 @@ using native_event_handle = void*;
 
 /// An owning, move-only CUDA event that marks data ready: what `record_ready` returns. The empty
 /// event (default-constructed, moved from, released) stands for data that is ready already.
-/// The event is destroyed with the object; CUDA allows that while the work it captured is still
-/// queued, and streams that already wait for it keep waiting (cudaEventDestroy).
+/// The event is destroyed with the object, which CUDA allows before the work it captured has
+/// completed: the call does not block, and the event's resources go once that work is done
+/// (cudaEventDestroy). Waits queued before keep the state they were queued with
+/// (cudaStreamWaitEvent).
 class ready_event {
  public:
   /// The empty event: ready already.
@@ -104,7 +106,8 @@ class ready_event {
   void wait(stream_ref s) const;
 
   /// Blocks the calling thread until the work the event captured has finished
-  /// (cudaEventSynchronize; devicekit's events make the thread sleep, not spin).
+  /// (cudaEventSynchronize; record_ready's events are made with cudaEventBlockingSync, so the
+  /// thread sleeps rather than spins, core/event.hpp).
   void synchronize() const {
 #if DEVICEKIT_HAS_CUDA
     if (event_ != nullptr) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(event_));
@@ -177,8 +180,7 @@ template <class Tree>
 std::true_type ready_per_device_test(const per_device<Tree>*);
 std::false_type ready_per_device_test(const void*);
 template <class T>
-inline constexpr bool is_per_device_result_v =
-    decltype(ready_per_device_test(static_cast<const T*>(nullptr)))::value;
+inline constexpr bool is_per_device_result_v = decltype(ready_per_device_test(static_cast<const T*>(nullptr)))::value;
 }  // namespace detail
 
 /// An event recorded on `s` after the work queued there so far, which marks `placed` ready once
@@ -191,8 +193,7 @@ inline constexpr bool is_per_device_result_v =
 /// The event says nothing about the tree's lifetime: keep the tree until the work that waits for
 /// the event and reads it has finished, as for any work of yours on a placed tree.
 template <class T>
-requires(!detail::is_per_device_result_v<T>)
-[[nodiscard]] ready_event record_ready(const T& placed, stream_ref s) {
+requires(!detail::is_per_device_result_v<T>) [[nodiscard]] ready_event record_ready(const T& placed, stream_ref s) {
   static_assert(require_tree<T>(),
                 "record_ready(placed, s): placed must be a tree; for what replicate and shard return, pass one "
                 "stream per device");
@@ -216,7 +217,7 @@ requires(!detail::is_per_device_result_v<T>)
 /// there is one stream per tree. A consumer waits for each event it needs.
 template <class Tree>
 [[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed,
-                                                   const std::vector<stream_ref>& streams) {
+                                                    const std::vector<stream_ref>& streams) {
   if (streams.size() != placed.size()) {
     throw config_error("record_ready: " + std::to_string(streams.size()) + " stream(s) for trees on " +
                        std::to_string(placed.size()) +
