@@ -211,3 +211,22 @@ TEST_CASE("ready events: one per device for replicated trees", "[sim][ready][mul
     CHECK(out.values() == values);
   }
 }
+
+// An event recorded on a capturing stream would mark a point of the graph, not data that is ready:
+// refused before anything is recorded, and the capture ends as it began.
+TEST_CASE("ready events: record_ready refuses a stream that is capturing a graph", "[sim][ready]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const dk::stream s(gpu);
+  auto placed = dk::place(ramp(n, 1.f), gpu, s);
+  s.synchronize();
+  REQUIRE(cudaStreamBeginCapture(s.native_handle(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK_THROWS_WITH((void)dk::record_ready(placed, s),
+                    Catch::Contains("record_ready") && Catch::Contains("captured into a CUDA graph"));
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s.native_handle(), &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  const dk::ready_event ev = dk::record_ready(placed, s);  // recorded once the capture has ended
+  CHECK_FALSE(ev.empty());
+  ev.synchronize();
+  CHECK(ev.query());
+}
