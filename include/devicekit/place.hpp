@@ -8,6 +8,7 @@
 #include <devicekit/place/mesh.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/prefetch.hpp>
+#include <devicekit/place/ready.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/place/shard.hpp>
 #include <devicekit/place/sharded.hpp>

@@ -10,4 +10,10 @@ void step(const auto& placed);
 
 #if DEVICEKIT_HAS_CUDA
 cudaStream_t their_stream();  // a stream some other library owns
+
+// Work of that library on its stream, device memory of cuda:0 it writes, and an event it records
+// after writing it.
+void their_kernel(const float* data, std::size_t count, cudaStream_t s);
+float* their_data();
+cudaEvent_t their_event();
 #endif
