@@ -14,6 +14,7 @@
 // streams may be destroyed with frees pending (on a GPU, recording on a destroyed stream crashed
 // the process). The simulator reports such a use as a violation, which fails the process.
 TEST_CASE("a device pool outlives the streams it ordered frees on", "[sim][memory][stream]") {
+  const std::size_t violations_before = sim::violations().size();  // other cases provoke some on purpose
   const int last = sim::device_count() - 1;
   dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(last), small_pool()};
   void* kept = nullptr;
@@ -41,7 +42,7 @@ TEST_CASE("a device pool outlives the streams it ordered frees on", "[sim][memor
   }
   (void)pool.trim();  // ...so trim takes their frees in, through the events
   CHECK(pool.stats().pending_stream_frees == 0);
-  CHECK(sim::violations().empty());
+  CHECK(sim::violations().size() == violations_before);
 }
 
 // An upstream whose stream handles are not CUDA streams (a test's, or a host resource with its own

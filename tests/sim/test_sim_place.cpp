@@ -96,6 +96,7 @@ TEST_CASE("placing a large tree on a busy stream returns without waiting for the
 // allocate nothing on the device (pool and simulator counters unchanged), return without waiting
 // for a busy stream (the pageable source is staged first), and land once the stream runs.
 TEST_CASE("copy into a placed tree allocates nothing and does not wait for the stream", "[sim][place][copy_into]") {
+  const std::size_t violations_before = sim::violations().size();  // other cases provoke some on purpose
   const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
   dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(gpu.ordinal()), small_pool()};
   const dk::stream s(gpu);
@@ -128,7 +129,7 @@ TEST_CASE("copy into a placed tree allocates nothing and does not wait for the s
   CHECK(dk::to_host(std::get<0>(placed)) == ramp(4096, 7.f));
   CHECK(dk::to_host(std::get<1>(placed)) == ramp(100, 8.f));
   CHECK(pool.stats().allocation_count == stats_before.allocation_count);
-  CHECK(sim::violations().empty());
+  CHECK(sim::violations().size() == violations_before);
 }
 
 TEST_CASE("copy with a stream of another GPU names both devices", "[sim][multi][place][copy_into][mismatch]") {
