@@ -89,8 +89,7 @@ std::string capture_refusal(F&& f) {
 
 }  // namespace
 
-TEST_CASE("NCCL capture: a one-rank communicator's captured all-reduce replays at every launch",
-          "[sim][nccl][graph]") {
+TEST_CASE("NCCL capture: a one-rank communicator's captured all-reduce replays at every launch", "[sim][nccl][graph]") {
   const dk::device gpu = dk::device::cuda(0);
   const dk::stream s(gpu);  // made first, so that it outlives the communicator that uses it
   auto comm = dk::nccl_communicator::one_rank(gpu);
@@ -121,9 +120,8 @@ TEST_CASE("NCCL capture: two local ranks' captured all-reduce meets at every lau
   dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum);
   // Both streams capture at once (a capture on s1 nested in the one on s0): one graph per device.
   std::optional<dk::graph> g1;
-  dk::graph g0 = dk::capture(s0, [&] {
-    g1 = dk::capture(s1, [&] { dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum); });
-  });
+  dk::graph g0 = dk::capture(
+      s0, [&] { g1 = dk::capture(s1, [&] { dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum); }); });
   std::vector<float> host0[2];
   std::vector<float> host1[2];
   for (int k = 0; k < 100; ++k) {
@@ -225,8 +223,8 @@ TEST_CASE("NCCL capture: a graph keeps the staging buffers it captured when eage
   // A bucket larger than the 1 MiB staging buffer makes it grow to 2 MiB; the graph's 1 MiB buffer
   // is kept (still counted as scratch), not given back.
   const std::size_t before = dk::scratch_memory_stats(gpu).in_use_bytes;
-  auto big = std::make_tuple(dk::place(std::vector<float>(300000, 1.f), gpu),
-                             dk::place(std::vector<float>(10, 2.f), gpu));
+  auto big =
+      std::make_tuple(dk::place(std::vector<float>(300000, 1.f), gpu), dk::place(std::vector<float>(10, 2.f), gpu));
   dk::all_reduce(comm, big, dk::reduce_op::sum);
   CHECK(dk::to_host(std::get<1>(big)) == std::vector<float>(10, 2.f));
   CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == before + (std::size_t{2} << 20));
