@@ -347,12 +347,12 @@ TEST_CASE("ncclCommInitAll: the façade checks the lists per local rank and each
   CHECK(x.host() == std::vector<float>(4, 1.0f));
 }
 
-// Every local rank's stream captured at once (a capture nested in the previous one), one graph per
-// device; the collective, captured, runs at each launch of the graphs (NCCL docs, "Using NCCL with
-// CUDA Graphs"). 50 launches, each on fresh values written before it.
+// The collective, captured, runs at each launch of the graph (NCCL docs, "Using NCCL with CUDA
+// Graphs"); 50 launches, each on fresh values written before it. One GPU: NCCL's guide warns that
+// capture with several GPUs driven by one process may deadlock in cudaGraphLaunch. The code below
+// handles several (one capture nested in the previous one per device), as the simulator checks.
 TEST_CASE("NCCL inside CUDA graphs: a captured all-reduce replays at every launch", "[nccl][gpu][graph]") {
-  std::vector<dk::device> devs = every_gpu();
-  if (devs.size() > 2) devs.resize(2);
+  const std::vector<dk::device> devs{dk::device::cuda(0)};
   const std::size_t n = devs.size();
   std::vector<dk::stream> streams;
   for (const auto d : devs) streams.emplace_back(d);

@@ -31,7 +31,8 @@
 /// graph uses the communicator's NCCL communicators and staging buffers, so the communicator
 /// must outlive it; staging buffers a graph uses are kept (not freed) when a later eager call
 /// needs larger ones. Eager collectives and graph launches share the staging buffers: order them
-/// on one stream.
+/// on one stream. NCCL's guide warns that capture with several GPUs per process may deadlock in
+/// cudaGraphLaunch and recommends one GPU per process (init_rank, from_mpi) on real GPUs.
 ///
 /// Available with DEVICEKIT_HAS_NCCL (link devicekit::nccl). Without NCCL this header declares
 /// nothing.
