@@ -93,26 +93,4 @@ TEST_CASE("NCCL's scratch comes from the device's pool and is counted as scratch
     CHECK(dk::scratch_memory_stats(devs[i]).in_use_bytes == before[i].in_use_bytes);  // given back with it
   }
 }
-
-// devicekit's NCCL operations wait on the host for their work (polling NCCL's errors), which a
-// capture cannot hold: on a capturing stream the collective is refused before anything is queued,
-// and the capture ends cleanly.
-TEST_CASE("a collective on a capturing stream is refused, and the communicator works on", "[sim][nccl][graph]") {
-  const dk::device gpu = dk::device::cuda(0);
-  const dk::stream s(gpu);  // made first, so that it outlives the communicator that uses it
-  const std::vector<dk::device> devs{gpu};
-  auto comm = dk::nccl_communicator::init_all(devs);
-  comm.set_stream(0, dk::stream_ref(s));
-  auto tree = dk::place(std::vector<float>(64, 2.f), gpu);
-  std::string message;
-  try {
-    (void)dk::capture(s, [&] { dk::all_reduce(comm, tree, dk::reduce_op::sum); });
-  } catch (const dk::capture_error& e) {
-    message = e.what();
-  }
-  CHECK(message.find("wait on the host") != std::string::npos);
-  CHECK_FALSE(dk::capture_of(s).active);
-  dk::all_reduce(comm, tree, dk::reduce_op::sum);  // one rank: the sum is the tree
-  CHECK(dk::to_host(tree) == std::vector<float>(64, 2.f));
-}
 #endif

@@ -17,6 +17,23 @@
 /// Work runs on the communicator's stream per device, created blocking with respect to the
 /// legacy default stream (so work queued there first is seen); `set_stream` hands it your own.
 ///
+/// Inside a CUDA graph: when the stream of every local rank is being captured (set_stream to the
+/// capturing streams; with several local ranks, each stream captured, for example one
+/// dk::capture nested in another, or one capture that the other streams join through events),
+/// a collective queues its packing, NCCL calls and unpacking on those streams and returns without
+/// waiting: NCCL records its collectives as graph nodes that run at each launch (NCCL docs, "Using
+/// NCCL with CUDA Graphs", NCCL 2.9 and later). What needs the host is refused with capture_error:
+/// some local ranks capturing and others not, a staging buffer that would have to grow (run the
+/// collective once before capturing), and an exchange read back on the host when ranks span
+/// processes (the structure check: capture with check_structure off after one eager call; with
+/// every rank local, the check is made on the host at capture time). A launched graph is not
+/// polled and the timeout does not apply to it: call check_async_errors() after launches. The
+/// graph uses the communicator's NCCL communicators and staging buffers, so the communicator
+/// must outlive it; staging buffers a graph uses are kept (not freed) when a later eager call
+/// needs larger ones. Eager collectives and graph launches share the staging buffers: order them
+/// on one stream. NCCL's guide warns that capture with several GPUs per process may deadlock in
+/// cudaGraphLaunch and recommends one GPU per process (init_rank, from_mpi) on real GPUs.
+///
 /// Available with DEVICEKIT_HAS_NCCL (link devicekit::nccl). Without NCCL this header declares
 /// nothing.
 #include <devicekit/core/config.hpp>
@@ -36,6 +53,7 @@
 
 #  include <chrono>
 #  include <cstdio>
+#  include <cstring>
 #  include <map>
 #  include <span>
 #  include <string>
@@ -68,12 +86,28 @@ class nccl_backend : public nccl_transport {
   }
   ~nccl_backend() { release(); }
 
+  /// Local rank p's staging buffer `slot`, of at least `bytes`. Growing it takes memory from the
+  /// device's pool and, eagerly, waits for the work that used the old buffer; a captured operation
+  /// refuses to grow it (capture_error): the graph must use buffers that exist before the capture.
   void* scratch(std::size_t p, int slot, std::size_t bytes) {
     auto& q = part(p);
     auto& cap = q.capacity[slot];
     if (cap < bytes) {
+      if (captured_) {
+        refuse_in_capture("nccl_communicator: " + std::string(op_),
+                          "local rank " + std::to_string(p) + "'s staging buffer holds " + std::to_string(cap) +
+                              " bytes and this collective needs " + std::to_string(bytes) +
+                              " (growing it allocates, and waits on the host for the work using the old one)",
+                          "run this collective once before capturing, so that its staging buffers exist");
+      }
       scoped_device on(q.dev.ordinal());
-      if (q.scratch[slot] != nullptr) {
+      if (q.scratch[slot] != nullptr && q.in_graph[slot]) {
+        // A graph captured with this buffer reads it at each launch: keep it until release().
+        q.retired.emplace_back(q.scratch[slot], cap);
+        q.scratch[slot] = nullptr;
+        q.in_graph[slot] = false;
+        cap = 0;
+      } else if (q.scratch[slot] != nullptr) {
         // Queued work may still use the old buffer: wait for it under the timeout and NCCL's
         // error polling, as finish() does. A collective queued earlier in this operation may be
         // stuck on a failed or dead peer, and cudaStreamSynchronize would then block for ever.
@@ -89,22 +123,44 @@ class nccl_backend : public nccl_transport {
       detail::process_memory::instance().note_scratch_taken(q.dev, want);
       cap = want;
     }
+    if (captured_) q.in_graph[slot] = true;
     return q.scratch[slot];
   }
   /// Gives a scratch buffer back to the device's pool; the caller has waited for the work using it.
   static void free_scratch(nccl_participant& q, int slot) noexcept {
     if (q.scratch[slot] == nullptr) return;
+    give_back(q.dev, q.scratch[slot], q.capacity[slot]);
+    q.scratch[slot] = nullptr;
+    q.capacity[slot] = 0;
+    q.in_graph[slot] = false;
+  }
+  static void give_back(device dev, void* ptr, std::size_t bytes) noexcept {
     try {
-      default_memory(q.dev).deallocate(q.scratch[slot], q.capacity[slot]);
+      default_memory(dev).deallocate(ptr, bytes);
     } catch (...) {
       // Only a foreign pointer or a wrong size throws, neither of which can happen here.
     }
-    detail::process_memory::instance().note_scratch_freed(q.dev, q.capacity[slot]);
-    q.scratch[slot] = nullptr;
-    q.capacity[slot] = 0;
+    detail::process_memory::instance().note_scratch_freed(dev, bytes);
   }
-  /// Host records through the device: one ncclAllGather of bytes_each per rank.
+  /// Host records through the device: one ncclAllGather of bytes_each per rank. A captured
+  /// operation cannot read an answer back on the host: when every rank is local (init_all) the
+  /// records are already here and are placed in rank order; otherwise it is refused.
   void exchange(const void* mine, std::size_t bytes_each, void* all) {
+    if (captured_) {
+      if (participants() != static_cast<std::size_t>(size_)) {
+        refuse_in_capture("nccl_communicator: " + std::string(op_),
+                          "this collective exchanges records with the other processes' ranks and reads them on the "
+                          "host (the structure check, or scatter's sizes)",
+                          "check the structure with one eager call before capturing, then capture with "
+                          "collective_options::check_structure = false (set_options); scatter cannot be captured "
+                          "when ranks span processes");
+      }
+      for (std::size_t p = 0; p < participants(); ++p) {
+        std::memcpy(byte_at(all, static_cast<std::size_t>(rank(p)) * bytes_each), byte_at(mine, p * bytes_each),
+                    bytes_each);
+      }
+      return;
+    }
     std::vector<void*> buf(parts_.size());
     for (std::size_t p = 0; p < participants(); ++p) {
       buf[p] = scratch(p, 2, bytes_each * (1 + static_cast<std::size_t>(size_)));
@@ -144,6 +200,8 @@ class nccl_backend : public nccl_transport {
       if (q.stream != nullptr) (void)cudaStreamSynchronize(q.stream);
       if (q.comm != nullptr) (void)ncclCommDestroy(q.comm);
       for (int slot = 0; slot < 3; ++slot) free_scratch(q, slot);
+      for (const auto& [ptr, bytes] : q.retired) give_back(q.dev, ptr, bytes);
+      q.retired.clear();
       if (q.own_stream && q.stream != nullptr) (void)cudaStreamDestroy(q.stream);
     }
     parts_.clear();
@@ -257,7 +315,8 @@ class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_c
   [[nodiscard]] device device_of(int local = 0) const { return backend().part(index(local)).dev; }
   [[nodiscard]] cudaStream_t stream(int local = 0) const { return backend().part(index(local)).stream; }
   [[nodiscard]] ncclComm_t native_handle(int local = 0) const { return backend().part(index(local)).comm; }
-  /// Runs this local rank's work on `s` (owned by the caller) instead of the communicator's stream.
+  /// Runs this local rank's work on `s` (owned by the caller) instead of the communicator's stream;
+  /// while `s` is being captured, the collectives are captured (see the file comment).
   void set_stream(int local, cudaStream_t s) { backend().set_stream(index(local), s); }
   /// The same with a stream reference, which must be a stream of this local rank's device: NCCL
   /// requires the stream of a call to belong to the communicator's device (NCCL docs, "CUDA
@@ -271,7 +330,8 @@ class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_c
     backend().set_stream(index(local), s.native_handle());
   }
 
-  /// How long an operation may wait before the communicator is aborted (0: forever).
+  /// How long an operation may wait before the communicator is aborted (0: forever); a captured
+  /// operation does not wait, and a graph launch is not timed.
   nccl_communicator& set_timeout(std::chrono::milliseconds t) noexcept {
     backend().set_timeout(t);
     return *this;
@@ -279,7 +339,8 @@ class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_c
   [[nodiscard]] bool aborted() const noexcept { return backend().aborted(); }
   /// Aborts now (for example from a watchdog): pending work is dropped, later calls throw.
   void abort(std::string reason = "aborted by the caller") noexcept { backend().abort_all(std::move(reason)); }
-  /// Throws communication_error (and aborts) if NCCL reports an asynchronous error.
+  /// Throws communication_error (and aborts) if NCCL reports an asynchronous error. Graph launches
+  /// of captured collectives are never polled otherwise: call it after them.
   void check_async_errors() {
     for (std::size_t p = 0; p < backend().participants(); ++p) backend().poll(p, "check_async_errors");
   }

@@ -66,6 +66,9 @@ struct nccl_participant {
   bool own_stream = false;
   void* scratch[3] = {nullptr, nullptr, nullptr};  // send, receive, structure exchange
   std::size_t capacity[3] = {0, 0, 0};
+  bool in_graph[3] = {false, false, false};  ///< used by a captured operation: a graph may read it
+  /// Staging buffers replaced while a graph may still use them: kept until the communicator goes.
+  std::vector<std::pair<void*, std::size_t>> retired;
 };
 
 /// Everything of the NCCL backend but its staging buffers (see nccl_backend in
@@ -87,24 +90,39 @@ class nccl_transport {
     note_cuda_runtime_used();
   }
 
+  /// Starts an operation: refuses one on an aborted communicator, and notes whether it is
+  /// captured. Captured means every local rank's stream is capturing (CUDA Graphs, stream
+  /// capture; NCCL docs, "Using NCCL with CUDA Graphs"): the operation then queues its work and
+  /// returns without the host waits (see captured()). Some local ranks capturing and others not
+  /// is refused: the captured ranks' collectives would run only at the graph's launches, and the
+  /// eager ranks' collectives now, so neither would meet its peers'.
   void set_operation(std::string_view op) {
     if (aborted_) {
       throw config_error("nccl_communicator: this communicator was aborted (" + abort_reason_ + "); create a new one");
     }
-    // Each operation waits for its work on the host, polling NCCL's asynchronous errors so that a
-    // dead peer cannot hang the program (finish, wait): a capture would record the collective but
-    // the wait would be refused, so the operation is refused before anything is queued.
-    for (const nccl_participant& q : parts_) {
-      if (q.stream != nullptr && capture_of(q.stream).active) {
-        refuse_in_capture("nccl_communicator: " + std::string(op),
-                          "devicekit's NCCL operations wait on the host for their work, polling NCCL's errors",
-                          "call ncclAllReduce (or the collective you need) on the capturing stream yourself: NCCL "
-                          "operations can be captured; or run the collective between launches of the graph");
-      }
+    std::string capturing, eager;
+    for (std::size_t p = 0; p < parts_.size(); ++p) {
+      const nccl_participant& q = parts_[p];
+      std::string& list = q.stream != nullptr && capture_of(q.stream).active ? capturing : eager;
+      list.append(list.empty() ? "" : ",").append(std::to_string(p));
     }
+    if (!capturing.empty() && !eager.empty()) {
+      refuse_in_capture("nccl_communicator: " + std::string(op),
+                        "the streams of local rank(s) " + capturing +
+                            " are being captured and those of local rank(s) " + eager +
+                            " are not (a captured collective runs at each launch of its graph, an eager one "
+                            "now: they would never meet)",
+                        "capture the streams of every local rank together (set_stream, then a capture on each "
+                        "stream, or one capture that the other streams join through events), or none");
+    }
+    captured_ = !capturing.empty();
     op_ = op;
     issued_ = 0;
   }
+  /// Whether the current operation is being captured: its work is queued on the capturing
+  /// streams and nothing waits for it on the host (finish() returns at once; no timeout, no
+  /// polling: after launches of the graph, check_async_errors() polls NCCL's errors).
+  [[nodiscard]] bool captured() const noexcept { return captured_; }
   void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   [[nodiscard]] nccl_participant& part(std::size_t p) { return parts_.at(p); }
@@ -204,8 +222,10 @@ class nccl_transport {
       issue_check(ncclRecv(r, recv_bytes, ncclUint8, root, q.comm, q.stream), "ncclRecv", p);
     }
   }
-  /// Waits for every local rank's stream, polling NCCL's asynchronous errors.
+  /// Waits for every local rank's stream, polling NCCL's asynchronous errors; a captured
+  /// operation returns at once (the graph's launches run its work).
   void finish(std::string_view operation) {
+    if (captured_) return;
     for (std::size_t p = 0; p < participants(); ++p) wait(p, operation);
   }
 
@@ -329,6 +349,7 @@ class nccl_transport {
     std::swap(aborted_, o.aborted_);
     std::swap(abort_reason_, o.abort_reason_);
     std::swap(in_group_, o.in_group_);
+    std::swap(captured_, o.captured_);
   }
   std::vector<nccl_participant> parts_;
   int size_ = 0;
@@ -338,6 +359,7 @@ class nccl_transport {
   bool aborted_ = false;
   std::string abort_reason_;
   bool in_group_ = false;
+  bool captured_ = false;  ///< the current operation is captured (set_operation)
 };
 
 inline void nccl_setup_check(ncclResult_t r, std::string_view call, int rank, int size) {
