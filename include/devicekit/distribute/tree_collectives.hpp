@@ -21,6 +21,7 @@
 /// An NCCL communicator that drives several local GPUs (init_all) takes one tree per local rank:
 /// `all_reduce(comm, one_per_device(trees))`.
 #include <devicekit/distribute/collectives.hpp>
+#include <devicekit/place/sharded.hpp>
 #include <devicekit/place/split.hpp>
 #include <devicekit/tree/tree.hpp>
 
@@ -45,18 +46,6 @@ concept communicator = requires(C& c, const C& cc, device d) {
   { cc.memory_description(0) } -> std::convertible_to<std::string>;
   c.backend();
 };
-
-template <class Tree>
-struct per_device;  // place/shard.hpp: what replicate and shard return
-
-namespace detail {
-template <class T>
-std::true_type is_per_device_test(const per_device<T>*);
-std::false_type is_per_device_test(...);
-/// True for per_device<T> and what derives from it (sharded<T>).
-template <class T>
-inline constexpr bool is_per_device_v = decltype(is_per_device_test(std::declval<std::remove_cvref_t<T>*>()))::value;
-}  // namespace detail
 
 /// One tree per local rank of a communicator that drives several (NCCL init_all), in the order
 /// of its devices.

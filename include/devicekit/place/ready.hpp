@@ -174,13 +174,6 @@ namespace detail {
   return ready_event(record_event(s.native_handle()), dev);
 }
 #endif
-
-/// Whether T is what replicate or shard returns (per_device, or sharded, which derives from it).
-template <class Tree>
-std::true_type ready_per_device_test(const per_device<Tree>*);
-std::false_type ready_per_device_test(const void*);
-template <class T>
-inline constexpr bool is_per_device_result_v = decltype(ready_per_device_test(static_cast<const T*>(nullptr)))::value;
 }  // namespace detail
 
 /// An event recorded on `s` after the work queued there so far, which marks `placed` ready once
@@ -193,7 +186,7 @@ inline constexpr bool is_per_device_result_v = decltype(ready_per_device_test(st
 /// The event says nothing about the tree's lifetime: keep the tree until the work that waits for
 /// the event and reads it has finished, as for any work of yours on a placed tree.
 template <class T>
-requires(!detail::is_per_device_result_v<T>) [[nodiscard]] ready_event record_ready(const T& placed, stream_ref s) {
+requires(!detail::is_per_device_v<T>) [[nodiscard]] ready_event record_ready(const T& placed, stream_ref s) {
   static_assert(require_tree<T>(),
                 "record_ready(placed, s): placed must be a tree; for what replicate and shard return, pass one "
                 "stream per device");

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace devicekit {
@@ -37,5 +39,14 @@ struct sharded : per_device<Tree> {
   std::vector<std::size_t> valid;                     ///< real rows of the batch in each shard
   uneven policy = uneven::error;
 };
+
+namespace detail {
+template <class T>
+std::true_type is_per_device_test(const per_device<T>*);
+std::false_type is_per_device_test(...);
+/// True for per_device<T> and what derives from it (sharded<T>): what replicate and shard return.
+template <class T>
+inline constexpr bool is_per_device_v = decltype(is_per_device_test(std::declval<std::remove_cvref_t<T>*>()))::value;
+}  // namespace detail
 
 }  // namespace devicekit
