@@ -150,6 +150,13 @@ void host_access(state& g, const planned_access& p, const char* api) {
   r.clock = std::make_shared<const vclock>(h.clock);
   r.api = api;
   check_access(g, std::move(r));
+  // What this thread has touched counts as known to the other host threads from their next call
+  // on, as what it waited for does (host_of): an operation another thread queues later, such as a
+  // copy into a staging buffer this thread has read and handed back to a pool under a mutex,
+  // comes after it. An operation queued before the access still races with it.
+  const auto self = static_cast<std::size_t>(h.id);
+  if (g.host_seen.size() <= self) g.host_seen.resize(self + 1, 0);
+  g.host_seen[self] = std::max(g.host_seen[self], component(h.clock, h.id));
 }
 
 /// An access of queued operation `op`.

@@ -379,6 +379,31 @@ TEST_CASE("races: what one host thread waited for counts for the others (C++ ord
   races_since(before, 1);
 }
 
+// A pool that hands a pinned staging buffer from one thread, which has read it, to another, which
+// queues a copy into it: C++ orders the two (the pool's mutex), so the copy comes after the read.
+TEST_CASE("races: what one host thread read counts as before what the others queue later", "[sim][races]") {
+  if (detector_off()) return;
+  fixture f;
+  const auto before = sim::violations().size();
+  std::thread reads([&] {
+    (void)cudaSetDevice(0);
+    (void)cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.a);
+    (void)cudaStreamSynchronize(f.a);
+    sim::device_access(f.host_out, bytes, false);  // the host unpacks what came down
+  });
+  reads.join();
+  ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.b));  // the next transfer
+  ok(cudaStreamSynchronize(f.b));
+  CHECK(sim::violations().size() == before);
+  // A copy queued BEFORE another thread's read still races with it.
+  sim::expect_violations(1);
+  ok(cudaMemcpyAsync(f.host_out, f.dev, bytes, cudaMemcpyDeviceToHost, f.b));
+  std::thread reads_early([&] { sim::device_access(f.host_out, bytes, false); });
+  reads_early.join();
+  races_since(before, 1);
+  ok(cudaStreamSynchronize(f.b));
+}
+
 TEST_CASE("races: the per-thread default stream is a blocking stream", "[sim][races]") {
   if (detector_off()) return;
   fixture f;
