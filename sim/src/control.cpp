@@ -12,6 +12,14 @@
 namespace devicekit::cuda_sim {
 using namespace detail;
 
+namespace {
+/// Whether `api` names a function of this control API (counted by the entry like any call):
+/// runtime, driver, NCCL and NVML functions all start with their library's prefix.
+bool is_control_call(const std::string& api) {
+  return !(api.starts_with("cu") || api.starts_with("nccl") || api.starts_with("nvml"));
+}
+}  // namespace
+
 int device_count() {
   entry e("device_count");
   return static_cast<int>(e.g.devices.size());
@@ -68,6 +76,19 @@ void device_access(const void* p, std::size_t bytes, bool write) {
 std::size_t races_detected() {
   entry e("races_detected");
   return e.g.races;
+}
+std::size_t api_calls(const std::string& api) {
+  entry e("api_calls");
+  const auto it = e.g.calls.find(api);
+  return it == e.g.calls.end() ? 0 : static_cast<std::size_t>(it->second);
+}
+std::size_t api_calls_total() {
+  entry e("api_calls_total");
+  std::size_t n = 0;
+  for (const auto& [api, count] : e.g.calls) {
+    if (!is_control_call(api)) n += static_cast<std::size_t>(count);
+  }
+  return n;
 }
 std::size_t graph_launches() {
   entry e("graph_launches");

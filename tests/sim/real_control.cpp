@@ -26,6 +26,8 @@ void device_access(const void*, std::size_t, bool) {}
 std::size_t races_detected() { return 0; }
 std::size_t graph_launches() { return 0; }
 std::size_t graphs_alive() { return 0; }
+std::size_t api_calls(const std::string&) { return 0; }
+std::size_t api_calls_total() { return 0; }
 
 }  // namespace devicekit::cuda_sim
 

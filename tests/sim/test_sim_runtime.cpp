@@ -368,6 +368,25 @@ TEST_CASE("fault injection: the n-th call of an API fails with the given error",
   ok(cudaFree(c));
 }
 
+TEST_CASE("call counts: every runtime call is counted by name; the control API is not", "[sim][sim_only]") {
+  ok(cudaSetDevice(0));
+  const std::size_t records = sim::api_calls("cudaEventRecord");
+  const std::size_t total = sim::api_calls_total();
+  (void)sim::graph_launches();
+  (void)sim::api_calls("cudaMalloc");
+  CHECK(sim::api_calls_total() == total);  // control calls leave the total alone
+  cudaEvent_t ev = nullptr;
+  ok(cudaEventCreate(&ev));
+  ok(cudaEventRecord(ev, nullptr));
+  ok(cudaEventRecord(ev, nullptr));
+  CHECK(cudaSetDevice(99) == cudaErrorInvalidDevice);  // a refused call counts too
+  (void)cudaGetLastError();                            // reads the thread's error: not counted
+  ok(cudaEventDestroy(ev));
+  CHECK(sim::api_calls("cudaEventRecord") == records + 2);
+  CHECK(sim::api_calls_total() == total + 5);
+  CHECK(sim::api_calls("cudaNoSuchFunction") == 0);
+}
+
 TEST_CASE("driver entry points: cuDeviceGetName agrees with the runtime; an unknown symbol is not found", "[sim]") {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};

@@ -90,6 +90,17 @@ void device_access(const void* p, std::size_t bytes, bool write);
 /// Races the detector has reported so far (each is a violation too).
 std::size_t races_detected();
 
+/// Calls of runtime (or NCCL) function `api` so far, by its name ("cudaEventRecord"), whatever
+/// they returned; calls refused at the entry (after teardown, injected failures) count too. A
+/// test can show that a path makes no CUDA call at all, or exactly the ones it must (subtract two
+/// readings). Not counted: this header's own functions, and the error functions
+/// (cudaGetLastError, cudaPeekAtLastError, cudaGetErrorName/String), which only read the
+/// thread's last error or a table.
+std::size_t api_calls(const std::string& api);
+
+/// Every runtime and NCCL call so far, all functions together (see api_calls).
+std::size_t api_calls_total();
+
 /// cudaGraphLaunch calls accepted so far.
 std::size_t graph_launches();
 
