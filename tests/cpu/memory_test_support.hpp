@@ -36,6 +36,8 @@ struct upstream_state {
   std::size_t records_on_destroyed_streams = 0;                      ///< undefined behaviour on a real GPU
   std::map<dk::native_stream_handle, unsigned long long> capturing;  ///< stream -> capture id
   std::size_t capture_queries = 0;
+  std::size_t fences = 0;
+  std::vector<dk::native_stream_handle> foreign_streams;  ///< of another device: no fence covers them
 };
 
 class counting_upstream {
@@ -146,6 +148,28 @@ class event_upstream : public counting_upstream {
   }
 };
 
+/// An event_upstream with a device-wide fence, as cuda_device_resource has (cudaDeviceSynchronize):
+/// it covers every stream but those marked foreign, and completes all their work.
+class fenced_upstream : public event_upstream {
+ public:
+  bool fence_covers(dk::native_stream_handle s) {
+    std::lock_guard lock(s_->mutex);
+    for (auto f : s_->foreign_streams) {
+      if (f == s) return false;
+    }
+    return true;
+  }
+  void fence() {
+    std::lock_guard lock(s_->mutex);
+    ++s_->fences;
+    for (auto& [id, done] : s_->events) done = true;
+  }
+  void mark_foreign(dk::native_stream_handle s) {
+    std::lock_guard lock(s_->mutex);
+    s_->foreign_streams.push_back(s);
+  }
+};
+
 inline dk::native_stream_handle fake_stream(std::uintptr_t n) {
   return reinterpret_cast<dk::native_stream_handle>(n * 4096);
 }
@@ -153,6 +177,8 @@ inline dk::native_stream_handle fake_stream(std::uintptr_t n) {
 static_assert(dk::upstream_resource<counting_upstream>);
 static_assert(!dk::stream_event_source<counting_upstream>);
 static_assert(dk::stream_event_source<event_upstream>);
+static_assert(!dk::device_fence_source<event_upstream>);
+static_assert(dk::device_fence_source<fenced_upstream>);
 
 /// A small pool configuration for tests: tracking as asked, no environment dependence.
 inline dk::pool_config test_config(std::size_t max_size = 256u << 20) {

@@ -6,8 +6,11 @@
 #include "../cpu/memory_test_support.hpp"
 #include "sim_devicekit_support.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 // A pool polls the events it recorded for stream-ordered frees, never the streams themselves: the
@@ -40,8 +43,131 @@ TEST_CASE("a device pool outlives the streams it ordered frees on", "[sim][memor
     dk::scoped_device on(last);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the dead streams' work is done...
   }
-  (void)pool.trim();  // ...so trim takes their frees in, through the events
+  // ...but nothing recorded an event for their frees (none was needed while the pool could grow):
+  // trim, which never blocks, leaves them, and clear takes them in through the fence.
+  (void)pool.trim();
+  pool.clear();
   CHECK(pool.stats().pending_stream_frees == 0);
+  CHECK(sim::violations().size() == violations_before);
+}
+
+namespace {
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+/// A pool of `budget` bytes on the last device, large requests only (no size-class slabs), so
+/// that which block a request gets is predictable.
+dk::pool_config budget_pool(std::size_t budget) {
+  dk::pool_config c = small_pool();
+  c.max_size = budget;
+  c.small_size_limit = 0;
+  return c;
+}
+}  // namespace
+
+// The common path of a stream-ordered pool makes no CUDA call beyond asking whether the stream is
+// being captured: a block freed on a stream is reused on it at once (stream order), so no event is
+// recorded for it, as in PyTorch's caching allocator. Each block is written on the stream before
+// its free and after its reuse; the race detector sees that stream order alone orders the two.
+TEST_CASE("one stream allocating and freeing makes no CUDA call but the capture query", "[sim][memory][stream]") {
+  const std::size_t violations_before = sim::violations().size();
+  const int last = sim::device_count() - 1;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(last), small_pool()};
+  const dk::stream s(dk::device::cuda(last));
+  constexpr int blocks = 48;
+  const auto size_of = [](int i) { return static_cast<std::size_t>(i * 7919 % 300000) + 1 + (i % 3 == 0 ? MiB : 0); };
+  std::vector<void*> live(blocks);
+  const auto round = [&](bool write) {
+    for (int i = 0; i < blocks; ++i) {
+      live[static_cast<std::size_t>(i)] = pool.allocate(size_of(i), s);
+      if (write) REQUIRE(cudaMemsetAsync(live[static_cast<std::size_t>(i)], i, size_of(i), s.native_handle()) == cudaSuccess);
+    }
+    for (int k = 0; k < blocks; ++k) {
+      const int i = (k * 17) % blocks;  // freed in another order than allocated
+      pool.deallocate(live[static_cast<std::size_t>(i)], size_of(i), s);
+    }
+  };
+  round(false);  // the pool grows to what the rounds need
+  const std::size_t total = sim::api_calls_total();
+  const std::size_t queries = sim::api_calls("cudaStreamGetCaptureInfo");
+  const std::size_t records = sim::api_calls("cudaEventRecord");
+  constexpr int rounds = 10;
+  for (int r = 0; r < rounds; ++r) round(true);
+  const std::size_t ops = std::size_t{2} * blocks * rounds;
+  const std::size_t memsets = std::size_t{blocks} * rounds;
+  CHECK(sim::api_calls("cudaEventRecord") == records);
+  CHECK(sim::api_calls("cudaStreamGetCaptureInfo") - queries == ops);
+  CHECK(sim::api_calls_total() - total == ops + memsets);  // nothing else
+  CHECK(pool.stats().stream_fences == 0);
+  s.synchronize();
+  CHECK(sim::violations().size() == violations_before);
+}
+
+// A block crosses to another stream once an event recorded on its stream after the free has
+// completed. The pool records that event only when another stream ran short, and then at the next
+// call the program makes with the owning stream (which shows the stream still exists).
+TEST_CASE("a free crosses streams through one event, recorded at the owner's next use", "[sim][memory][stream]") {
+  const int last = sim::device_count() - 1;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(last), budget_pool(6 * MiB)};
+  const dk::stream s1(dk::device::cuda(last));
+  const dk::stream s2(dk::device::cuda(last));
+  // Events recorded during `f` (growing records one on the upstream's own stream: not counted).
+  const auto records_during = [](auto&& f) {
+    const std::size_t before = sim::api_calls("cudaEventRecord");
+    f();
+    return sim::api_calls("cudaEventRecord") - before;
+  };
+  void* p = pool.allocate(2 * MiB, s1);
+  void* other = pool.allocate(1 * MiB, s1);
+  REQUIRE(cudaMemsetAsync(p, 1, 2 * MiB, s1.native_handle()) == cudaSuccess);
+  CHECK(records_during([&] { pool.deallocate(p, 2 * MiB, s1); }) == 0);
+  void* q = pool.allocate(2 * MiB, s2);  // nothing recorded on s1: s2 grows, and asks for an event
+  CHECK(q != p);
+  CHECK(records_during([&] { pool.deallocate(other, 1 * MiB, s1); }) == 1);  // s1's next use records it
+  s1.synchronize();
+  void* r = nullptr;
+  CHECK(records_during([&] { r = pool.allocate(2 * MiB, s2); }) == 0);  // the event completed: p is ready
+  CHECK(r == p);
+  REQUIRE(cudaMemsetAsync(r, 2, 2 * MiB, s2.native_handle()) == cudaSuccess);
+  CHECK(pool.stats().stream_fences == 0);
+  pool.deallocate(q, 2 * MiB, s2);
+  pool.deallocate(r, 2 * MiB, s2);
+  s2.synchronize();
+}
+
+// At the budget, frees no event covers (their stream destroyed, with its work still queued) are
+// taken in by the device-wide fence, cudaDeviceSynchronize, which names no stream. The simulator
+// reports any use of the destroyed stream as a violation, and a reuse the fence did not order as a
+// race; the data written after the reuse are the ones read back.
+TEST_CASE("at the budget the fence takes in a destroyed stream's frees", "[sim][memory][stream]") {
+  const std::size_t violations_before = sim::violations().size();
+  const int last = sim::device_count() - 1;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(last), budget_pool(2 * MiB)};
+  void* p = nullptr;
+  gate g;
+  {
+    const dk::stream s1(dk::device::cuda(last));
+    REQUIRE(cudaLaunchHostFunc(s1.native_handle(), gate::hold, &g) == cudaSuccess);
+    p = pool.allocate(2 * MiB, s1);
+    REQUIRE(cudaMemsetAsync(p, 1, 2 * MiB, s1.native_handle()) == cudaSuccess);
+    pool.deallocate(p, 2 * MiB, s1);
+  }  // s1 destroyed: its work still runs once the gate opens
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    g.open = true;
+  });
+  const dk::stream s2(dk::device::cuda(last));
+  const std::size_t records = sim::api_calls("cudaEventRecord");
+  void* q = pool.allocate(2 * MiB, s2);  // takes p: nothing to grow into, so no growth's event
+  opener.join();
+  CHECK(q == p);
+  CHECK(pool.stats().stream_fences == 1);
+  CHECK(sim::api_calls("cudaEventRecord") == records);
+  REQUIRE(cudaMemsetAsync(q, 2, 2 * MiB, s2.native_handle()) == cudaSuccess);
+  std::vector<unsigned char> back(2 * MiB);
+  REQUIRE(cudaMemcpyAsync(back.data(), q, back.size(), cudaMemcpyDeviceToHost, s2.native_handle()) == cudaSuccess);
+  s2.synchronize();
+  CHECK(std::count(back.begin(), back.end(), 2) == static_cast<std::ptrdiff_t>(back.size()));
+  pool.deallocate(q, 2 * MiB, s2);
   CHECK(sim::violations().size() == violations_before);
 }
 
@@ -75,6 +201,8 @@ TEST_CASE("polling busy streams leaves the program's pending error alone", "[sim
   REQUIRE(cudaLaunchHostFunc(s1.native_handle(), gate::hold, &g) == cudaSuccess);
   void* a = pool.allocate(std::size_t{1} << 20, s1);
   pool.deallocate(a, std::size_t{1} << 20, s1);
+  void* c = pool.allocate(std::size_t{2} << 20, s2);  // a chunk of its own; asks s1 for an event...
+  void* d = pool.allocate(std::size_t{1} << 20, s1);  // ...recorded here, behind the gate (d is a)
   // The program's own failed call, whose error it has not read yet.
   REQUIRE(cudaSetDevice(sim::device_count()) == cudaErrorInvalidDevice);
   void* b = pool.allocate(std::size_t{1} << 20, s2);  // polls s1's event: not ready
@@ -84,6 +212,8 @@ TEST_CASE("polling busy streams leaves the program's pending error alone", "[sim
   g.open = true;
   s1.synchronize();
   pool.deallocate(b, std::size_t{1} << 20, s2);
+  pool.deallocate(c, std::size_t{2} << 20, s2);
+  pool.deallocate(d, std::size_t{1} << 20, s1);
 }
 
 // A device pool creates the event for the null (legacy) stream on its own device, whatever device

@@ -156,6 +156,12 @@ class cuda_device_resource {
   void wait_event(void* ev) { detail::cuda_events::wait(ev); }
   void destroy_event(void* ev) noexcept { detail::cuda_events::destroy(ev); }
 
+  /// The fence (device_fence_source): cudaDeviceSynchronize on this resource's device orders every
+  /// stream of that device, destroyed ones included, so it covers the default handles and the
+  /// streams cudaStreamGetDevice places there; a stream of another device is not covered.
+  [[nodiscard]] bool fence_covers(native_stream_handle s);
+  void fence();
+
 #  if DEVICEKIT_HAS_CCCL_MR
   friend constexpr void get_property(const cuda_device_resource&, ::cuda::mr::device_accessible) noexcept {}
 #  endif

@@ -145,6 +145,19 @@ DEVICEKIT_DECL void* cuda_device_resource::allocate_async(std::size_t bytes, std
   return p;
 }
 
+DEVICEKIT_DECL bool cuda_device_resource::fence_covers(native_stream_handle s) {
+  if (detail::is_default_stream(s)) return true;  // this resource's device's, as in create_event
+  int dev = -1;
+  DEVICEKIT_CUDA_CHECK(cudaStreamGetDevice(s, &dev));
+  return dev == state_->ordinal;
+}
+
+DEVICEKIT_DECL void cuda_device_resource::fence() {
+  if (!cuda_calls_allowed()) return;
+  scoped_device on(state_->ordinal);
+  DEVICEKIT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 DEVICEKIT_DECL void cuda_device_resource::trim() noexcept {
   if (state_->pool != nullptr && cuda_calls_allowed()) {
     (void)detail::cuda_events::wait_for(state_->stream);

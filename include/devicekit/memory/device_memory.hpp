@@ -10,13 +10,15 @@
 /// `max_chunk_size`, by `growth_factor`), never past `max_size` (the budget).
 ///
 /// `allocate(bytes, stream)` / `deallocate(p, bytes, stream)` are stream-ordered: a block freed on
-/// a stream is reused at once by that stream and by others once an event recorded at the free has
-/// completed (detail::pool_stream_registry, as RMM's stream_ordered_memory_resource); call
-/// release_stream(s) for a stream that is done. The synchronous forms mean "no work in flight
-/// uses this block". Upstreams without events (host memory) treat every free as synchronous.
+/// a stream is reused at once by that stream, and by others once an event recorded on the stream
+/// after the free has completed or the device has been fenced (detail::pool_stream_registry: over
+/// cuda_device_resource, one stream allocating and freeing makes no CUDA call; the event is
+/// recorded only when another stream needs the memory); call release_stream(s) for a stream that
+/// is done. The synchronous forms mean "no work in flight uses this block". Upstreams without
+/// events (host memory) treat every free as synchronous.
 ///
 /// Out of memory: the recovery ladder is: other streams' completed frees -> grow -> wait for
-/// other streams' frees -> release cached blocks (empty slabs and chunks) and grow -> the user's
+/// other streams' frees (their events, then the device fence for frees no event covers) -> release cached blocks (empty slabs and chunks) and grow -> the user's
 /// on_out_of_memory callback (called without the lock held, so it may free memory) -> throw
 /// out_of_memory with the request, the budget, the stats and what to do.
 ///
@@ -153,7 +155,9 @@ class device_memory : private detail::graph_memory_holder {
 
   /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
   /// event only: `s` itself may already be destroyed), makes those blocks ready for every stream,
-  /// and frees the pool's slot for `s`. Call it before or after destroying a stream the pool has
+  /// and frees the pool's slot for `s`. Frees made on `s` after its last event stay unusable, under
+  /// no stream, until the pool next fences its device (out of memory, clear(), the destructor).
+  /// Call it before or after destroying a stream the pool has
   /// seen, in particular before a new stream could get the same handle: a pool tells streams
   /// apart by handle, and would otherwise hand the new stream the old one's frees without waiting
   /// for the old stream's work. A stream the pool has not seen is ignored.
@@ -222,10 +226,11 @@ class device_memory : private detail::graph_memory_holder {
 
   using taken = detail::taken_block;
 
-  /// Takes in every stream's completed frees (all of them, waiting, when `wait`) and returns empty
-  /// slabs to the heap.
+  /// Takes in every stream's completed frees (all of them, waiting for events and the fence, when
+  /// `wait`) and returns empty slabs to the heap.
   void take_in_frees(bool wait) {
     streams_.poll(0, wait, heap_, slabs_);
+    if (wait) streams_.fence(heap_, slabs_);
     slabs_.release_empty(heap_);
   }
 
@@ -260,6 +265,7 @@ class device_memory : private detail::graph_memory_holder {
   }
 
   /// The recovery ladder: other streams' completed frees -> grow -> wait for other streams' frees
+  /// (events, then the fence)
   /// -> release cached blocks and grow -> the user's callback (without the lock) -> out_of_memory.
   taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid);
 

@@ -75,6 +75,7 @@ DEVICEKIT_DECL void device_memory::release_everything() noexcept {
   if (cuda_calls_allowed()) {
     try {
       streams_.poll(0, true, heap_, slabs_);  // in-flight work may still use pending blocks
+      streams_.fence(heap_, slabs_);
     } catch (...) {}
   }
   streams_.destroy_events();
@@ -91,6 +92,7 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   }
   std::unique_lock lock(mutex_);
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
+  if (sid != 0) streams_.before_allocate(streams_.at(sid));  // may throw: nothing changed yet
   // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
   const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
                           alignment > std::numeric_limits<std::size_t>::max() / 4;
@@ -114,9 +116,13 @@ DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<std:
   const std::size_t need = detail::growth_need(slabs_, bytes, alignment);
   taken t;
   if (streams_.poll(sid, false, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+  streams_.want_events(sid);  // other streams record their events at their next allocation or free
   if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
   ++counters_.retries;
   if (streams_.poll(sid, true, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
+  // Frees no event covers yet (a fenced stream records one only at its next use, and may never
+  // be used again): the device-wide fence orders them all.
+  if (streams_.fence(heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
   slabs_.release_empty(heap_);
   heap_.release_empty_chunks(false);
   if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
@@ -128,6 +134,7 @@ DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<std:
     lock.lock();
     if (again) {
       streams_.poll(sid, true, heap_, slabs_);
+      streams_.fence(heap_, slabs_);
       if ((t = try_take(bytes, alignment, sid)).addr != 0) return t;
       if (grow(need) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
     }
@@ -203,7 +210,7 @@ DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, b
       live_.find_for_free(p, bytes, device_, [&](std::uintptr_t a) { return heap_.inside_chunk(a); });
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
   // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
-  if (sid != 0) streams_.record_free_event(streams_.at(sid));
+  if (sid != 0) streams_.before_free(streams_.at(sid));
   const detail::live_record r = rec;
   live_.erase(&rec);
   counters_.in_use -= detail::return_block(r, r.key, sid, heap_, slabs_, streams_);

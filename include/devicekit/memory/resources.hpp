@@ -16,7 +16,10 @@
 ///
 /// A resource that serves streams also provides events (`create_event`, `record_event`,
 /// `event_complete`, `wait_event`, `destroy_event`): the pool uses them to learn when a block
-/// freed on one stream may be reused on another (the concept `stream_event_source`). Such a
+/// freed on one stream may be reused on another (the concept `stream_event_source`). One that
+/// also has a device-wide fence (`fence_covers(s)`, `fence()`: cuda_device_resource) spares the
+/// pool an event per free: frees on a stream the fence covers record an event only when another
+/// stream needs them (memory/detail/pool_stream_registry.hpp). Such a
 /// resource may also say whether one of its streams is being captured into a CUDA graph
 /// (`capture_of(s)`, returning capture_state); without it the pool asks the CUDA runtime
 /// (cudaStreamGetCaptureInfo), so a resource whose stream handles are not CUDA streams must
@@ -73,6 +76,15 @@ concept stream_event_source = requires(R& r, void* ev, native_stream_handle s) {
   { r.event_complete(ev) } -> std::same_as<bool>;
   { r.wait_event(ev) } -> std::same_as<void>;
   { r.destroy_event(ev) } -> std::same_as<void>;
+};
+
+/// A stream_event_source with a fence over its device: `fence_covers(s)` says whether `fence()`
+/// orders every operation queued on stream `s` (asked once, while `s` certainly exists);
+/// `fence()` waits on the host for all of them, naming no stream (cudaDeviceSynchronize).
+template <class R>
+concept device_fence_source = stream_event_source<R> && requires(R& r, native_stream_handle s) {
+  { r.fence_covers(s) } -> std::same_as<bool>;
+  { r.fence() } -> std::same_as<void>;
 };
 
 namespace detail {

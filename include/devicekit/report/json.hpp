@@ -30,6 +30,7 @@ namespace devicekit {
           {"upstream_frees", s.upstream_frees},
           {"chunk_count", s.chunk_count},
           {"pending_stream_frees", s.pending_stream_frees},
+          {"stream_fences", s.stream_fences},
           {"max_size", s.max_size}};
 }
 

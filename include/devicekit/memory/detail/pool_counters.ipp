@@ -45,6 +45,7 @@ DEVICEKIT_DECL pool_stats compute_stats(const pool_counters& c, const block_heap
   s.upstream_frees = heap.upstream_frees();
   s.chunk_count = heap.chunk_count();
   s.pending_stream_frees = streams.pending();
+  s.stream_fences = streams.fences();
   s.max_size = max_size;
   return s;
 }

@@ -2,12 +2,26 @@
 /// \file
 /// `pool_stream_registry`: stream-ordered reuse. One slot per stream that freed memory, holding its
 /// pending frees (large blocks in a free list of their own, small slots per size class) and one
-/// event, re-recorded at every free so that it covers that free and all earlier ones. A block
-/// freed on stream s is reused at once by later allocations on s, and by other streams once the
-/// event has completed; then it moves to the heap's ready list or back to its slab. RMM's
-/// stream_ordered_memory_resource.hpp keeps per-stream free lists and an event per stream the same
-/// way. Streams that go away are drained: release() waits for the slot's event (never the stream,
-/// which may be destroyed) and frees the slot for another stream.
+/// event. A block freed on stream s is reused at once by later allocations on s (stream order
+/// makes that safe, as in PyTorch's caching allocator); other streams may take it once an event
+/// recorded on s after the free has completed, and it then moves to the heap's ready list or back
+/// to its slab. RMM's stream_ordered_memory_resource.hpp keeps per-stream free lists and an event
+/// per stream the same way.
+///
+/// When that event is recorded: never after the stream may be gone. A program may destroy a stream
+/// as soon as its work is queued (cudaStreamDestroy returns at once), so the pool records on s only
+/// inside a call the program makes with s. With an upstream that has a device-wide fence
+/// (cuda_device_resource: cudaDeviceSynchronize) and a stream it covers, nothing is recorded per
+/// free: when another stream runs short, s's slot is marked, and s's next allocation or free
+/// records the event; until then, and for streams never used again, the recovery ladder's last
+/// step is the fence, which orders every stream of the device, destroyed ones included (as PyTorch
+/// synchronises before it frees cached blocks). Other streams (another device's, or an upstream
+/// without a fence) record at every free, as RMM does. So one stream allocating and freeing makes
+/// no CUDA call here.
+///
+/// Streams that go away are drained: release() waits for the slot's event (never the stream,
+/// which may be destroyed) and frees the slot for another stream; frees no event covers stay,
+/// orphaned, until the next fence.
 /// Not locked: device_memory calls it under its own lock.
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/detail/block_heap.hpp>
@@ -55,8 +69,34 @@ class pool_stream_registry {
   /// addr 0.
   slab_cache::slot take_own_slot(std::uint16_t sid, int cls) noexcept;
 
-  /// Records the stream's event at a free, so that it covers that free and every earlier one.
-  void record_free_event(stream_state& st);
+  /// At a free on `st`, before it is made: records the event when every free must have one (a
+  /// stream no fence covers) or when another stream asked for these frees. May throw (a CUDA
+  /// error) with nothing changed.
+  void before_free(stream_state& st) {
+    if (!st.fenced || st.event_wanted) record_event(st, st.next_seq);
+  }
+
+  /// At an allocation on `st`: records the event another stream asked for, if frees need it.
+  void before_allocate(stream_state& st) {
+    if (st.event_wanted) {
+      if (st.has_unrecorded_frees()) record_event(st, st.next_seq - 1);
+      st.event_wanted = false;
+    }
+  }
+
+  /// Asks every stream but `except` that holds frees no event covers to record one at its next use.
+  void want_events(std::uint16_t except) noexcept;
+
+  /// Frees only a fence can make ready: of fenced streams, made after their last event (orphans
+  /// included).
+  [[nodiscard]] bool need_fence() const noexcept;
+
+  /// The upstream's fence, then every fenced stream's frees become ready. Returns whether anything
+  /// did; false without fencing when no free needs it.
+  bool fence(block_heap& heap, slab_cache& slabs);
+
+  /// Fences taken so far (pool_stats::stream_fences).
+  [[nodiscard]] std::uint64_t fences() const noexcept { return fences_; }
 
   /// Takes in the frees of every stream but `except` whose event has completed (or, with `wait`,
   /// waits for the events). Touches events only, never streams. Returns whether anything became
@@ -78,6 +118,9 @@ class pool_stream_registry {
   [[nodiscard]] std::size_t largest_pending_block() const noexcept;
 
  private:
+  /// Records `st`'s event so that it covers frees up to sequence number `upto`.
+  void record_event(stream_state& st, std::uint64_t upto);
+
   /// Makes the frees of `st` up to sequence number `upto` ready for every stream.
   bool migrate(stream_state& st, std::uint64_t upto, block_heap& heap, slab_cache& slabs);
 
@@ -88,6 +131,7 @@ class pool_stream_registry {
   int class_count_ = 0;
   std::vector<std::unique_ptr<stream_state>> streams_;
   std::uint16_t last_sid_ = 0;
+  std::uint64_t fences_ = 0;
   std::vector<pool_block*> scratch_;
 };
 

@@ -16,19 +16,24 @@ DEVICEKIT_DECL std::uint16_t pool_stream_registry::id_of(native_stream_handle h)
   for (std::size_t i = 0; i < streams_.size(); ++i) {
     if (!streams_[i]->retired && streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
   }
-  // A new stream takes a slot that release() freed, if there is one.
+  // A new stream takes a slot that release() freed, if there is one (not an orphan's: its frees
+  // wait for a fence).
   std::size_t slot = streams_.size();
   for (std::size_t i = 0; i < streams_.size() && slot == streams_.size(); ++i) {
-    if (streams_[i]->retired) slot = i;
+    if (streams_[i]->retired && !streams_[i]->orphaned) slot = i;
   }
   if (slot == streams_.size() && streams_.size() >= max_stream_slots) {
     throw invalid_request("a memory pool serves at most " + std::to_string(max_stream_slots) +
                           " streams at once: call release_stream(s) for streams that are done");
   }
+  // Asked now, while the caller's use of h shows that it exists; may throw, before any change.
+  const bool fenced = upstream_->fence_covers(h);
   if (slot == streams_.size()) streams_.push_back(std::make_unique<stream_state>());
   stream_state& st = *streams_[slot];
   st.handle = h;
   st.retired = false;
+  st.fenced = fenced;
+  st.event_wanted = false;
   st.small.resize(static_cast<std::size_t>(class_count_));
   return last_sid_ = static_cast<std::uint16_t>(slot + 1);
 }
@@ -43,16 +48,44 @@ DEVICEKIT_DECL slab_cache::slot pool_stream_registry::take_own_slot(std::uint16_
   return {p.addr, p.slab};
 }
 
-DEVICEKIT_DECL void pool_stream_registry::record_free_event(stream_state& st) {
-  // The event is recorded now, at the free, while the stream certainly exists, never later: a
-  // stream may be destroyed once its work is queued (cudaStreamDestroy returns at once and the
-  // work still completes), and recording on a destroyed stream is undefined behaviour. RMM's
-  // stream_ordered_memory_resource records at every deallocation for the same reason. One event
-  // per stream, re-recorded: it then covers every free made on the stream so far.
+DEVICEKIT_DECL void pool_stream_registry::record_event(stream_state& st, std::uint64_t upto) {
+  // Only from a call the program makes with this stream (before_free, before_allocate): it exists
+  // then. One event per stream, re-recorded: it covers every free made on the stream so far.
   if (st.event == nullptr) st.event = upstream_->create_event(st.handle);
   upstream_->record_event(st.event, st.handle);
-  st.recorded_seq = st.next_seq;  // the sequence number the free being made will take
+  st.recorded_seq = upto;
   st.event_in_flight = true;
+  st.event_wanted = false;
+}
+
+DEVICEKIT_DECL void pool_stream_registry::want_events(std::uint16_t except) noexcept {
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    stream_state& st = *streams_[i];
+    if (i + 1 != except && !st.retired && st.fenced && st.has_unrecorded_frees()) st.event_wanted = true;
+  }
+}
+
+DEVICEKIT_DECL bool pool_stream_registry::need_fence() const noexcept {
+  for (const auto& st : streams_) {
+    if (st->fenced && (!st->retired || st->orphaned) && st->has_unrecorded_frees()) return true;
+  }
+  return false;
+}
+
+DEVICEKIT_DECL bool pool_stream_registry::fence(block_heap& heap, slab_cache& slabs) {
+  if (!need_fence()) return false;
+  upstream_->fence();  // may throw (a CUDA error): nothing has changed yet
+  ++fences_;
+  bool any = false;
+  for (auto& st : streams_) {
+    if (!st->fenced || st->pending() == 0) continue;
+    // Every operation queued on the device before the fence has finished, this stream's event
+    // included.
+    st->event_in_flight = false;
+    any = migrate(*st, UINT64_MAX, heap, slabs) || any;
+    st->orphaned = false;
+  }
+  return any;
 }
 
 DEVICEKIT_DECL bool pool_stream_registry::poll(std::uint16_t except, bool wait, block_heap& heap, slab_cache& slabs) {
@@ -76,11 +109,17 @@ DEVICEKIT_DECL bool pool_stream_registry::poll(std::uint16_t except, bool wait, 
 DEVICEKIT_DECL void pool_stream_registry::release(native_stream_handle h, block_heap& heap, slab_cache& slabs) {
   for (auto& st : streams_) {
     if (st->retired || st->handle != h) continue;
-    if (st->pending() != 0) {
+    if (st->pending() != 0 && st->event != nullptr && st->recorded_seq != 0) {
       upstream_->wait_event(st->event);
+      st->event_in_flight = false;
       migrate(*st, st->recorded_seq, heap, slabs);
     }
+    // Frees made after the last event (a fenced stream) cannot be waited for without naming the
+    // stream, which may be gone: they stay with the slot until a fence, under no handle.
+    const bool orphan = st->pending() != 0;
     retire(*st);
+    st->orphaned = orphan;
+    st->handle = {};
   }
 }
 
@@ -131,6 +170,7 @@ DEVICEKIT_DECL void pool_stream_registry::retire(stream_state& st) noexcept {
   if (st.event != nullptr) upstream_->destroy_event(st.event);
   st.event = nullptr;
   st.event_in_flight = false;
+  st.event_wanted = false;
   st.recorded_seq = 0;
   st.retired = true;
   if (last_sid_ != 0 && streams_[last_sid_ - 1u].get() == &st) last_sid_ = 0;

@@ -179,8 +179,8 @@ struct pending_slot {
   std::uint64_t seq = 0;
 };
 
-/// A stream that freed memory: its frees are reusable on it at once, and on other streams after
-/// the event recorded on it at its latest free has completed (pool_stream_registry.hpp).
+/// A stream that freed memory: its frees are reusable on it at once, and on other streams once
+/// an event recorded on it after them has completed, or after a fence (pool_stream_registry.hpp).
 struct stream_state {
   native_stream_handle handle{};
   free_index large;
@@ -191,8 +191,13 @@ struct stream_state {
   void* event = nullptr;
   bool event_in_flight = false;  ///< `event` was recorded and not yet seen complete
   bool retired = false;          ///< the slot is free for another stream (release_stream)
+  bool fenced = false;           ///< the upstream's fence covers this stream: no event per free
+  bool event_wanted = false;     ///< another stream needs these frees: record at the next use
+  bool orphaned = false;         ///< released with frees no event covers: only a fence frees them
 
   [[nodiscard]] std::size_t pending() const noexcept { return large.count() + small_pending; }
+  /// Whether some pending free was made after the last recorded event.
+  [[nodiscard]] bool has_unrecorded_frees() const noexcept { return pending() != 0 && next_seq - 1 > recorded_seq; }
 };
 
 enum class live_kind : std::uint8_t { large, small };

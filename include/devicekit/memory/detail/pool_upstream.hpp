@@ -46,6 +46,13 @@ class pool_upstream {
   virtual bool event_complete(void* ev) = 0;
   virtual void wait_event(void* ev) = 0;
   virtual void destroy_event(void* ev) noexcept = 0;
+  /// Whether fence() orders every earlier operation of stream `s` (a stream of the upstream's own
+  /// device). Asked once per stream, when the pool first sees it; false for an upstream without a
+  /// fence, whose streams' frees then each record an event.
+  virtual bool fence_covers(native_stream_handle s) = 0;
+  /// Waits, on the host, until every operation queued so far on the streams fence_covers()
+  /// accepted has finished, without naming any of them (some may have been destroyed since).
+  virtual void fence() = 0;
   /// Whether stream `s` is being captured into a CUDA graph. Called only when has_events(): the
   /// upstream that gives the stream's events knows what its stream handles are.
   virtual capture_state capture_of(native_stream_handle s) = 0;
@@ -75,6 +82,13 @@ concept has_stream_ordered_allocation = requires(U& u, void* p, std::size_t n, n
 template <class U>
 concept has_capture_query = requires(U& u, native_stream_handle s) {
   { u.capture_of(s) } -> std::same_as<capture_state>;
+};
+
+/// An upstream with a device-wide fence (resources.hpp, `device_fence_source`).
+template <class U>
+concept has_device_fence = requires(U& u, native_stream_handle s) {
+  { u.fence_covers(s) } -> std::same_as<bool>;
+  u.fence();
 };
 
 template <class U>
@@ -125,6 +139,14 @@ class upstream_adapter final : public pool_upstream {
   void destroy_event(void* ev) noexcept override {
     if constexpr (stream_event_source<Upstream>) upstream_.destroy_event(ev);
     (void)ev;
+  }
+  bool fence_covers(native_stream_handle s) override {
+    if constexpr (has_device_fence<Upstream>) return upstream_.fence_covers(s);
+    (void)s;
+    return false;
+  }
+  void fence() override {
+    if constexpr (has_device_fence<Upstream>) upstream_.fence();
   }
   capture_state capture_of(native_stream_handle s) override {
     if constexpr (has_capture_query<Upstream>) {
