@@ -12,6 +12,9 @@
 //                                               raised (so it caches too)
 //   pool.random_allocations.vs_cub_caching      (GPU only) vs cub::CachingDeviceAllocator (bins
 //                                               8^3..8^7, unlimited cache), same stream
+//   pool.capture_query                          (GPU only, informational) one cudaStreamGetCaptureInfo,
+//                                               the only CUDA call a stream-ordered pool operation
+//                                               on one stream makes, vs that operation (N=10,000)
 //
 // The pool is warm (it is built once and keeps its chunks between repetitions, as in a training
 // loop); the cold first run is in the note. Timings are medians over alternating blocks of
@@ -176,7 +179,8 @@ void gpu_entries(bench::report& report, bool quick) {
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess) dk::check_cuda(e, what);
   };
-  {  // the pool (which ordered work on `s`) goes before the stream does
+  double stream_op_ns = 0;  // the pool's stream-ordered ns/op at the first N
+  {                         // the pool (which ordered work on `s`) goes before the stream does
     dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
     for (const std::size_t n : sizes) {
       const std::size_t max_usage = 4ull << 30;
@@ -219,20 +223,19 @@ void gpu_entries(bench::report& report, bool quick) {
           "ratio >= 100");
 
       const int reps = quick ? 5 : 11;
-      add("cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, one stream, threshold raised",
-          compare(reps, 1, ours_stream,
-                  [&] {
-                    return replay(
-                        wall_seconds, t,
-                        [&](std::size_t b) {
-                          void* p = nullptr;
-                          check(cudaMallocAsync(&p, b, s), "cudaMallocAsync");
-                          return p;
-                        },
-                        [&](void* p, std::size_t) { check(cudaFreeAsync(p, s), "cudaFreeAsync"); },
-                        [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
-                  }),
-          "ratio >= 3");
+      const pair_timing vs_async = compare(reps, 1, ours_stream, [&] {
+        return replay(
+            wall_seconds, t,
+            [&](std::size_t b) {
+              void* p = nullptr;
+              check(cudaMallocAsync(&p, b, s), "cudaMallocAsync");
+              return p;
+            },
+            [&](void* p, std::size_t) { check(cudaFreeAsync(p, s), "cudaFreeAsync"); },
+            [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+      });
+      add("cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, one stream, threshold raised", vs_async, "ratio >= 3");
+      if (n == sizes.front()) stream_op_ns = vs_async.ours / ops * 1e9;
 
 #  if DEVICEKIT_BENCH_CUB
       cub::CachingDeviceAllocator cub_alloc(8, 3, 7, static_cast<std::size_t>(-1), false);
@@ -253,6 +256,19 @@ void gpu_entries(bench::report& report, bool quick) {
 #  endif
       pool.trim();
     }
+  }
+  {  // what remains of a stream-ordered operation's CUDA calls: the capture query
+    constexpr int calls = 100'000;
+    const double q = bench::median_seconds(quick ? 3 : 9,
+                                           [&] {
+                                             for (int i = 0; i < calls; ++i) (void)dk::capture_of(s);
+                                           }) /
+                     calls * 1e9;
+    std::string note = "informational: the query is the one CUDA call of such an operation on one stream; it takes ";
+    note.append(fmt(100.0 * q / stream_op_ns)).append("% of it");
+    report.add({"pool.capture_query", "cuda", "ns per cudaStreamGetCaptureInfo (stream not capturing)", q, "ns",
+                "one stream-ordered pool operation (vs_cudaMallocAsync, N=10000)", stream_op_ns, stream_op_ns / q,
+                note});
   }
   check(cudaStreamDestroy(s), "cudaStreamDestroy");
 }

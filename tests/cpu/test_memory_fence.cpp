@@ -36,8 +36,7 @@ TEST_CASE("one stream allocating and freeing records no event over a fenced upst
   pool.check_consistency();
 }
 
-TEST_CASE("another stream that runs short makes the owner record its event at its next use",
-          "[memory][pool][stream]") {
+TEST_CASE("another stream that runs short makes the owner record its event at its next use", "[memory][pool][stream]") {
   fenced_upstream up;
   dk::memory_pool<fenced_upstream> pool(up, exact_config(6 * MiB));
   const auto s1 = fake_stream(1);

@@ -29,14 +29,17 @@ constexpr std::size_t default_ops = 200'000;
 constexpr std::size_t default_ops = 50'000;
 #endif
 
-/// Host memory from a counting upstream with simulated streams and events (memory_test_support.hpp).
+/// Host memory from a counting upstream with simulated streams and events (memory_test_support.hpp):
+/// event_upstream records an event at every stream-ordered free; fenced_upstream has a device-wide
+/// fence, so that events are recorded only when another stream needs the frees.
+template <class Upstream = dk_test::event_upstream>
 struct host_backend {
-  dk_test::event_upstream up;
-  dk::memory_pool<dk_test::event_upstream> pool_;
+  Upstream up;
+  dk::memory_pool<Upstream> pool_;
 
   explicit host_backend(dk::pool_config cfg) : pool_(up, std::move(cfg)) {}
 
-  dk::memory_pool<dk_test::event_upstream>& pool() { return pool_; }
+  dk::memory_pool<Upstream>& pool() { return pool_; }
   static std::size_t stream_count() { return 3; }
   static dk::native_stream_handle stream(std::size_t i) { return dk_test::fake_stream(i + 1); }
 
@@ -68,8 +71,9 @@ struct host_backend {
   std::optional<std::size_t> upstream_outstanding() const { return up.outstanding(); }
 };
 
+template <class Upstream = dk_test::event_upstream>
 void run(dk::pool_config cfg, std::size_t ops, std::size_t target_live) {
-  host_backend backend(std::move(cfg));
+  host_backend<Upstream> backend(std::move(cfg));
   dk_test::model_options options;
   options.ops = ops;
   options.target_live = target_live;
@@ -92,4 +96,20 @@ TEST_CASE("model check: no size classes, doubling growth, a tight budget", "[mem
   cfg.max_chunk_size = 8u << 20;
   cfg.initial_size = 4u << 20;
   run(cfg, ops, 20u << 20);
+}
+
+TEST_CASE("model check: an upstream with a fence, events only when another stream needs them",
+          "[memory][pool][model]") {
+  const std::size_t ops = dk_test::env_number("DEVICEKIT_MODEL_CHECK_OPS", default_ops) / 2;
+  auto cfg = dk_test::test_config(24u << 20);  // tight: the fence is reached
+  cfg.growth_factor = 2.0;
+  cfg.max_chunk_size = 8u << 20;
+  host_backend<dk_test::fenced_upstream> backend(cfg);
+  dk_test::model_options options;
+  options.ops = ops;
+  options.target_live = 20u << 20;
+  dk_test::run_model_check(backend, options);
+  // Both ways of handing frees to another stream were taken: an event asked for, and the fence.
+  CHECK(backend.up.state().records > 0);
+  CHECK(backend.up.state().fences > 0);
 }

@@ -79,7 +79,8 @@ TEST_CASE("one stream allocating and freeing makes no CUDA call but the capture 
   const auto round = [&](bool write) {
     for (int i = 0; i < blocks; ++i) {
       live[static_cast<std::size_t>(i)] = pool.allocate(size_of(i), s);
-      if (write) REQUIRE(cudaMemsetAsync(live[static_cast<std::size_t>(i)], i, size_of(i), s.native_handle()) == cudaSuccess);
+      if (write)
+        REQUIRE(cudaMemsetAsync(live[static_cast<std::size_t>(i)], i, size_of(i), s.native_handle()) == cudaSuccess);
     }
     for (int k = 0; k < blocks; ++k) {
       const int i = (k * 17) % blocks;  // freed in another order than allocated

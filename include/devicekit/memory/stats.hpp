@@ -37,7 +37,7 @@ struct pool_stats {
   /// Times the pool waited for its whole device (cudaDeviceSynchronize) to reuse frees that no
   /// stream event covered: the last resort before growing fails (memory/device_memory.hpp).
   std::uint64_t stream_fences = 0;
-  std::size_t max_size = 0;              ///< the cap on reserved bytes (the budget)
+  std::size_t max_size = 0;  ///< the cap on reserved bytes (the budget)
   /// Memory of captured CUDA graphs made from this pool (graph memory nodes: each live graph's
   /// most at once), counted against max_size with reserved_bytes until the graph is destroyed.
   std::size_t graph_bytes = 0;

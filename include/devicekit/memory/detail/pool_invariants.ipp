@@ -75,7 +75,8 @@ DEVICEKIT_DECL void check_pool_invariants(const block_heap& heap, const slab_cac
     if (st.retired && st.pending() != 0 && !st.orphaned) fail("a released stream slot still holds pending frees");
     if (st.orphaned && (!st.retired || !st.fenced)) fail("an orphaned stream slot is in use or has no fence");
     // Streams the fence does not cover record at every free; fenced ones only when asked.
-    if (st.pending() != 0 && !st.fenced && !st.event_in_flight) fail("pending frees are not covered by a recorded event");
+    if (st.pending() != 0 && !st.fenced && !st.event_in_flight)
+      fail("pending frees are not covered by a recorded event");
     indexed += st.large.count();
     indexed_bytes += st.large.bytes();
     st.large.for_each([&](block* b) {
