@@ -76,11 +76,14 @@ DEVICEKIT_DECL void stream_fork::join() {
 }
 
 DEVICEKIT_DECL void check_capturable(const std::string& operation, std::span<const device_fill> fills) {
+  // The cpu destinations first: no choice of devices with peer access would make those capturable.
   for (const device_fill& f : fills) {
     if (f.dev.is_cpu()) {
       refuse_in_capture(operation, "a destination is on " + f.dev.str() + ", whose copy the host makes at call time",
                         "leave cpu devices out of the devices the graph writes, or make this call outside the capture");
     }
+  }
+  for (const device_fill& f : fills) {
     for (const copy_run& r : f.runs) {
       if (r.bytes == 0) continue;
       if (r.src_device.is_cpu() && !is_pinned_host(r.src)) {
