@@ -20,6 +20,7 @@
 #include <devicekit/place/detail/shard_impl.hpp>
 #include <devicekit/place/detail/shard_leaf.hpp>
 #include <devicekit/place/detail/shard_plan.hpp>
+#include <devicekit/place/detail/shard_streams.hpp>
 #include <devicekit/place/mesh.hpp>
 #include <devicekit/place/sharded.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>
@@ -28,7 +29,6 @@
 #if DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/capture.hpp>
 #  include <devicekit/place/detail/shard_device.hpp>
-#  include <devicekit/place/detail/shard_streams.hpp>
 #  include <devicekit/transfer/detail/streams.hpp>
 #endif
 
@@ -267,9 +267,8 @@ void shard_into_trees(const T& tree, const shard_plan& plan, sharded<D>& out, st
       const auto coords = plan.m->coords(f);
       std::size_t li = 0;
       const auto slice = tree_map([&](const auto& leaf) { return slice_leaf(leaf, plan.split(li++, coords)); }, host);
-      const device dev = out.devices[f];
 #if DEVICEKIT_HAS_CUDA
-      if (dev.is_cuda()) {
+      if (const device dev = out.devices[f]; dev.is_cuda()) {
         copy_into(slice, out.trees[f], stream_ref(dev, fork.on(dev)));
         continue;
       }

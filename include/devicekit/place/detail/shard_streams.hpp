@@ -9,17 +9,30 @@
 /// `check_capturable` refuses, before anything is queued, the copies a graph cannot hold, and
 /// `queue_fill` queues one device's copies and padding.
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/device.hpp>
+#include <devicekit/transfer/detail/runs.hpp>
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace devicekit::detail {
+
+/// One device's part of a stream-ordered replicate or shard: the copies into its tree, and the
+/// byte ranges there to zero first (shard's padding).
+struct device_fill {
+  device dev;
+  std::vector<copy_run> runs;
+  std::vector<std::pair<std::byte*, std::size_t>> zero;
+};
+
+}  // namespace devicekit::detail
 
 #if DEVICEKIT_HAS_CUDA
-#  include <devicekit/core/device.hpp>
 #  include <devicekit/core/stream.hpp>
-#  include <devicekit/transfer/detail/runs.hpp>
 
-#  include <cstddef>
 #  include <span>
 #  include <string>
-#  include <utility>
-#  include <vector>
 
 namespace devicekit::detail {
 
@@ -48,14 +61,6 @@ class stream_fork {
   stream_ref origin_;
   std::vector<std::pair<device, native_stream_handle>> forks_;
   bool joined_ = false;
-};
-
-/// One device's part of a stream-ordered replicate or shard: the copies into its tree, and the
-/// byte ranges there to zero first (shard's padding).
-struct device_fill {
-  device dev;
-  std::vector<copy_run> runs;
-  std::vector<std::pair<std::byte*, std::size_t>> zero;
 };
 
 /// Throws capture_error, naming `operation`, when `fills` hold a copy a graph cannot replay: a
