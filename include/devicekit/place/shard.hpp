@@ -43,9 +43,11 @@
 ///
 /// Both queue their copies on one stream per destination device, forked from `s` with an event
 /// and joined back into `s` with events before they return: work queued on `s` before them (what
-/// writes the source) comes first, work queued on `s` after them sees every copy; nothing is
-/// waited for on the host, nothing is allocated on the devices. On a stream being captured
-/// (core/graph.hpp) the copies become nodes of the graph, and each launch writes the trees again.
+/// writes the source) comes first, work queued on `s` after them sees every copy. No tree is
+/// placed (the destinations are written where they are), and copies between GPUs wait for
+/// nothing on the host (the host paths of cpu devices and gathered layouts do). On a stream
+/// being captured (core/graph.hpp) the copies become nodes of the graph, and each launch writes
+/// the trees again.
 ///
 /// The mesh vocabulary is in place/mesh.hpp, the results in place/sharded.hpp, the machinery in
 /// place/detail/shard_impl.hpp (which reads downward: the plan, a leaf's shard, the device path).
@@ -175,8 +177,8 @@ void replicate_into(const T& tree, per_device<D>& copies, stream_ref s) {
 /// mesh's shard gave for a tree' like `tree` (the same structure, element types, layouts and
 /// shapes): split as `shards` records it (its axis, policy and rows per device), padding zeroed.
 /// Queued on one stream per device forked from `s` and joined back into it, as replicate_into
-/// (copies from a source on a GPU: device-to-device, or peer; from host memory: staged, or read
-/// in place when pinned). Eagerly, a cpu device among the shards, or a leaf whose layout needs
+/// (copies from a source on a GPU: device-to-device, or peer; from host memory: as dk::copy
+/// copies host leaves). Eagerly, a cpu device among the shards, or a leaf whose layout needs
 /// a per-element gather, takes the host path: the source is brought to the host (after a host
 /// wait for `s` when it is on a GPU) and each device's slice is copied from there.
 ///
