@@ -33,12 +33,30 @@
 /// A cpu device in the mesh, or a leaf whose layout would need a copy per element
 /// (layout_stride with a non-unit fastest stride), takes the host path.
 ///
+/// Into trees placed before, on a stream (the forms a CUDA graph can capture):
+///
+///   replicate_into(tree, copies, s)            writes `tree` into every tree of `copies` (what
+///                                              replicate made)
+///   shard_into(tree, shards, s)                writes `tree`'s shards into `shards` (what shard
+///                                              made), split as they record it
+///   shard_into(tree, mesh, spec, shards, s)    the same for shards made over a 2-D mesh
+///
+/// Both queue their copies on one stream per destination device, forked from `s` with an event
+/// and joined back into `s` with events before they return: work queued on `s` before them (what
+/// writes the source) comes first, work queued on `s` after them sees every copy. No tree is
+/// placed (the destinations are written where they are), and copies between GPUs wait for
+/// nothing on the host (the host paths of cpu devices and gathered layouts do). On a stream
+/// being captured (core/graph.hpp) the copies become nodes of the graph, and each launch writes
+/// the trees again.
+///
 /// The mesh vocabulary is in place/mesh.hpp, the results in place/sharded.hpp, the machinery in
 /// place/detail/shard_impl.hpp (which reads downward: the plan, a leaf's shard, the device path).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/uneven.hpp>
+#include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/shard_impl.hpp>
+#include <devicekit/place/detail/shard_into.hpp>
 #include <devicekit/place/mesh.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/sharded.hpp>
@@ -133,6 +151,65 @@ template <class T>
 [[nodiscard]] auto shard(const T& tree, const mesh& m, const partition_spec& spec, uneven policy = uneven::error) {
   detail::default_resource_selector rf;
   return detail::shard_tree(tree, m, spec, policy, std::nullopt, rf);
+}
+
+/// Writes `tree` (a host tree, or a placed tree on any device) into every tree of `copies`, trees
+/// placed before with the structure, element types and counts of `tree` (what replicate(tree,
+/// devices) gives), each in the own memory of its device. Queued on one stream per device,
+/// forked from `s` (a stream of a GPU, where the source is written) and joined back into it:
+/// returns without waiting; synchronize `s`, or order later work after it, before reading the
+/// copies, and keep the source unchanged until then (pageable host leaves excepted: staged before
+/// this returns). Scalar leaves are assigned on the host, at the call. Copies to a cpu device are
+/// made on the host before this returns (after a host wait for `s` when the source is on a GPU).
+///
+/// On a capturing `s` every copy is one memcpy node of the graph (device-to-device, peer, or from
+/// pinned host memory): each launch writes the copies again from the source as it is then.
+/// Refused with capture_error, before anything is queued: a source in pageable host memory, a
+/// cpu device among the copies, and a device without peer access to the source (its copy would
+/// pass through host staging). Errors: tree_structure_error, and config_error naming the leaves
+/// that differ or lie in other memory.
+template <class T, class D>
+void replicate_into(const T& tree, per_device<D>& copies, stream_ref s) {
+  detail::replicate_into_trees(tree, copies, s);
+}
+
+/// Writes the shards of `tree` into `shards`, what shard(tree', devices, axis, ...) or a 1-D
+/// mesh's shard gave for a tree' like `tree` (the same structure, element types, layouts and
+/// shapes): split as `shards` records it (its axis, policy and rows per device), padding zeroed.
+/// Queued on one stream per device forked from `s` and joined back into it, as replicate_into
+/// (copies from a source on a GPU: device-to-device, or peer; from host memory: as dk::copy
+/// copies host leaves). Eagerly, a cpu device among the shards, or a leaf whose layout needs
+/// a per-element gather, takes the host path: the source is brought to the host (after a host
+/// wait for `s` when it is on a GPU) and each device's slice is copied from there.
+///
+/// On a capturing `s` each run of a shard is one memcpy node and its padding one memset node;
+/// each launch shards the source as it is then. Refused with capture_error, before anything is
+/// queued: a source in pageable host memory, a cpu device among the shards, a layout that needs
+/// a gather on the host, a device without peer access to the source. Errors: config_error when
+/// the source's batch or shapes do not fit the shards, or the shards come from a 2-D mesh (use
+/// the mesh form).
+template <class T, class D>
+void shard_into(const T& tree, sharded<D>& shards, stream_ref s) {
+  static_assert(require_tree<T>(), "shard_into(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
+  detail::scoped_range range("devicekit.shard_into");
+  const detail::rebuilt_split split = detail::rebuild_split(shards);
+  detail::shard_plan plan = detail::shard_plan::make(tree, split.m, split.spec, shards.policy, std::nullopt, {});
+  // The rows per device are the shards' own (ragged: balanced, or the counts given to shard);
+  // the batch itself is checked against theirs first.
+  if (shards.policy == uneven::ragged && plan.batch_size == shards.batch_size && plan.axes.batch_dim) {
+    plan.batch_counts = std::span<const std::size_t>(shards.valid);
+  }
+  detail::shard_into_trees(tree, plan, shards, s);
+}
+
+/// shard_into for shards made over `m` with `spec` (shard(tree', m, spec, policy)), the form for a
+/// 2-D mesh; the policy is the shards' own.
+template <class T, class D>
+void shard_into(const T& tree, const mesh& m, const partition_spec& spec, sharded<D>& shards, stream_ref s) {
+  static_assert(require_tree<T>(), "shard_into(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
+  detail::scoped_range range("devicekit.shard_into");
+  const detail::shard_plan plan = detail::shard_plan::make(tree, m, spec, shards.policy, std::nullopt, {});
+  detail::shard_into_trees(tree, plan, shards, s);
 }
 
 }  // namespace devicekit

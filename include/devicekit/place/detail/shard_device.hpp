@@ -18,15 +18,16 @@
 #  include <devicekit/place/detail/shard_leaf.hpp>
 #  include <devicekit/place/detail/shard_plan.hpp>
 #  include <devicekit/place/detail/shard_runs.hpp>
+#  include <devicekit/place/detail/shard_streams.hpp>
 #  include <devicekit/place/resource.hpp>
 #  include <devicekit/tree/detail/leaf_helpers.hpp>
 #  include <devicekit/tree/tree.hpp>
 
-#  include <atomic>
 #  include <cstddef>
 #  include <memory>
 #  include <new>
 #  include <optional>
+#  include <span>
 #  include <type_traits>
 #  include <utility>
 #  include <vector>
@@ -74,10 +75,39 @@ template <class T>
   return plans;
 }
 
+/// What fills the shard `dp` of `tree` (whose array leaves are read where their bytes are) on
+/// `dev`, array leaf k's shard starting at dst[k]: its runs from the source, and its padding,
+/// zeroed first (flax's rule, as the host path's zero-filled gather): the tail when the valid
+/// part is one run at the start, else the whole leaf before its runs.
+template <class T>
+[[nodiscard]] device_fill shard_fill(const T& tree, const device_shard_plan& dp, device dev,
+                                     std::span<std::byte* const> dst) {
+  device_fill fill{dev, {}, {}};
+  std::size_t k = 0;
+  for_each_leaf(
+      [&](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (!is_scalar_leaf_v<L>) {
+          const device_leaf_shard& ls = dp.leaves[k];
+          std::byte* to = dst[k++];
+          const std::size_t leaf_bytes = ls.elements * ls.element_bytes;
+          if (ls.padded && leaf_bytes != 0) {
+            const bool tail = ls.runs.size() == 1 && ls.runs[0].dst == 0;
+            const std::size_t start = tail ? ls.runs[0].bytes : 0;
+            if (start < leaf_bytes) fill.zero.emplace_back(to + start, leaf_bytes - start);
+          }
+          const auto* src = reinterpret_cast<const std::byte*>(leaf_traits<L>::data(leaf));
+          for (const auto& r : ls.runs) fill.runs.push_back({src + r.src, memory_device_of(leaf), to + r.dst, r.bytes});
+        }
+      },
+      tree);
+  return fill;
+}
+
 /// Places the shard `dp` of `tree` (whose leaves are on `from`) on `dev`: one block from
 /// `resource`, its padding zeroed and its runs copied from the source on the placement stream of
-/// `dev` (copy_runs: the planner's paths), not waited for. The shard's leaves are those the host
-/// path's placement gives (make_shard_leaf).
+/// `dev` (queue_fill: the copy planner's paths), not waited for. The shard's leaves are those the
+/// host path's placement gives (make_shard_leaf).
 template <class T, class R>
 [[nodiscard]] auto place_device_shard(const T& tree, device from, const device_shard_plan& dp, device dev,
                                       R& resource) {
@@ -85,32 +115,10 @@ template <class T, class R>
   std::byte* base = dp.total != 0 ? static_cast<std::byte*>(resource.allocate(dp.total, placement_alignment)) : nullptr;
   placed_block_release<R> release{&resource, dp.total};
   try {
+    std::vector<std::byte*> dst;
+    for (const std::size_t offset : dp.offsets) dst.push_back(base + offset);
+    queue_fill(shard_fill(tree, dp, dev, dst), s.native_handle());
     scoped_device on(dev.ordinal());
-    std::vector<copy_run> runs;
-    std::size_t k = 0;
-    for_each_leaf(
-        [&](const auto& leaf) {
-          using L = std::remove_cvref_t<decltype(leaf)>;
-          if constexpr (!is_scalar_leaf_v<L>) {
-            const device_leaf_shard& ls = dp.leaves[k];
-            std::byte* dst = base + dp.offsets[k++];
-            const std::size_t leaf_bytes = ls.elements * ls.element_bytes;
-            if (ls.padded && leaf_bytes != 0) {
-              // Padding is zero (flax's rule, as the host path's zero-filled gather): the tail
-              // when the valid part is one run at the start, else the whole leaf before its runs.
-              const bool tail = ls.runs.size() == 1 && ls.runs[0].dst == 0;
-              const std::size_t start = tail ? ls.runs[0].bytes : 0;
-              if (start < leaf_bytes) {
-                DEVICEKIT_CUDA_CHECK(cudaMemsetAsync(dst + start, 0, leaf_bytes - start, s.native_handle()));
-                stats().device_memsets.fetch_add(1, std::memory_order_relaxed);
-              }
-            }
-            const auto* src = reinterpret_cast<const std::byte*>(leaf_traits<L>::data(leaf));
-            for (const auto& r : ls.runs) runs.push_back({src + r.src, memory_device_of(leaf), dst + r.dst, r.bytes});
-          }
-        },
-        tree);
-    copy_runs(runs, dev, s.native_handle());
     if (base != nullptr) release.copied = record_event(s.native_handle());
   } catch (...) {
     if (base != nullptr) {
