@@ -235,6 +235,8 @@ int main(int argc, char** argv) {
       by_bucket += "; bucket " + std::to_string(b >> 10) + " KiB: " + fmt_ms(s);
     }
     comm.set_bucket_bytes(dk::default_bucket_bytes);
+    // The slices devicekit reduces a packed bucket in (leaf boundaries: here 1 KiB multiples).
+    constexpr std::size_t slice = dk::detail::mpi_backend::slice_bytes();
     if (root) {
       report.add({"distribute.allreduce_small_leaves.vs_per_leaf", "cpu", "time", dk_s * 1e3, "ms",
                   "one MPI_Allreduce per leaf", loop_s * 1e3, loop_s / dk_s,
@@ -243,7 +245,9 @@ int main(int argc, char** argv) {
       report.add({"distribute.allreduce_small_leaves.vs_packed_raw", "cpu", "time", dk_s * 1e3, "ms",
                   "one raw MPI_Allreduce of the same bytes, packed", one_call * 1e3, one_call / dk_s,
                   "1000 x 1 KiB float leaves, 2 MPI processes; goal >= 0.8; devicekit packs, reduces and unpacks "
-                  "them in 256 KiB slices (mpi_backend::slice_bytes), after the structure check"});
+                  "them in " +
+                      std::to_string((1000 * 1024 + slice - 1) / slice) + " slice(s) of up to " +
+                      std::to_string(slice >> 10) + " KiB (mpi_backend::slice_bytes), after the structure check"});
     }
   }
 

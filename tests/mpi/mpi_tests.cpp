@@ -659,11 +659,14 @@ MPI_TEST("reduced precision: reduce_scatter of bfloat16, broadcast and all_gathe
   CHECK_EQ(dk::widen(h[1]), dk::widen(dk::narrow_to<dk::float16_t>(small_value(size_ - 1, 1) + 0.1f)));
 }
 
-MPI_TEST("all_reduce of a bucket larger than a slice: 700 x 1 KiB float leaves, packed and sliced") {
-  // 700 KiB in one bucket: reduced in slices of mpi_backend::slice_bytes() (256 KiB), each slice
-  // packed and unpacked from the start of the staging buffer; every leaf must come back whole.
+MPI_TEST("all_reduce of a bucket larger than a slice: 1 KiB float leaves, packed and sliced") {
+  // Two and a half slices of mpi_backend::slice_bytes() in one bucket: reduced slice by slice,
+  // each slice packed and unpacked from the start of the staging buffer, the last one partial;
+  // every leaf must come back whole.
   auto& comm = comm_world();
-  std::vector<std::vector<float>> leaves(700, std::vector<float>(256));
+  const std::size_t count = dk::detail::mpi_backend::slice_bytes() * 5 / 2 / 1024;
+  static_assert(dk::detail::mpi_backend::slice_bytes() * 5 / 2 < dk::default_bucket_bytes);
+  std::vector<std::vector<float>> leaves(count, std::vector<float>(256));
   for (std::size_t l = 0; l < leaves.size(); ++l) {
     for (std::size_t i = 0; i < 256; ++i)
       leaves[l][i] = static_cast<float>(rank_ + 1) * static_cast<float>(l * 3 + i % 7);

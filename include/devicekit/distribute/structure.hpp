@@ -4,23 +4,35 @@
 /// counts, the leaf count, bytes, root and a problem flag), and the stable hash it uses.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <type_traits>
 
 namespace devicekit {
 
-/// FNV-1a, 64 bits: stable across processes and builds (std::hash is not). Strings go in byte
-/// by byte; a 64-bit value in one step (xor, multiply by the FNV prime, fold the high half
-/// down), since summarize() adds two per leaf on every collective: byte-wise that was about
-/// 18 us for 1000 leaves, a tenth of a small all-reduce.
+/// A 64-bit hash stable across processes and builds (std::hash is not): FNV-1a's step (xor,
+/// multiply by the FNV prime) on 64-bit words, folding the high half down after each. A value is
+/// one step; a string is its length, then its bytes 8 at a time (the last few zero-padded). Each
+/// step depends on the one before, so the cost is the number of steps: for a tree of 1000 leaves
+/// (its 2000-character structure string, then a type and a count per leaf) about 2 us per
+/// collective, against 6 us byte by byte with two steps per leaf. Ranks compare the values as
+/// they are, so they must share the byte order (as the MPI_BYTE exchange of structure_summary
+/// already assumes).
 class structure_hasher {
  public:
   void add_bytes(const void* p, std::size_t n) noexcept {
     const auto* b = static_cast<const unsigned char*>(p);
-    for (std::size_t i = 0; i < n; ++i) {
-      h_ ^= b[i];
-      h_ *= prime;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, b + i, 8);
+      add(w);
+    }
+    if (i < n) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, b + i, n - i);
+      add(w);
     }
   }
   void add(std::uint64_t v) noexcept {
@@ -63,9 +75,11 @@ template <class Span>
   h.add(static_cast<std::uint64_t>(leaves.size()));
   h.add(extra);
   std::uint64_t bytes = 0;
+  // One step per leaf: the count shifted above the type's 8 bits (element_type is a uint8_t; a
+  // count would need 2^56 elements, 64 Pi, to lose bits to the shift).
   for (const auto& l : leaves) {
-    h.add(static_cast<std::uint64_t>(l.type));
-    if (with_counts) h.add(static_cast<std::uint64_t>(l.count));
+    const auto type = static_cast<std::uint64_t>(l.type);
+    h.add(with_counts ? (static_cast<std::uint64_t>(l.count) << 8 | type) : type);
     bytes += l.bytes();
   }
   return {h.value(), leaves.size(), bytes, -1, 0};

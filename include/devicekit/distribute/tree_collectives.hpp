@@ -67,12 +67,15 @@ template <class Tree>
 }
 
 /// A hash of a tree's structure (tree_def: node kinds, member names, lengths), stable across
-/// processes.
+/// processes; of a tree, or of its structure(t) when that is already at hand.
+[[nodiscard]] inline std::uint64_t structure_hash(const tree_def& def) noexcept {
+  structure_hasher h;
+  h.add(std::string_view(def.str()));
+  return h.value();
+}
 template <class Tree>
 [[nodiscard]] std::uint64_t structure_hash(const Tree& t) {
-  structure_hasher h;
-  h.add(std::string_view(structure(t).str()));
-  return h.value();
+  return structure_hash(structure(t));
 }
 
 namespace detail {
@@ -104,7 +107,9 @@ template <class Span, bool Reducing, class Comm, class Tree>
 flat_tree<Span> flatten(const Comm& comm, Tree& t, int local) {
   static_assert(require_tree<Tree>(), "devicekit collectives: the argument is not a tree (see the message above)");
   flat_tree<Span> out;
-  out.info.tag = structure_hash(t);
+  const tree_def def = structure(t);
+  out.info.tag = structure_hash(def);
+  out.spans.reserve(def.num_leaves());
   for_each_leaf_with_path(
       [&](const tree_path& path, auto& leaf) {
         using L = std::remove_reference_t<decltype(leaf)>;

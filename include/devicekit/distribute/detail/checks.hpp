@@ -79,8 +79,8 @@ void verify_structure(B& b, std::string_view operation, std::vector<structure_su
   throw structure_mismatch_error(operation, b.rank(0), msg);
 }
 
-template <class B>
-void check_reducible(B& b, std::string_view operation, std::span<const const_leaf_span> leaves) {
+template <class B, class Span>
+void check_reducible(B& b, std::string_view operation, std::span<const Span> leaves) {
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const element_type t = leaves[i].type;
     if (t == element_type::opaque) {

@@ -106,7 +106,7 @@ void all_reduce(B& b, per_participant<leaf_span> parts, reduce_op rop, const col
   std::vector<structure_summary> mine;
   for (std::size_t p = 0; p < np; ++p) mine.push_back(summarize(parts[p]));
   verify_structure(b, op, std::move(mine), info, o);
-  check_reducible(b, op, as_const(parts[0]));
+  check_reducible(b, op, parts[0]);
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
   types_and_counts(parts[0], types, counts);
