@@ -115,7 +115,9 @@ std::string slowest_attributes(int reps) {
   std::sort(times.begin(), times.end(), std::greater<>());
   std::string note = "slowest attribute reads:";
   for (std::size_t i = 0; i < 3 && i < times.size(); ++i) {
-    note.append(" ").append(times[i].second).append(" ").append(bench::fmt(times[i].first, 2)).append(" us");
+    char us[32];
+    std::snprintf(us, sizeof us, " %.2f us", times[i].first);
+    note.append(" ").append(times[i].second).append(us);
     if (i < 2) note.append(",");
   }
   return note;
