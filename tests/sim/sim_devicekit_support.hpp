@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,36 @@ inline cudaMemAccessFlags pool_access(const devicekit::cuda_device_resource& r, 
 }
 
 using devicekit::testing::small_pool;
+
+/// Every simulated GPU, in order.
+inline std::vector<devicekit::device> all_gpus() {
+  std::vector<devicekit::device> out;
+  for (int i = 0; i < devicekit::cuda_sim::device_count(); ++i) out.push_back(devicekit::device::cuda(i));
+  return out;
+}
+
+/// Whether every simulated GPU can access every other (DEVICEKIT_SIM_PEER).
+inline bool all_peers() {
+  const int n = devicekit::cuda_sim::device_count();
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      int can = 0;
+      if (a != b && (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || can == 0)) return false;
+    }
+  }
+  return true;
+}
+
+/// What `f` throws as capture_error, or "" when it throws nothing.
+template <class F>
+std::string capture_refusal(F&& f) {
+  try {
+    f();
+  } catch (const devicekit::capture_error& e) {
+    return e.what();
+  }
+  return {};
+}
 
 /// Runs `f` on a thread of its own and reports whether it returned within `limit`; the thread is
 /// joined either way (the caller opens whatever held it), so a failing check cannot hang.
@@ -87,7 +118,10 @@ namespace dk = devicekit;
 namespace sim = devicekit::cuda_sim;
 using devicekit::testing::mismatch_of;
 using devicekit::testing::ramp;
+using sim_test::all_gpus;
+using sim_test::all_peers;
 using sim_test::big_tree;
+using sim_test::capture_refusal;
 using sim_test::current_device;
 using sim_test::foreign_stream_on;
 using sim_test::gate;

@@ -6,6 +6,8 @@
 #include <devicekit/devicekit.hpp>
 #include <devicekit/transfer/copy.hpp>
 
+#include "sim_devicekit_support.hpp"
+
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
@@ -21,23 +23,6 @@ using dk::detail::copy_path;
 using dk::detail::plan_copy;
 
 namespace {
-
-std::vector<dk::device> all_gpus() {
-  std::vector<dk::device> out;
-  for (int i = 0; i < sim::device_count(); ++i) out.push_back(dk::device::cuda(i));
-  return out;
-}
-
-bool all_peers() {
-  const int n = sim::device_count();
-  for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      int can = 0;
-      if (a != b && (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || can == 0)) return false;
-    }
-  }
-  return true;
-}
 
 std::vector<float> iota_floats(std::size_t n, float from) {
   std::vector<float> v(n);

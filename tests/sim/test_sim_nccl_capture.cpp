@@ -76,17 +76,6 @@ void check_step(const step_tree& t, int k, int ranks) {
   CHECK(read(std::get<1>(t), len1) == sum_of(1, k, ranks));
 }
 
-/// What `f` throws as capture_error, or "" when it throws nothing.
-template <class F>
-std::string capture_refusal(F&& f) {
-  try {
-    f();
-  } catch (const dk::capture_error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 }  // namespace
 
 TEST_CASE("NCCL capture: a one-rank communicator's captured all-reduce replays at every launch", "[sim][nccl][graph]") {

@@ -38,34 +38,6 @@ host_tree step_tree(std::size_t rows, int k) {
   return {std::move(a), std::move(b), 7};
 }
 
-std::vector<dk::device> all_gpus() {
-  std::vector<dk::device> out;
-  for (int i = 0; i < sim::device_count(); ++i) out.push_back(dk::device::cuda(i));
-  return out;
-}
-
-bool all_peers() {
-  const int n = sim::device_count();
-  for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      int can = 0;
-      if (a != b && (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || can == 0)) return false;
-    }
-  }
-  return true;
-}
-
-/// What `f` throws as capture_error, or "" when it throws nothing.
-template <class F>
-std::string capture_refusal(F&& f) {
-  try {
-    f();
-  } catch (const dk::capture_error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 /// Checks every shard of `shards` (synchronised) against step k's tree of `rows` rows: shard f
 /// holds rows [begin, begin + valid) of the source, zeros after them (padding).
 template <class Shards>
