@@ -18,10 +18,14 @@
 #include <string>
 #include <vector>
 
-#if DEVICEKIT_TREE_HOST_THRUST
+// The per-leaf baseline is Thrust's serial host system, where CCCL is at hand.
+#if DEVICEKIT_HAS_CUDA && __has_include(<thrust/system/cpp/execution_policy.h>)
 #  include <thrust/system/cpp/execution_policy.h>
 #  include <thrust/transform.h>
 #  include <thrust/transform_reduce.h>
+#  define BENCH_HOST_THRUST 1
+#else
+#  define BENCH_HOST_THRUST 0
 #endif
 
 namespace dk = devicekit;
@@ -57,7 +61,7 @@ void entries(const bench::options& opt, bench::report& report, std::size_t leave
       for (std::size_t i = 0; i < n; ++i) ys[i] = a * xs[i] + ys[i];
     }
   };
-#if DEVICEKIT_TREE_HOST_THRUST
+#if BENCH_HOST_THRUST
   auto per_leaf = [&] {
     for (std::size_t l = 0; l < leaves; ++l) {
       thrust::transform(thrust::cpp::par, x[l].begin(), x[l].end(), y[l].begin(), y[l].begin(),
@@ -82,7 +86,7 @@ void entries(const bench::options& opt, bench::report& report, std::size_t leave
     }
     sink += std::sqrt(acc);
   };
-#if DEVICEKIT_TREE_HOST_THRUST
+#if BENCH_HOST_THRUST
   auto norm_per_leaf = [&] {
     double acc = 0;
     for (const auto& leaf : x) {

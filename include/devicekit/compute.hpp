@@ -26,8 +26,7 @@
 /// accumulate in double and return a double.
 ///
 /// Where it runs: leaves on a cpu device (host containers, or placed on cpu:0) run on the host,
-/// through Thrust's serial host system (thrust::cpp) where CCCL is available, a plain loop
-/// otherwise. Leaves on a cuda device run as one kernel per combination of element types (one for
+/// in plain loops on the calling thread (compute/detail/host.hpp). Leaves on a cuda device run as one kernel per combination of element types (one for
 /// a tree whose leaves share a type) over a table of chunks staged through the device's pool
 /// (compute/detail/plan.hpp), queued on the stream `s` (a stream of that device). The kernels
 /// are in <devicekit/compute/kernels.cuh>: a call on a cuda tree must be compiled by nvcc in a

@@ -6,9 +6,9 @@
 /// needs one layer pays for that layer only (scripts/compile-times measures each).
 ///
 /// Not included here: <devicekit/report/json.hpp> (nlohmann-json, the most expensive header to
-/// compile; include it where JSON is written), <devicekit/compute.hpp> (the tree algorithms bring
-/// Thrust's host algorithms; include it where trees are computed on) and the CUDA-only headers
-/// (.cuh: the kernels of compute/ are in <devicekit/compute/kernels.cuh>, for files that nvcc
+/// compile; include it where JSON is written), <devicekit/compute.hpp> (the tree algorithms, a
+/// layer above placement; include it where trees are computed on) and the CUDA-only headers (.cuh:
+/// the kernels of compute/ are in <devicekit/compute/kernels.cuh>, for files that nvcc
 /// compiles).
 #include <devicekit/core.hpp>
 #include <devicekit/detect.hpp>

@@ -201,6 +201,12 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK_THROWS_WITH((void)dk::to_host(split),
                     Catch::Matchers::Contains("cuda:0") && Catch::Matchers::Contains("cuda:1"));
   CHECK_THROWS_WITH((void)dk::device_of(split), Catch::Matchers::Contains("'[1]' is on cuda:1"));
+  // Both leaves named, the first array leaf found past a scalar.
+  const std::tuple<int, dk::device_array<float>, dk::device_array<float>> after_scalar{
+      7, dk::device_array<float>::view(dummy, 4, dk::device::cuda(0)),
+      dk::device_array<float>::view(dummy, 4, dk::device::cuda(1))};
+  CHECK_THROWS_WITH((void)dk::device_of(after_scalar),
+                    Catch::Matchers::Contains("'[1]' is on cuda:0") && Catch::Matchers::Contains("'[2]' is on cuda:1"));
 
   const auto a = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(0)));
   const auto b = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(2)), 3);
@@ -208,6 +214,10 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK_THROWS_WITH((void)dk::same_device(a, b), Catch::Matchers::Contains("tree 1 is on cuda:0") &&
                                                      Catch::Matchers::Contains("tree 2 is on cuda:2"));
   CHECK(dk::same_device(a, std::make_tuple(1, 2.0)) == dk::device::cuda(0));
+  // A tree passed twice is asked once; the positions in the message stay the arguments'.
+  CHECK(dk::same_device(a, a) == dk::device::cuda(0));
+  CHECK_THROWS_WITH((void)dk::same_device(a, a, b), Catch::Matchers::Contains("tree 1 is on cuda:0") &&
+                                                        Catch::Matchers::Contains("tree 3 is on cuda:2"));
 
   // A stream of one device used for another.
   const dk::stream cpu_stream;

@@ -14,6 +14,7 @@
 #define DEVICEKIT_CASES_DEVICE() devicekit::device::cpu()
 #include "../common/tree_cases.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +31,25 @@ struct params {
 };
 }  // namespace tree_algorithms_test
 using namespace tree_algorithms_test;
+
+namespace tree_algorithms_test {
+/// A user's leaf type whose leaf_traits say nothing of always_on_host: its device is asked.
+struct user_buffer {
+  float* p = nullptr;
+  std::size_t n = 0;
+};
+}  // namespace tree_algorithms_test
+template <>
+struct devicekit::leaf_traits<tree_algorithms_test::user_buffer> {
+  static constexpr bool is_leaf = true;
+  static constexpr leaf_kind kind = leaf_kind::contiguous;
+  using element_type = float;
+  static constexpr std::size_t rank = 1;
+  static const float* data(const tree_algorithms_test::user_buffer& b) noexcept { return b.p; }
+  static std::size_t size(const tree_algorithms_test::user_buffer& b) noexcept { return b.n; }
+  static std::array<std::size_t, 1> shape(const tree_algorithms_test::user_buffer& b) noexcept { return {b.n}; }
+  static dk::device device(const tree_algorithms_test::user_buffer&) noexcept { return dk::device::cuda(0); }
+};
 using tree_cases::ramp;
 
 TEMPLATE_TEST_CASE("tree_transform matches a plain loop for every element type", "[tree_algorithms]", int, float,
@@ -156,6 +176,55 @@ TEST_CASE("shaped leaves and zero-length leaves", "[tree_algorithms]") {
   CHECK(dk::tree_reduce(empty_leaves, dk::reduce::sum) == 0.0);
   CHECK(dk::tree_reduce(empty_leaves, dk::reduce::max) == -std::numeric_limits<double>::infinity());
   CHECK(dk::tree_all_finite(empty_leaves));
+}
+
+TEST_CASE("host reductions: the largest element in every lane and in the tail", "[tree_algorithms]") {
+  // The host loop reduces in four interleaved partial results plus a tail: the maximum is found
+  // wherever it sits, and the sums match a plain loop, for every length around those steps.
+  for (std::size_t n = 1; n <= 11; ++n) {
+    for (std::size_t at = 0; at < n; ++at) {
+      std::vector<float> leaf = ramp<float>(n, -5.f, 0.5f);
+      leaf[at] = 100.f + static_cast<float>(at);
+      double sum = 0;
+      double sumsq = 0;
+      for (float e : leaf) {
+        sum += e;
+        sumsq += static_cast<double>(e) * e;
+      }
+      const std::tuple<std::vector<float>, float> t{leaf, -1.f};
+      CHECK(dk::tree_reduce(t, dk::reduce::max) == 100.0 + static_cast<double>(at));
+      CHECK(dk::tree_reduce(t, dk::reduce::sum) == Approx(sum - 1.0));
+      CHECK(dk::tree_reduce(t, dk::reduce::sumsq) == Approx(sumsq + 1.0));
+    }
+  }
+}
+
+TEST_CASE("trees of host containers are known to be on the cpu by their type", "[tree_algorithms]") {
+  // Those trees skip the device walks; any devicekit leaf (whose device is known at run time
+  // only) keeps them.
+  STATIC_REQUIRE(dk::detail::leaves_on_host_by_type<std::vector<std::vector<float>>>());
+  STATIC_REQUIRE(dk::detail::leaves_on_host_by_type<params>());
+  STATIC_REQUIRE(dk::detail::leaves_on_host_by_type<std::tuple<std::array<std::vector<double>, 2>, int>>());
+  STATIC_REQUIRE_FALSE(dk::detail::leaves_on_host_by_type<std::tuple<std::vector<float>, dk::device_array<float>>>());
+  STATIC_REQUIRE_FALSE(dk::detail::leaves_on_host_by_type<std::vector<dk::device_array<float>>>());
+  STATIC_REQUIRE_FALSE(dk::detail::leaves_on_host_by_type<std::tuple<user_buffer, std::vector<float>>>());
+  // ... so such a leaf is still checked against the host trees beside it.
+  std::vector<float> x{1, 2, 3};
+  const std::tuple<user_buffer, std::vector<float>> with_user_leaf{{x.data(), 3}, {4, 5}};
+  std::tuple<std::vector<float>, std::vector<float>> y{{0, 0, 0}, {0, 0}};
+  CHECK_THROWS_AS(dk::tree_axpy(1.f, with_user_leaf, y), dk::device_mismatch);
+  CHECK(std::get<0>(y) == std::vector<float>{0, 0, 0});
+}
+
+TEST_CASE("host leaf passes: one per leaf with elements, counted once per call", "[tree_algorithms]") {
+  auto& passes = dk::detail::tree_counters().host_leaf_passes;
+  std::vector<std::vector<float>> x{{1, 2}, {}, {3}};
+  auto y = x;
+  const auto before = passes.load();
+  dk::tree_axpy(1.f, x, y);
+  CHECK(passes.load() - before == 2);
+  CHECK(dk::tree_reduce(y, dk::reduce::sum) == 12.0);
+  CHECK(passes.load() - before == 4);
 }
 
 TEST_CASE("a 1,000-leaf tree", "[tree_algorithms]") {

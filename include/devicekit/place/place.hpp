@@ -32,10 +32,12 @@
 #include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 namespace devicekit {
@@ -154,12 +156,31 @@ template <class T>
 template <class T>
 using host_t = decltype(to_host(std::declval<const T&>()));
 
+namespace detail {
+/// The path of the first array leaf of `tree` (device_of's error message).
+template <class T>
+std::string first_array_leaf_path(const T& tree) {
+  std::string first;
+  bool seen = false;
+  for_each_leaf_with_path(
+      [&](const tree_path& path, const auto& leaf) {
+        if constexpr (leaf_traits<std::remove_cvref_t<decltype(leaf)>>::kind != leaf_kind::scalar) {
+          if (!seen) first = path.display();
+          seen = true;
+        }
+      },
+      tree);
+  return first;
+}
+}  // namespace detail
+
 /// The one device all array leaves of `tree` are on (host containers count as cpu:0); nullopt for
 /// a tree without array leaves. device_mismatch, naming two leaves, when they disagree.
 template <class T>
 [[nodiscard]] std::optional<device> device_of(const T& tree) {
+  // The tree algorithms ask this of each argument before their own walk, so this walk stays
+  // cheap: the first leaf's path is spelled out only for the error.
   std::optional<device> found;
-  std::string found_path;
   for_each_leaf_with_path(
       [&](const tree_path& path, const auto& leaf) {
         using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
@@ -167,10 +188,10 @@ template <class T>
           const device d = traits::device(leaf);
           if (!found) {
             found = d;
-            found_path = path.display();
           } else if (*found != d) {
-            throw device_mismatch("the tree's leaves are on different devices: '" + found_path + "' is on " +
-                                      found->str() + ", '" + path.display() + "' is on " + d.str(),
+            throw device_mismatch("the tree's leaves are on different devices: '" +
+                                      detail::first_array_leaf_path(tree) + "' is on " + found->str() + ", '" +
+                                      path.display() + "' is on " + d.str(),
                                   *found, d);
           }
         }
@@ -186,8 +207,15 @@ template <class T, class... Ts>
   std::optional<device> found = device_of(first);
   std::size_t found_at = 1;
   std::size_t at = 1;
+  // A tree passed twice (tree_axpy's y is the output and an input) is walked once: the walks are
+  // a cost per leaf that the algorithms pay before any element work.
+  const std::array<std::pair<const void*, const std::type_info*>, 1 + sizeof...(Ts)> seen{
+      {{&first, &typeid(T)}, {&rest, &typeid(Ts)}...}};
   auto one = [&](const auto& t) {
     ++at;
+    for (std::size_t k = 0; k + 1 < at; ++k) {
+      if (seen[k].first == &t && *seen[k].second == typeid(t)) return;
+    }
     const auto d = device_of(t);
     if (!d) return;
     if (!found) {

@@ -44,6 +44,8 @@ enum class leaf_kind : std::uint8_t { scalar, contiguous, shaped };
 ///   static std::size_t size(const L&);                               // stored elements to copy
 ///   static std::array<std::size_t, rank> shape(const L&);            // extents
 ///   static devicekit::device device(const L&);                       // where data() lives
+///   static constexpr bool always_on_host = true;   // optional: device() is the cpu for every value,
+///                                                  // so the tree algorithms need not ask each leaf
 template <class L>
 struct leaf_traits {
   static constexpr bool is_leaf = false;
@@ -82,6 +84,7 @@ struct leaf_traits<T> {
   static std::size_t size(const T&) noexcept { return 1; }
   static std::array<std::size_t, 0> shape(const T&) noexcept { return {}; }
   static devicekit::device device(const T&) noexcept { return device::cpu(); }
+  static constexpr bool always_on_host = true;
 };
 
 template <class R>
@@ -94,6 +97,7 @@ requires(!leaf_element<R> && detail::contiguous_element_range<R>) struct leaf_tr
   static std::size_t size(const R& r) noexcept { return static_cast<std::size_t>(std::size(r)); }
   static std::array<std::size_t, 1> shape(const R& r) noexcept { return {size(r)}; }
   static devicekit::device device(const R&) noexcept { return device::cpu(); }
+  static constexpr bool always_on_host = true;
 };
 
 /// devicekit's own leaves (device_array, shaped_array) answer through their members.

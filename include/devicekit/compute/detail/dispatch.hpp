@@ -14,6 +14,7 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/place.hpp>
 #include <devicekit/tree/leaf.hpp>
+#include <devicekit/tree/node.hpp>
 #include <devicekit/tree/path.hpp>
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace devicekit::detail {
 
@@ -85,9 +87,48 @@ template <class L>
   return const_cast<element_of_t<L>*>(leaf_traits<std::remove_cvref_t<L>>::data(leaf));
 }
 
+/// True when every leaf a tree of type T can hold lives on the host by its type (its leaf_traits
+/// say always_on_host: scalars and host ranges such as std::vector<float>), under tuples, Hana
+/// structs, arrays and vectors. A leaf whose device is known at run time only (devicekit's own,
+/// or a user's leaf_traits without the flag) and a node whose child types this cannot name give
+/// false.
+template <class T>
+constexpr bool leaves_on_host_by_type();
+
+template <class Traits, std::size_t... I>
+constexpr bool fixed_children_on_host_by_type(std::index_sequence<I...>) {
+  if constexpr ((requires { typename Traits::template child_type<I>; } && ...)) {
+    return (leaves_on_host_by_type<typename Traits::template child_type<I>>() && ...);
+  } else {
+    return false;
+  }
+}
+
+template <class T>
+constexpr bool leaves_on_host_by_type() {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (is_leaf_v<U>) {
+    return requires { requires leaf_traits<U>::always_on_host; };
+  } else if constexpr (!is_node_v<U>) {
+    return false;
+  } else if constexpr (node_traits<U>::fixed) {
+    return fixed_children_on_host_by_type<node_traits<U>>(std::make_index_sequence<node_traits<U>::arity>{});
+  } else if constexpr (requires { typename node_traits<U>::child_type; }) {
+    return leaves_on_host_by_type<typename node_traits<U>::child_type>();
+  } else {
+    return false;
+  }
+}
+
 /// The device the call runs on (trees and leaves checked to agree), and the stream checked.
+/// Trees of host containers only run on the cpu whatever their leaves: no walk asks them (a walk
+/// per tree is a cost per leaf, paid before any element is computed).
 template <class... Trees>
 [[nodiscard]] device algorithm_device(const char* operation, const stream_ref* s, const Trees&... trees) {
+  if constexpr ((leaves_on_host_by_type<Trees>() && ...)) {
+    if (s != nullptr) check_stream(*s, device::cpu(), operation);
+    return device::cpu();
+  }
   std::optional<device> found;
   if constexpr (sizeof...(Trees) == 1) {
     found = device_of(trees...);

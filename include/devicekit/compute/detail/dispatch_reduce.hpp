@@ -30,6 +30,7 @@ double run_reduce(const char* operation, const stream_ref* s, const T& tree, dou
   const reduce_job<Op>* no_job = nullptr;
   if (on_device && !tree_kernels_available(kernel_priority<1>{}, no_job)) throw_no_kernels(operation, dev);
   double host = reduction<Op>::init();
+  std::size_t host_passes = 0;
   tree_launch_plan<1> plan;
   for_each_leaf_with_path(
       [&](const tree_path& path, const auto& leaf) {
@@ -37,7 +38,10 @@ double run_reduce(const char* operation, const stream_ref* s, const T& tree, dou
         using E = element_of_t<L>;
         const std::size_t n = leaf_traits<L>::size(leaf);
         if (!on_device || leaf_traits<L>::kind == leaf_kind::scalar) {
-          host = reduction<Op>::combine(host, host_reduce<Op>(leaf_traits<L>::data(leaf), n));
+          if (n != 0) {
+            host = reduction<Op>::combine(host, host_reduce<Op>(leaf_traits<L>::data(leaf), n));
+            ++host_passes;
+          }
         } else {
           check_kernel_leaf(operation, path, leaf);
           plan.template add_leaf<type_list<E>>(
@@ -46,6 +50,7 @@ double run_reduce(const char* operation, const stream_ref* s, const T& tree, dou
         }
       },
       tree);
+  if (host_passes != 0) tree_counters().host_leaf_passes.fetch_add(host_passes, std::memory_order_relaxed);
   if (!on_device) return host;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);

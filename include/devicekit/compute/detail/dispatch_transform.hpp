@@ -72,17 +72,24 @@ const position_element_t<Layout, P, ArgsTuple, InTuple>* position_data(const Arg
   }
 }
 
+/// check_position's error, out of line: the check itself runs for every leaf and position and
+/// stays small enough to inline.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_position_mismatch(const char* operation, const tree_path& path,
+                                                                           std::size_t out_n, std::size_t in_n,
+                                                                           std::size_t position, bool scalar_vs_array) {
+  throw tree_structure_error(std::string(operation) + ": leaf '" + path.display() + "' has " + std::to_string(out_n) +
+                             " elements in the output but " + std::to_string(in_n) + " in input " +
+                             std::to_string(position) + (scalar_vs_array ? " (a scalar and an array leaf)" : ""));
+}
+
 template <class Layout, std::size_t P, class InTuple>
 void check_position(const char* operation, const tree_path& path, const InTuple& in, std::size_t n, bool out_scalar) {
   if constexpr (!Layout::broadcast[P]) {
     const auto& l = std::get<Layout::tree_index[P]>(in);
     using IL = std::remove_cvref_t<decltype(l)>;
     constexpr bool in_scalar = leaf_traits<IL>::kind == leaf_kind::scalar;
-    if (in_scalar != out_scalar || leaf_traits<IL>::size(l) != n) {
-      throw tree_structure_error(std::string(operation) + ": leaf '" + path.display() + "' has " + std::to_string(n) +
-                                 " elements in the output but " + std::to_string(leaf_traits<IL>::size(l)) +
-                                 " in input " + std::to_string(P + 1) +
-                                 (in_scalar != out_scalar ? " (a scalar and an array leaf)" : ""));
+    if (in_scalar != out_scalar || leaf_traits<IL>::size(l) != n) [[unlikely]] {
+      throw_position_mismatch(operation, path, n, leaf_traits<IL>::size(l), P + 1, in_scalar != out_scalar);
     }
   } else {
     (void)operation;
@@ -96,8 +103,8 @@ void check_position(const char* operation, const tree_path& path, const InTuple&
 /// One leaf of a transform: runs it on the host, or adds it to the plan.
 template <class Layout, class Job, std::size_t K, class OutLeaf, class ArgsTuple, class InTuple, std::size_t... I>
 void transform_leaf(const char* operation, const tree_path& path, const Job& job, bool on_device,
-                    tree_launch_plan<K>& plan, const OutLeaf& out_leaf, const ArgsTuple& args, const InTuple& in,
-                    std::index_sequence<I...> seq) {
+                    tree_launch_plan<K>& plan, std::size_t& host_passes, const OutLeaf& out_leaf, const ArgsTuple& args,
+                    const InTuple& in, std::index_sequence<I...> seq) {
   using Eout = element_of_t<OutLeaf>;
   constexpr bool out_scalar = leaf_traits<OutLeaf>::kind == leaf_kind::scalar;
   using types = type_list<Eout, position_element_t<Layout, I, ArgsTuple, InTuple>...>;
@@ -114,6 +121,7 @@ void transform_leaf(const char* operation, const tree_path& path, const Job& job
     const slots<std::index_sequence<I...>, const position_element_t<Layout, I, ArgsTuple, InTuple>*...> ptrs{
         {position_data<Layout, I>(args, in)}...};
     host_loop(n, [&job, o, ptrs, seq](std::size_t i) { job.run(seq, o, ptrs, i); });
+    ++host_passes;
   } else {
     check_kernel_leaf(operation, path, out_leaf);
     std::apply([&](const auto&... l) { (check_kernel_leaf(operation, path, l), ...); }, in);
@@ -142,12 +150,14 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   if (on_device && !tree_kernels_available(kernel_priority<1>{}, &job)) throw_no_kernels(operation, dev);
 
   tree_launch_plan<K> plan;
+  std::size_t host_passes = 0;
   const auto arg_refs = std::forward_as_tuple(args...);
   auto visit = [&](const tree_path& path, const auto& out_leaf, const auto&... in_leaves) {
-    transform_leaf<layout>(operation, path, job, on_device, plan, out_leaf, arg_refs,
+    transform_leaf<layout>(operation, path, job, on_device, plan, host_passes, out_leaf, arg_refs,
                            std::forward_as_tuple(in_leaves...), std::index_sequence_for<Args...>{});
   };
   std::apply([&](const auto&... ts) { for_each_leaf_with_path(visit, out, ts...); }, trees);
+  if (host_passes != 0) tree_counters().host_leaf_passes.fetch_add(host_passes, std::memory_order_relaxed);
   if (plan.chunk_count() == 0) return;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);
