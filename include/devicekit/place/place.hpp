@@ -172,6 +172,15 @@ std::string first_array_leaf_path(const T& tree) {
       tree);
   return first;
 }
+
+/// device_of's error, out of line: the walk that checks every leaf stays small.
+template <class T>
+[[noreturn, gnu::cold, gnu::noinline]] void throw_leaves_on_two_devices(const T& tree, device first,
+                                                                        const tree_path& at, device other) {
+  throw device_mismatch("the tree's leaves are on different devices: '" + first_array_leaf_path(tree) + "' is on " +
+                            first.str() + ", '" + at.display() + "' is on " + other.str(),
+                        first, other);
+}
 }  // namespace detail
 
 /// The one device all array leaves of `tree` are on (host containers count as cpu:0); nullopt for
@@ -188,11 +197,8 @@ template <class T>
           const device d = traits::device(leaf);
           if (!found) {
             found = d;
-          } else if (*found != d) {
-            throw device_mismatch("the tree's leaves are on different devices: '" +
-                                      detail::first_array_leaf_path(tree) + "' is on " + found->str() + ", '" +
-                                      path.display() + "' is on " + d.str(),
-                                  *found, d);
+          } else if (*found != d) [[unlikely]] {
+            detail::throw_leaves_on_two_devices(tree, *found, path, d);
           }
         }
       },
