@@ -295,3 +295,47 @@ TEST_CASE("to_host from two threads at once: each gets its own data, no stream-o
   CHECK(wrong.load() == 0);
   CHECK(sim::violations().size() == violations_before);
 }
+
+// Pageable transfers split each chunk's packing (host to device) and unpacking (device to host)
+// over the copy threads: every byte lands where it belongs, and the race detector sees the threads'
+// writes of pinned staging ordered before the copies that read it and after the copies that filled
+// it. A 24 MiB tree goes in three chunks, each split in four; a tree of 64 leaves of 64 KiB in one
+// staging buffer split across leaves; a host tree sharded over every GPU is packed the same way.
+TEST_CASE("staged transfers share their packing over the copy threads", "[sim][place][threads]") {
+  struct scoped_copy_threads {
+    explicit scoped_copy_threads(std::size_t n) { dk::set_host_copy_threads(n); }
+    ~scoped_copy_threads() { dk::set_host_copy_threads(0); }
+  } use(4);
+  const std::size_t violations_before = sim::violations().size();
+  const auto& workers = dk::detail::copy_workers::instance();
+  const dk::device gpu = dk::device::cuda(0);
+
+  const auto big = big_tree(3, (std::size_t{2} << 20) + 3);
+  auto shared_before = workers.shared_jobs();
+  const auto placed = dk::place(big, gpu);
+  CHECK(workers.shared_jobs() >= shared_before + 3);  // each chunk's packing
+  shared_before = workers.shared_jobs();
+  CHECK(dk::to_host(placed) == big);
+  CHECK(workers.shared_jobs() >= shared_before + 3);  // each chunk's unpacking
+
+  const auto many = big_tree(64, std::size_t{16} << 10);
+  shared_before = workers.shared_jobs();
+  CHECK(dk::to_host(dk::place(many, gpu)) == many);
+  CHECK(workers.shared_jobs() >= shared_before + 2);
+
+  const auto gpus = all_gpus();
+  const std::size_t rows = (std::size_t{1} << 18) * gpus.size();  // 1 MiB of floats per GPU and leaf
+  const auto host = std::make_tuple(ramp(rows, 0.5f), ramp(rows, -7.f));
+  const auto sharded = dk::shard(host, gpus);
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const auto part = dk::to_host(sharded.trees[i]);
+    const std::size_t from = i * (rows / gpus.size());
+    CHECK(std::get<0>(part) ==
+          std::vector<float>(std::get<0>(host).begin() + static_cast<std::ptrdiff_t>(from),
+                             std::get<0>(host).begin() + static_cast<std::ptrdiff_t>(from + rows / gpus.size())));
+    CHECK(std::get<1>(part) ==
+          std::vector<float>(std::get<1>(host).begin() + static_cast<std::ptrdiff_t>(from),
+                             std::get<1>(host).begin() + static_cast<std::ptrdiff_t>(from + rows / gpus.size())));
+  }
+  CHECK(sim::violations().size() == violations_before);
+}

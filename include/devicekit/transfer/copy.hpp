@@ -7,11 +7,12 @@
 /// access and counters it uses lock (or are atomic) themselves.
 ///
 ///   host -> host      one memcpy per leaf into the block
-///   host -> cuda      packed into pinned staging and sent in one cudaMemcpyAsync; above
-///                     `single_stage_limit` in chunks (staging_ring): the host packs chunk k+1
-///                     while the copy engine moves chunk k, taking fresh buffers rather than
-///                     waiting for a busy stream; leaves of 1 MiB or more that are pinned already
-///                     are copied directly (no host memcpy)
+///   host -> cuda      packed into pinned staging (by the copy threads, copy_workers.hpp) and
+///                     sent in one cudaMemcpyAsync; above `single_stage_limit` in chunks
+///                     (staging_ring): the host packs chunk k+1 while the copy engine moves chunk
+///                     k, taking fresh buffers rather than waiting for a busy stream; leaves
+///                     of 1 MiB or more that are pinned already are copied directly (no host
+///                     memcpy)
 ///   cuda -> same cuda device-to-device copies; leaves that lie in one allocation in the same order
 ///                     are one copy; many small ones go to `cub::DeviceMemcpy::Batched` when a .cu
 ///                     file of the program includes transfer/batched_copy.cuh, else several go in
@@ -20,13 +21,14 @@
 ///                     granted by devicekit's driver pools): one cudaMemcpyBatchAsync, or one
 ///                     cudaMemcpyPeerAsync per run; else through pinned staging in chunks, the
 ///                     destination stream waiting for each chunk on an event
-///   cuda -> host      into pinned staging in chunks through two buffers, then unpacked
+///   cuda -> host      into pinned staging in chunks through two buffers, then unpacked (by
+///                     the copy threads)
 ///
 /// Which of these a list of runs takes is the copy planner's decision (detail/planner.hpp). The
 /// machinery, one level per file in detail/: runs.hpp (items, runs, counters), planner.hpp,
 /// streams.hpp (placement streams, events, ordering after the default stream), batch_api.hpp
 /// (cudaMemcpyBatchAsync), cub_batched.hpp (the CUB hook's host side), staging_ring.hpp,
-/// host_copy.hpp, host_to_device.hpp, device_to_host.hpp, device_to_device.hpp.
+/// copy_workers.hpp, host_copy.hpp, host_to_device.hpp, device_to_host.hpp, device_to_device.hpp.
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/stream.hpp>

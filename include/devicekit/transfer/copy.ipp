@@ -104,12 +104,18 @@ DEVICEKIT_DECL void copy_runs(std::span<const copy_run> runs, device dst_device,
     device_memory& staging = staging_memory();
     auto* buf = static_cast<std::byte*>(staging.allocate(host_bytes));
     std::vector<copy_run> pieces;
+    std::vector<staged_range> ranges;
     std::size_t at = 0;
     for (const auto& it : host) {
-      bulk_copy(buf + at, it.src, it.bytes);
+      ranges.push_back({at, it.bytes});
       pieces.push_back({buf + at, device::cpu(), it.dst, it.bytes});
       at += it.bytes;
     }
+    std::size_t cursor = 0;
+    for_each_part_shared(ranges, cursor, 0, host_bytes,
+                         [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+                           bulk_copy_part(buf + to, host[k].src + from, n, host[k].bytes);
+                         });
     try {
       copy_runs_batch_or_single(pieces, cudaMemcpyHostToDevice, s);
       staging.deallocate_async(buf, host_bytes, 256, s);

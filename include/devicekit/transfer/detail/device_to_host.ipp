@@ -90,10 +90,10 @@ DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, 
       (void)cudaEventDestroy(ev);
       DEVICEKIT_CUDA_CHECK(r);
       const std::size_t lo = c * chunk;
-      for_each_part(item_ranges, item_cursor, lo, std::min(total, lo + chunk),
-                    [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
-                      bulk_copy(items[k].dst + from, buf[c % 2] + to, n);
-                    });
+      for_each_part_shared(item_ranges, item_cursor, lo, std::min(total, lo + chunk),
+                           [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+                             bulk_copy_part(items[k].dst + from, buf[c % 2] + to, n, items[k].bytes);
+                           });
     }
   } catch (...) {
     // Copies queued before the failure still write into the staging: it goes back to the cache

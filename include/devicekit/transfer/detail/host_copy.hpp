@@ -39,6 +39,10 @@ DEVICEKIT_DECL void streaming_copy(std::byte* dst, const std::byte* src, std::si
 /// memcpy for placement: streams large copies where it can.
 DEVICEKIT_DECL void bulk_copy(void* dst, const void* src, std::size_t n) noexcept;
 
+/// `n` bytes of a copy of `whole` bytes split into parts (a leaf packed by several copy threads):
+/// streams as the whole copy would, so that splitting does not change how the bytes are stored.
+DEVICEKIT_DECL void bulk_copy_part(void* dst, const void* src, std::size_t n, std::size_t whole) noexcept;
+
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL

@@ -34,16 +34,19 @@ DEVICEKIT_DECL void streaming_copy(std::byte* dst, const std::byte* src, std::si
   std::memcpy(dst + i, src + i, n - i);
 }
 
-DEVICEKIT_DECL void bulk_copy(void* dst, const void* src, std::size_t n) noexcept {
+DEVICEKIT_DECL void bulk_copy_part(void* dst, const void* src, std::size_t n,
+                                   [[maybe_unused]] std::size_t whole) noexcept {
   note_host_access(src, n, false);
   note_host_access(dst, n, true);
 #if DEVICEKIT_STREAMING_COPY
-  if (n >= streaming_copy_min_bytes) {
+  if (whole >= streaming_copy_min_bytes && n != 0) {
     streaming_copy(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
     return;
   }
 #endif
   if (n != 0) std::memcpy(dst, src, n);
 }
+
+DEVICEKIT_DECL void bulk_copy(void* dst, const void* src, std::size_t n) noexcept { bulk_copy_part(dst, src, n, n); }
 
 }  // namespace devicekit::detail

@@ -62,8 +62,8 @@ DEVICEKIT_DECL void copy_staged_host_items_to_device(std::span<const copy_item> 
     for (std::size_t lo = 0; lo < len; lo += chunk, ++chunks) {
       const std::size_t hi = std::min(len, lo + chunk);
       std::byte* buf = ring.next();
-      for_each_part(ranges, cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
-        bulk_copy(buf + to, items[k].src + from, n);
+      for_each_part_shared(ranges, cursor, lo, hi, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+        bulk_copy_part(buf + to, items[k].src + from, n, items[k].bytes);
       });
       DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin + lo, buf, hi - lo, cudaMemcpyHostToDevice, s));
       ring.used(buf, record_event(s), s);

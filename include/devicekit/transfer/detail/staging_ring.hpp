@@ -5,6 +5,7 @@
 /// source and destination ranges onto chunks. No locks: a ring belongs to one transfer on one
 /// thread; the staging pool it draws from locks itself.
 #include <devicekit/core/config.hpp>
+#include <devicekit/transfer/detail/copy_workers.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -48,6 +49,41 @@ void for_each_part(std::span<const staged_range> ranges, std::size_t& cursor, st
     const std::size_t z = std::min(hi, ranges[k].at + ranges[k].bytes);
     if (a < z) f(k, a - ranges[k].at, a - lo, z - a);
   }
+}
+
+/// for_each_part, with [lo, hi) split into slices of at least shared_copy_min_part_bytes that
+/// run on the copy threads (copy_workers) at the same time: `f` is called concurrently, for
+/// disjoint parts. Returns once every part has been handled; `cursor` is left as for_each_part
+/// leaves it.
+template <class F>
+void for_each_part_shared(std::span<const staged_range> ranges, std::size_t& cursor, std::size_t lo, std::size_t hi,
+                          F&& f) {
+  const std::size_t len = hi > lo ? hi - lo : 0;
+  const std::size_t most = len / shared_copy_min_part_bytes;
+  // Up to four slices per thread: the calling thread starts at once and takes what the others,
+  // still waking, have not, so the slices even out however late a thread comes.
+  const std::size_t threads = copy_workers::instance().threads();
+  std::size_t parts = most < 2 || threads < 2 ? 1 : std::min(most, 4 * threads);
+  if (parts <= 1) return for_each_part(ranges, cursor, lo, hi, f);
+  while (cursor < ranges.size() && ranges[cursor].at + ranges[cursor].bytes <= lo) ++cursor;
+  // Slices of whole pages: in the staging space two threads never share a cache line.
+  const std::size_t page = 4096;
+  const std::size_t step = ((len + parts - 1) / parts + page - 1) / page * page;
+  parts = (len + step - 1) / step;
+  const std::size_t first = cursor;
+  auto slice = [&](std::size_t j) {
+    const std::size_t a = lo + j * step;
+    const std::size_t z = std::min(hi, a + step);
+    // The first range that ends after `a` (ranges are sorted and do not overlap).
+    std::size_t c =
+        static_cast<std::size_t>(std::partition_point(ranges.begin() + static_cast<std::ptrdiff_t>(first), ranges.end(),
+                                                      [&](const staged_range& r) { return r.at + r.bytes <= a; }) -
+                                 ranges.begin());
+    for_each_part(ranges, c, a, z, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+      f(k, from, to + (a - lo), n);
+    });
+  };
+  copy_workers::instance().run(parts, slice);
 }
 
 /// The staging buffer size for a transfer of `total` bytes: all of it up to single_stage_limit.
