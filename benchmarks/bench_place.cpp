@@ -7,6 +7,11 @@
 //   place.small_leaves.vs_per_leaf_copy  1024 leaves x 4 KiB placed (one pool block) vs a loop of
 //                                        per-leaf allocation + memcpy (and the frees, as both
 //                                        sides release what they made)
+//   staging.pack.vs_one_thread           the host's half of a pageable host-to-device transfer:
+//                                        4 x 64 MiB packed into 8 MiB staging chunks by the copy
+//                                        threads (host_copy_threads(), at least 2) vs by the
+//                                        calling thread alone; .small_leaves: 1024 x 4 KiB into
+//                                        one 4 MiB buffer
 // cuda (with a GPU; compiled wherever the CUDA toolkit is):
 //   ceiling.h2d_pinned, ceiling.d2d      the physical ceilings, measured in the same run
 //   place.large_tree.vs_raw_pinned_copy  4 x 64 MiB pinned leaves vs one pinned cudaMemcpyAsync
@@ -20,8 +25,10 @@
 
 #include <devicekit/devicekit.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +107,73 @@ std::pair<double, double> warm_small_leaves_times(const char* self, bool quick) 
   return {t, b};
 }
 
+/// Packs `leaves` (laid out back to back in the staging space) chunk by chunk into `buffers`, as a
+/// staged host-to-device transfer does before each chunk's copy (transfer/detail/host_to_device).
+/// `shared`: for_each_part_shared (the copy threads), else for_each_part (the calling thread alone).
+void pack_staged(const std::vector<std::vector<float>>& leaves, std::size_t chunk,
+                 std::vector<std::vector<std::byte>>& buffers, bool shared) {
+  std::vector<dk::detail::staged_range> ranges;
+  std::size_t total = 0;
+  for (const auto& l : leaves) {
+    ranges.push_back({total, l.size() * sizeof(float)});
+    total += l.size() * sizeof(float);
+  }
+  std::size_t cursor = 0;
+  std::size_t c = 0;
+  for (std::size_t lo = 0; lo < total; lo += chunk, ++c) {
+    std::byte* buf = buffers[c % buffers.size()].data();
+    auto copy = [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+      dk::detail::bulk_copy_part(buf + to, reinterpret_cast<const std::byte*>(leaves[k].data()) + from, n,
+                                 leaves[k].size() * sizeof(float));
+    };
+    const std::size_t hi = std::min(total, lo + chunk);
+    if (shared) {
+      dk::detail::for_each_part_shared(ranges, cursor, lo, hi, copy);
+    } else {
+      dk::detail::for_each_part(ranges, cursor, lo, hi, copy);
+    }
+  }
+}
+
+/// staging.pack.vs_one_thread(.small_leaves): the copy threads against the calling thread alone,
+/// interleaved, on the same leaves and buffers.
+void staging_pack_entries(const bench::options& opt, bench::report& report) {
+  // At least two threads, so that the entry measures the sharing even where the default turns it
+  // off (fewer than four CPUs); the note says how many and what the default is.
+  const std::size_t by_default = dk::host_copy_threads();
+  const std::size_t threads = std::max<std::size_t>(2, by_default);
+  dk::set_host_copy_threads(threads);
+  struct shape {
+    const char* suffix;
+    std::size_t count;
+    std::size_t bytes_each;
+    std::size_t chunk;
+    int samples;
+  };
+  for (const shape& sh : {shape{"", 4, std::size_t{64} << 20, std::size_t{8} << 20, opt.quick ? 7 : 21},
+                          shape{".small_leaves", 1024, 4096, std::size_t{4} << 20, opt.quick ? 51 : 201}}) {
+    const auto leaves = make_leaves(sh.count, sh.bytes_each);
+    std::vector<std::vector<std::byte>> buffers(4, std::vector<std::byte>(sh.chunk, std::byte{0}));
+    std::vector<double> shared;
+    std::vector<double> alone;
+    pack_staged(leaves, sh.chunk, buffers, true);  // the threads started, the buffers touched
+    for (int i = 0; i < sh.samples; ++i) {
+      shared.push_back(bench::median_seconds(1, [&] { pack_staged(leaves, sh.chunk, buffers, true); }));
+      alone.push_back(bench::median_seconds(1, [&] { pack_staged(leaves, sh.chunk, buffers, false); }));
+    }
+    const double t = bench::median(shared);
+    const double b = bench::median(alone);
+    const double bytes = static_cast<double>(sh.count * sh.bytes_each);
+    char note[192];
+    std::snprintf(note, sizeof note, "%zu copy threads (default here: %zu): %.1f GB/s vs %.1f GB/s", threads,
+                  by_default, bytes / t / 1e9, bytes / b / 1e9);
+    report.add({std::string("staging.pack.vs_one_thread") + sh.suffix, "cpu",
+                std::to_string(sh.count) + " leaves packed into staging", t * 1e6, "us", "the calling thread alone",
+                b * 1e6, b / t, note});
+  }
+  dk::set_host_copy_threads(0);
+}
+
 void cpu_entries(const bench::options& opt, bench::report& report, const char* self) {
   const dk::stream host_stream;
   auto& pool = dk::default_memory(dk::device::cpu());
@@ -145,6 +219,7 @@ void cpu_entries(const bench::options& opt, bench::report& report, const char* s
     report.add({"place.large_tree.vs_raw_copy", "cpu", "time to place 4 x 64 MiB", t * 1e3, "ms",
                 "one memcpy of 256 MiB", b * 1e3, b / t, "goal >= 0.9"});
   }
+  staging_pack_entries(opt, report);
 }
 
 #if DEVICEKIT_HAS_CUDA
