@@ -7,6 +7,7 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/transfer/detail/staging_ring.hpp>
 
+#include "../common/copy_threads.hpp"
 #include "test_support.hpp"
 
 #include <algorithm>
@@ -25,13 +26,7 @@ namespace dk = devicekit;
 
 namespace {
 
-/// Sets the copy threads for one scope and goes back to the default after.
-struct scoped_copy_threads {
-  explicit scoped_copy_threads(std::size_t n) { dk::set_host_copy_threads(n); }
-  scoped_copy_threads(const scoped_copy_threads&) = delete;
-  scoped_copy_threads& operator=(const scoped_copy_threads&) = delete;
-  ~scoped_copy_threads() { dk::set_host_copy_threads(0); }
-};
+using devicekit::testing::scoped_copy_threads;
 
 /// Ranges of random sizes (some below a page, some of several MiB) with random gaps, sorted and
 /// not overlapping, as placement lays out a tree's leaves in its block.

@@ -3,6 +3,7 @@
 // the host side of batched copies; none of it may wait on the host for a busy stream.
 #include <catch2/catch.hpp>
 
+#include "../common/copy_threads.hpp"
 #include "sim_devicekit_support.hpp"
 
 #include <chrono>
@@ -302,10 +303,7 @@ TEST_CASE("to_host from two threads at once: each gets its own data, no stream-o
 // it. A 24 MiB tree goes in three chunks, each split in four; a tree of 64 leaves of 64 KiB in one
 // staging buffer split across leaves; a host tree sharded over every GPU is packed the same way.
 TEST_CASE("staged transfers share their packing over the copy threads", "[sim][place][threads]") {
-  struct scoped_copy_threads {
-    explicit scoped_copy_threads(std::size_t n) { dk::set_host_copy_threads(n); }
-    ~scoped_copy_threads() { dk::set_host_copy_threads(0); }
-  } use(4);
+  const dk::testing::scoped_copy_threads use(4);
   const std::size_t violations_before = sim::violations().size();
   const auto& workers = dk::detail::copy_workers::instance();
   const dk::device gpu = dk::device::cuda(0);

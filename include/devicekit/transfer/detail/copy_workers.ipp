@@ -66,6 +66,14 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+/// Polls `ready` for up to spin_before_sleep: the caller then sleeps on a condition variable if it
+/// is still false.
+template <class Ready>
+void spin_until(Ready&& ready) noexcept {
+  const auto until = std::chrono::steady_clock::now() + spin_before_sleep;
+  while (!ready() && std::chrono::steady_clock::now() < until) cpu_relax();
+}
+
 }  // namespace copy_workers_impl
 
 DEVICEKIT_DECL copy_workers& copy_workers::instance() {
@@ -125,8 +133,7 @@ DEVICEKIT_DECL void copy_workers::run_erased(std::size_t parts, task_fn fn, void
   auto finished = [&] {
     return j.done.load(std::memory_order_acquire) == parts && active_.load(std::memory_order_acquire) == 0;
   };
-  const auto until = std::chrono::steady_clock::now() + copy_workers_impl::spin_before_sleep;
-  while (!finished() && std::chrono::steady_clock::now() < until) copy_workers_impl::cpu_relax();
+  copy_workers_impl::spin_until(finished);
   std::unique_lock lk(m_);
   // A worker touches `j` only while counted in active_, and joins only while current_ is `j`:
   // once both conditions hold under the lock, none can reach it after this returns.
@@ -171,10 +178,7 @@ DEVICEKIT_DECL void copy_workers::stop_all() {
 
 DEVICEKIT_DECL void copy_workers::worker_loop(std::uint64_t seen) {
   for (;;) {
-    const auto until = std::chrono::steady_clock::now() + copy_workers_impl::spin_before_sleep;
-    while (posted_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
-      copy_workers_impl::cpu_relax();
-    }
+    copy_workers_impl::spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; });
     std::unique_lock lk(m_);
     wake_.wait(lk, [&] { return stopping_ || generation_ != seen; });
     if (stopping_) return;

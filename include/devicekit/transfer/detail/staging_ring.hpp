@@ -60,11 +60,12 @@ void for_each_part_shared(std::span<const staged_range> ranges, std::size_t& cur
                           F&& f) {
   const std::size_t len = hi > lo ? hi - lo : 0;
   const std::size_t most = len / shared_copy_min_part_bytes;
+  if (most < 2) return for_each_part(ranges, cursor, lo, hi, f);  // too small to share
   // Up to four slices per thread: the calling thread starts at once and takes what the others,
   // still waking, have not, so the slices even out however late a thread comes.
   const std::size_t threads = copy_workers::instance().threads();
-  std::size_t parts = most < 2 || threads < 2 ? 1 : std::min(most, 4 * threads);
-  if (parts <= 1) return for_each_part(ranges, cursor, lo, hi, f);
+  if (threads < 2) return for_each_part(ranges, cursor, lo, hi, f);
+  std::size_t parts = std::min(most, 4 * threads);
   while (cursor < ranges.size() && ranges[cursor].at + ranges[cursor].bytes <= lo) ++cursor;
   // Slices of whole pages: in the staging space two threads never share a cache line.
   const std::size_t page = 4096;
