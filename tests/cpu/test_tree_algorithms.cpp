@@ -4,6 +4,7 @@
 // cases every backend runs (tests/common/tree_cases.hpp).
 #include <catch2/catch.hpp>
 
+#include <devicekit/compute/detail/chunk_share.hpp>
 #include <devicekit/tree/algorithms.hpp>
 #include <devicekit/tree/hana.hpp>
 
@@ -14,6 +15,7 @@
 #define DEVICEKIT_CASES_DEVICE() devicekit::device::cpu()
 #include "../common/tree_cases.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <limits>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace dk = devicekit;
@@ -277,4 +280,107 @@ TEST_CASE("a cuda tree in a translation unit without the kernels is a clear erro
   CHECK_THROWS_WITH(dk::tree_fill(on_gpu, 1.f), Catch::Contains("nvcc") && Catch::Contains("algorithms.cuh"));
   CHECK_THROWS_AS(dk::tree_global_norm(on_gpu), dk::config_error);
   CHECK(x == std::vector<float>{1, 2, 3});
+}
+
+namespace tree_algorithms_test {
+/// a * x + y, counting its calls (through a pointer: the job's functor is const).
+struct counted_axpy {
+  std::size_t* calls;
+  float operator()(float x, float a, float y) const {
+    ++*calls;
+    return a * x + y;
+  }
+};
+struct counted_widen {
+  std::size_t* calls;
+  double operator()(float x) const {
+    ++*calls;
+    return 2.0 * x;
+  }
+};
+/// The first element of `v` at or after `from` whose address is a multiple of `align`.
+template <class T>
+T* aligned_at(std::vector<T>& v, std::size_t align) {
+  std::size_t i = 0;
+  while (reinterpret_cast<std::uintptr_t>(v.data() + i) % align != 0) ++i;
+  return v.data() + i;
+}
+}  // namespace tree_algorithms_test
+
+// The loop that each thread of compute/kernels.cuh runs over its block's chunk, here on the host
+// for every thread of a block in turn: the vector path (every pointer aligned) and the unrolled
+// scalar path must cover each element exactly once, whatever the length, the block size and the
+// alignment of each pointer, and touch nothing outside the chunk.
+TEST_CASE("a block's threads compute every element of a chunk exactly once", "[tree_algorithms]") {
+  namespace dd = dk::detail;
+  const std::vector<std::size_t> lengths = [] {
+    std::vector<std::size_t> l;
+    for (std::size_t n = 1; n <= 40; ++n) l.push_back(n);
+    for (std::size_t n : {255, 256, 257, 1023, 1024, 1025, 4099}) l.push_back(n);
+    return l;
+  }();
+  CHECK(dd::vector_aligned(static_cast<const float*>(nullptr)));  // a broadcast position
+  SECTION("in place, as tree_axpy's y: out[i] = 0.5 * x[i] + out[i]") {
+    std::size_t calls = 0;
+    using job_t = dd::transform_job<counted_axpy, dd::tree_position, float, dd::tree_position>;
+    const job_t job{counted_axpy{&calls}, {{dd::tree_position{}}, {0.5f}, {dd::tree_position{}}}};
+    for (std::size_t threads : {1, 3, 32, 256}) {
+      for (std::size_t n : lengths) {
+        for (std::size_t x_shift : {0, 1, 2}) {
+          for (std::size_t y_shift : {0, 3}) {
+            std::vector<float> xs(n + 16, -7.f);
+            std::vector<float> ys(n + 16, -9.f);
+            float* x = tree_algorithms_test::aligned_at(xs, 16) + x_shift;
+            float* y = tree_algorithms_test::aligned_at(ys, 16) + y_shift;
+            for (std::size_t i = 0; i < n; ++i) {
+              x[i] = static_cast<float>(1 + i % 7);  // never 0: computing twice would show
+              y[i] = static_cast<float>(i);
+            }
+            const bool aligned = x_shift == 0 && y_shift == 0;
+            CHECK(dd::vector_aligned(x) == (x_shift == 0));
+            const dd::tree_chunk<4> chunk{{y, x, nullptr, y}, n};
+            calls = 0;
+            for (std::size_t t = 0; t < threads; ++t) {
+              dd::transform_chunk_share<job_t, float, float, float, float>(job, chunk, std::index_sequence<0, 1, 2>{},
+                                                                           t, threads);
+            }
+            INFO("threads " << threads << ", n " << n << ", aligned " << aligned);
+            CHECK(calls == n);
+            std::size_t wrong = 0;
+            for (std::size_t i = 0; i < n; ++i) wrong += y[i] != 0.5f * x[i] + static_cast<float>(i) ? 1 : 0;
+            CHECK(wrong == 0);
+            CHECK(std::count(ys.begin(), ys.end(), -9.f) == static_cast<std::ptrdiff_t>(ys.size() - n));
+          }
+        }
+      }
+    }
+  }
+  SECTION("a double output from float inputs: each pointer aligned for its own type") {
+    std::size_t calls = 0;
+    using job_t = dd::transform_job<counted_widen, dd::tree_position>;
+    const job_t job{counted_widen{&calls}, {{dd::tree_position{}}}};
+    for (std::size_t threads : {7, 256}) {
+      for (std::size_t n : lengths) {
+        for (std::size_t out_shift : {0, 2}) {  // 2 doubles: 16-byte aligned, not 32
+          std::vector<float> xs(n + 16);
+          std::vector<double> outs(n + 16, -1.0);
+          float* x = tree_algorithms_test::aligned_at(xs, 16);
+          double* out = tree_algorithms_test::aligned_at(outs, 32) + out_shift;
+          CHECK(dd::vector_aligned(out) == (out_shift == 0));
+          for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i) + 0.25f;
+          const dd::tree_chunk<2> chunk{{out, x}, n};
+          calls = 0;
+          for (std::size_t t = 0; t < threads; ++t) {
+            dd::transform_chunk_share<job_t, double, float>(job, chunk, std::index_sequence<0>{}, t, threads);
+          }
+          INFO("threads " << threads << ", n " << n << ", out shifted " << out_shift);
+          CHECK(calls == n);
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i < n; ++i) wrong += out[i] != 2.0 * (static_cast<double>(i) + 0.25) ? 1 : 0;
+          CHECK(wrong == 0);
+          CHECK(std::count(outs.begin(), outs.end(), -1.0) == static_cast<std::ptrdiff_t>(outs.size() - n));
+        }
+      }
+    }
+  }
 }

@@ -13,6 +13,7 @@
 #define DEVICEKIT_CASES_DEVICE() devicekit::device::cuda(0)
 #include "../common/tree_cases.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -131,4 +132,54 @@ TEST_CASE("a __host__ __device__ lambda with tree_transform on cuda:0 and on the
   CHECK(std::get<0>(back) == std::get<0>(host_out));
   CHECK(std::get<1>(back) == std::get<1>(host_out));
   CHECK(std::get<1>(host_out)[4] == 7.0 * 2.0 + 0.25);
+}
+
+// Each thread of the transform kernel takes vectors of four elements where every pointer of a
+// chunk is aligned for them, and four single elements otherwise (compute/detail/chunk_share.hpp):
+// leaves that start at every offset from an aligned address, and lengths around both cuts, the
+// vector's and the chunk's (65,536 elements).
+TEST_CASE("tree_transform on cuda:0 with leaves at every alignment", "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream s(gpu);
+  const std::vector<std::size_t> lengths{1, 3, 4, 5, 1023, 1024, 65536 + 5};
+  const std::size_t room = 65536 + 64;
+  float* xd = nullptr;
+  float* yd = nullptr;
+  double* od = nullptr;
+  REQUIRE(cudaMalloc(&xd, room * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&yd, room * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&od, room * sizeof(double)) == cudaSuccess);
+  for (std::size_t n : lengths) {
+    for (std::size_t shift : {0, 1, 2, 3}) {
+      const std::vector<float> hx = ramp<float>(n, 1.f, 0.5f);
+      const std::vector<float> hy = ramp<float>(n, -2.f, 0.25f);
+      // x aligned, y and the output shifted: vector loads only where shift is 0.
+      REQUIRE(cudaMemcpy(xd, hx.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+      REQUIRE(cudaMemcpy(yd + shift, hy.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+      REQUIRE(cudaMemcpy(od, std::vector<double>(room, -9.0).data(), room * sizeof(double), cudaMemcpyHostToDevice) ==
+              cudaSuccess);
+      auto x = dk::device_array<float>::view(xd, n, gpu);
+      auto y = dk::device_array<float>::view(yd + shift, n, gpu);
+      auto out = dk::device_array<double>::view(od + shift, n, gpu);
+      dk::tree_axpy(s, 0.5f, x, y);  // in place
+      dk::tree_transform(
+          s, out, [] __host__ __device__(float a) { return 2.0 * a; }, y);
+      s.synchronize();
+      std::vector<float> yb(n);
+      std::vector<double> ob(room);
+      REQUIRE(cudaMemcpy(yb.data(), yd + shift, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+      REQUIRE(cudaMemcpy(ob.data(), od, room * sizeof(double), cudaMemcpyDeviceToHost) == cudaSuccess);
+      INFO("n " << n << ", shift " << shift);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = 0.5f * hx[i] + hy[i];
+        wrong += yb[i] != want || ob[shift + i] != 2.0 * want ? 1 : 0;
+      }
+      CHECK(wrong == 0);
+      CHECK(std::count(ob.begin(), ob.end(), -9.0) == static_cast<std::ptrdiff_t>(room - n));
+    }
+  }
+  (void)cudaFree(xd);
+  (void)cudaFree(yd);
+  (void)cudaFree(od);
 }

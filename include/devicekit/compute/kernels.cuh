@@ -5,7 +5,8 @@
 /// placed on a cuda device.
 ///
 /// The calls there then launch one grid-stride kernel per combination of element types over the
-/// chunk table (apex multi_tensor_apply's scheme: each block takes whole chunks), and reductions
+/// chunk table (apex multi_tensor_apply's scheme: each block takes whole chunks; each thread
+/// loads several elements before it stores, compute/detail/chunk_share.hpp), and reductions
 /// write one partial per chunk (cub::BlockReduce) that cub::DeviceReduce finishes, with its
 /// temporary storage from the device's devicekit pool. Functors need a `__host__ __device__`
 /// call operator (lambdas: nvcc --extended-lambda). Kept apart from the algorithms so that a .cpp
@@ -15,6 +16,7 @@
 #  error \
       "devicekit/compute/kernels.cuh launches kernels: include it from a .cu file compiled by nvcc (a .cpp file may use devicekit/compute.hpp on cpu trees)"
 #endif
+#include <devicekit/compute/detail/chunk_share.hpp>
 #include <devicekit/compute/detail/dispatch.hpp>
 #include <devicekit/compute/detail/element_ops.hpp>
 #include <devicekit/compute/detail/plan.hpp>
@@ -40,18 +42,12 @@ inline constexpr std::size_t tree_max_blocks = 8192;
   return static_cast<unsigned>(std::min(chunks, tree_max_blocks));
 }
 
-template <class Job, class Eout, class... Ein, std::size_t K, std::size_t... I>
-__device__ void tree_transform_chunk(const Job& job, const tree_chunk<K>& c, std::index_sequence<I...> seq) {
-  auto* out = static_cast<Eout*>(c.p[0]);
-  const slots<std::index_sequence<I...>, const Ein*...> in{{static_cast<const Ein*>(c.p[I + 1])}...};
-  for (std::size_t i = threadIdx.x; i < c.n; i += blockDim.x) job.run(seq, out, in, i);
-}
-
 template <class Job, class Eout, class... Ein>
 __global__ void __launch_bounds__(tree_block_threads)
     tree_transform_kernel(const tree_chunk<sizeof...(Ein) + 1>* chunks, std::size_t count, Job job) {
   for (std::size_t c = blockIdx.x; c < count; c += gridDim.x) {
-    tree_transform_chunk<Job, Eout, Ein...>(job, chunks[c], std::index_sequence_for<Ein...>{});
+    transform_chunk_share<Job, Eout, Ein...>(job, chunks[c], std::index_sequence_for<Ein...>{}, threadIdx.x,
+                                             blockDim.x);
   }
 }
 

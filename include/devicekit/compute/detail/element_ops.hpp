@@ -116,13 +116,15 @@ DEVICEKIT_HOST_DEVICE inline const T& get_slot(const slot<I, T>& s) {
 template <class F, class... S>
 struct transform_job {
   static constexpr std::size_t arity = sizeof...(S);
+  /// Whether position I reads a tree (rather than a broadcast value).
+  template <std::size_t I>
+  static constexpr bool reads_tree = std::is_same_v<std::tuple_element_t<I, std::tuple<S...>>, tree_position>;
   F f;
   slots<std::index_sequence_for<S...>, S...> scalars;
 
   template <std::size_t I, class E>
   DEVICEKIT_HOST_DEVICE auto load(const E* p, std::size_t i) const {
-    using slot_t = std::tuple_element_t<I, std::tuple<S...>>;
-    if constexpr (std::is_same_v<slot_t, tree_position>) {
+    if constexpr (reads_tree<I>) {
       return widen_element(p[i]);
     } else {
       return get_slot<I>(scalars);
