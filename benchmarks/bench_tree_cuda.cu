@@ -7,6 +7,9 @@
 //                                        per leaf (thrust::cuda::par_nosync.on(s): a launch per
 //                                        leaf and no synchronisation between them, the fastest a
 //                                        per-leaf loop gets)
+//   tree.transform.of_d2d.<shape>        tree_axpy's bandwidth (x and y read, y written) as a
+//                                        fraction of a device-to-device cudaMemcpyAsync of the same
+//                                        leaves (goal >= 0.85 on large leaves)
 //   tree.reduce_norm.vs_per_leaf.<shape> tree_global_norm (one launch, then cub::DeviceReduce over
 //                                        the chunks' partials) vs one thrust::transform_reduce per
 //                                        leaf (double accumulator; each returns its value to the
@@ -81,7 +84,19 @@ void entries(const bench::options& opt, bench::report& report, dk::device gpu, s
     }
     s.synchronize();
   };
-  const auto [t, b] = bench::interleaved_medians(samples, ours, per_leaf);
+  // The device's copy bandwidth on the same leaves (each x leaf copied into a spare leaf): the
+  // ceiling a memory-bound kernel can approach.
+  void* spare = nullptr;
+  DEVICEKIT_CUDA_CHECK(cudaMalloc(&spare, elements * sizeof(float)));
+  auto copy_ceiling = [&] {
+    for (std::size_t l = 0; l < leaves; ++l) {
+      DEVICEKIT_CUDA_CHECK(
+          cudaMemcpyAsync(spare, x[l].data(), elements * sizeof(float), cudaMemcpyDeviceToDevice, s.native_handle()));
+    }
+    s.synchronize();
+  };
+  const auto [t, b, c] = bench::interleaved_medians(samples, ours, per_leaf, copy_ceiling);
+  DEVICEKIT_CUDA_CHECK(cudaFree(spare));
   const auto launches = dk::detail::tree_counters().launches.load();
   ours();
   const auto per_call = dk::detail::tree_counters().launches.load() - launches;
@@ -89,6 +104,13 @@ void entries(const bench::options& opt, bench::report& report, dk::device gpu, s
               "one thrust::transform (par_nosync, same stream) per leaf", b * 1e6, b / t,
               "goal >= " + std::to_string(goal).substr(0, 4) + "; " + std::to_string(per_call) + " launch(es) for " +
                   std::to_string(leaves) + " leaves; medians of " + std::to_string(samples)});
+  // Bytes moved: axpy reads x and y and writes y; a copy reads and writes once.
+  const double bytes = static_cast<double>(leaves * elements * sizeof(float));
+  const double ours_gbs = 3.0 * bytes / t / 1e9;
+  const double copy_gbs = 2.0 * bytes / c / 1e9;
+  report.add({"tree.transform.of_d2d" + shape, "cuda", "GB/s of tree_axpy, bytes read + written", ours_gbs, "GB/s",
+              "device-to-device cudaMemcpyAsync of the same leaves, read + written", copy_gbs, ours_gbs / copy_gbs,
+              "ratio = our bandwidth / the copy's; goal >= 0.85 on large leaves"});
 
   double ours_norm = 0;
   double their_norm = 0;
@@ -128,7 +150,8 @@ int main(int argc, char** argv) {
     std::printf(
         "bench_tree_cuda: no GPU, nothing to measure; owed on a GPU: tree.transform.vs_per_leaf.small_leaves and "
         "tree.reduce_norm.vs_per_leaf.small_leaves (goal >= 20), tree.transform.vs_per_leaf.large_leaves and "
-        "tree.reduce_norm.vs_per_leaf.large_leaves (goal >= 0.95)\n");
+        "tree.reduce_norm.vs_per_leaf.large_leaves (goal >= 0.95), tree.transform.of_d2d.large_leaves (goal >= "
+        "0.85)\n");
   }
   report.write(opt.json_path);
   return 0;
