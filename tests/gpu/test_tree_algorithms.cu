@@ -183,3 +183,45 @@ TEST_CASE("tree_transform on cuda:0 with leaves at every alignment", "[tree_algo
   (void)cudaFree(yd);
   (void)cudaFree(od);
 }
+
+// Where a call's chunks fit the launch's parameters (4 KiB, or 32,764 bytes with a CUDA 12.1
+// driver: compute/kernels.cuh), no table is staged and no scratch is taken; beyond that the
+// table goes through the pool as before. Each tier's results against the host.
+TEST_CASE("tree_axpy with its chunks in the launch's parameters, and past them through a table",
+          "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream s(gpu);
+  // tree_axpy's job: a broadcast, then x and y; a chunk holds y (the output) and the three.
+  using job_t =
+      dk::detail::transform_job<dk::detail::axpy_fn, float, dk::detail::tree_position, dk::detail::tree_position>;
+  const std::size_t small = dk::detail::tree_args_chunks<4, job_t>(dk::detail::tree_small_args_bytes);
+  const std::size_t large = dk::detail::tree_large_args_supported()
+                                ? dk::detail::tree_args_chunks<4, job_t>(dk::detail::tree_large_args_bytes)
+                                : small;
+  REQUIRE(small >= 90);
+  for (const std::size_t leaves : {std::size_t{3}, small, small + 1, large, large + 1}) {
+    INFO(leaves << " leaves (" << small << " and " << large << " chunks fit)");
+    std::vector<std::vector<float>> hx(leaves);
+    std::vector<std::vector<float>> hy(leaves);
+    for (std::size_t l = 0; l < leaves; ++l) {
+      hx[l] = ramp<float>(1 + l % 300, static_cast<float>(l % 17), 0.5f);
+      hy[l] = ramp<float>(hx[l].size(), -1.f, 0.25f);
+    }
+    auto x = dk::place(hx, gpu, s);
+    auto y = dk::place(hy, gpu, s);
+    const auto tables = dk::detail::tree_counters().tables.load();
+    const auto launches = dk::detail::tree_counters().launches.load();
+    const auto scratch = dk::scratch_memory_stats(gpu).allocations;
+    dk::tree_axpy(s, 2.f, x, y);
+    CHECK(dk::detail::tree_counters().launches.load() == launches + 1);
+    const bool in_args = leaves <= large;
+    CHECK(dk::detail::tree_counters().tables.load() == tables + (in_args ? 0 : 1));
+    CHECK(dk::scratch_memory_stats(gpu).allocations == scratch + (in_args ? 0 : 1));
+    const auto back = dk::to_host(y, s);
+    std::size_t wrong = 0;
+    for (std::size_t l = 0; l < leaves; ++l) {
+      for (std::size_t i = 0; i < hx[l].size(); ++i) wrong += back[l][i] != 2.f * hx[l][i] + hy[l][i] ? 1 : 0;
+    }
+    CHECK(wrong == 0);
+  }
+}

@@ -418,3 +418,212 @@ TEST_CASE("zeros_like is zeroed on return, after the work queued on the legacy d
   CHECK(std::get<0>(back) == std::vector<float>(1000, 0.f));
   CHECK(std::get<1>(back) == std::vector<float>(10, 0.f));
 }
+
+// Chunks in the launch's parameters (compute/kernels.cuh: up to 4 KiB, or 32,764 bytes with a
+// CUDA 12.1 driver, as PyTorch's multi-tensor kernels carry their tensor lists): where a call's
+// groups fit, no table is staged and no scratch is taken, so the call is one launch per group.
+// These stand-ins say a launch holds `capacity` chunks, so that both sides of the cut are cheap
+// to reach; they record what each launch saw and then do the kernel's work on the host.
+namespace standin_args {
+
+using chunk2 = dk::detail::tree_chunk<2>;
+inline constexpr std::size_t capacity = 4;
+
+struct launch_record {
+  bool in_args = false;
+  const std::type_info* types = nullptr;
+  std::vector<chunk2> chunks;           ///< as the kernel would see them
+  int device = -1;                      ///< the current device during the launch
+  std::size_t memcpy_calls = 0;         ///< cudaMemcpyAsync calls so far, at the launch
+  std::size_t pool_allocations = 0;     ///< the device's default pool, at the launch
+  std::size_t scratch_allocations = 0;  ///< scratch_memory_stats(device), at the launch
+  dk::native_stream_handle stream = nullptr;
+};
+std::vector<launch_record>& records() {
+  static std::vector<launch_record> r;
+  return r;
+}
+
+struct times_two {
+  template <class V>
+  V operator()(V x) const {
+    return x * static_cast<V>(2);
+  }
+};
+
+template <class Job>
+constexpr bool tree_kernels_available(dk::detail::kernel_priority<1>, const Job*) {
+  return true;
+}
+
+template <class Job, std::size_t K>
+std::size_t tree_kernel_args_capacity(dk::detail::kernel_priority<1>, const Job*, dk::detail::tree_chunk<K>*) {
+  return capacity;
+}
+
+template <class Eout, class Ein>
+launch_record record_of(bool in_args, dk::native_stream_handle s) {
+  launch_record r;
+  r.in_args = in_args;
+  r.types = &typeid(dk::detail::type_list<Eout, Ein>);
+  r.stream = s;
+  (void)cudaGetDevice(&r.device);
+  r.memcpy_calls = sim::api_calls("cudaMemcpyAsync");
+  r.pool_allocations = dk::default_memory(dk::device::cuda(r.device)).stats().allocation_count;
+  r.scratch_allocations = dk::scratch_memory_stats(dk::device::cuda(r.device)).allocations;
+  return r;
+}
+
+/// The kernel's work, on the host, after the work queued on `s` before it.
+template <class Job, class Eout, class Ein>
+cudaError_t run_chunks(const Job& job, const std::vector<chunk2>& chunks, dk::native_stream_handle s) {
+  cudaError_t e = cudaStreamSynchronize(s);
+  for (const chunk2& ch : chunks) {
+    if (e != cudaSuccess) break;
+    std::vector<Ein> in(ch.n);
+    std::vector<Eout> out(ch.n);
+    e = cudaMemcpy(in.data(), ch.p[1], ch.n * sizeof(Ein), cudaMemcpyDeviceToHost);
+    const dk::detail::slots<std::index_sequence<0>, const Ein*> ins{{in.data()}};
+    for (std::size_t i = 0; i < ch.n; ++i) job.run(std::index_sequence<0>{}, out.data(), ins, i);
+    if (e == cudaSuccess) e = cudaMemcpy(ch.p[0], out.data(), ch.n * sizeof(Eout), cudaMemcpyHostToDevice);
+  }
+  return e;
+}
+
+template <class Job, class Eout, class Ein>
+int tree_kernel_launch_args(dk::detail::kernel_priority<1>, const Job* job, dk::detail::type_list<Eout, Ein>*,
+                            const chunk2* chunks, std::size_t count, dk::native_stream_handle s) {
+  launch_record r = record_of<Eout, Ein>(true, s);
+  if (count > capacity) return static_cast<int>(cudaErrorInvalidValue);  // what the real launcher answers
+  r.chunks.assign(chunks, chunks + count);                               // the launch copies its parameters
+  const cudaError_t e = run_chunks<Job, Eout, Ein>(*job, r.chunks, s);
+  records().push_back(std::move(r));
+  return static_cast<int>(e);
+}
+
+template <class Job, class Eout, class Ein>
+int tree_kernel_launch(dk::detail::kernel_priority<1>, const Job* job, dk::detail::type_list<Eout, Ein>*,
+                       const chunk2* d_chunks, std::size_t count, double*, double, dk::native_stream_handle s) {
+  launch_record r = record_of<Eout, Ein>(false, s);
+  r.chunks.resize(count);
+  cudaError_t e = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) e = cudaMemcpy(r.chunks.data(), d_chunks, count * sizeof(chunk2), cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = run_chunks<Job, Eout, Ein>(*job, r.chunks, s);
+  records().push_back(std::move(r));
+  return static_cast<int>(e);
+}
+
+}  // namespace standin_args
+
+TEST_CASE("chunks that fit the launch's parameters: no table, no scratch, one launch per group",
+          "[sim][tree_algorithms]") {
+  const dk::device gpu = last_gpu();
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);  // the call must switch to the tree's device itself
+  // Four float chunks (the first leaf is two) and one double chunk: two groups within the capacity.
+  using tree_t = std::tuple<std::vector<float>, std::vector<double>, std::vector<float>, std::vector<float>>;
+  const tree_t h{ramp(chunk + 3, 1.f), std::vector<double>(9, 1.5), ramp(5, 2.f), ramp(7, 3.f)};
+  auto in = dk::place(h, gpu);
+  auto out = dk::zeros_like(in, gpu);
+  const dk::stream s(gpu);
+  dk::device_memory& pool = dk::default_memory(gpu);
+  auto& counters = dk::detail::tree_counters();
+  const auto launches = counters.launches.load();
+  const auto tables = counters.tables.load();
+  const auto memcpys = sim::api_calls("cudaMemcpyAsync");
+  const auto allocations = pool.stats().allocation_count;
+  const auto scratch = dk::scratch_memory_stats(gpu).allocations;
+  standin_args::records().clear();
+
+  dk::tree_transform(s, out, standin_args::times_two{}, in);
+  s.synchronize();
+
+  CHECK(counters.launches.load() == launches + 2);
+  CHECK(counters.tables.load() == tables);
+  CHECK(pool.stats().allocation_count == allocations);
+  CHECK(dk::scratch_memory_stats(gpu).allocations == scratch);
+  REQUIRE(standin_args::records().size() == 2);
+  const auto& f = standin_args::records()[0];
+  const auto& d = standin_args::records()[1];
+  for (const auto* r : {&f, &d}) {
+    CHECK(r->in_args);
+    CHECK(r->device == gpu.ordinal());
+    CHECK(r->stream == s.native_handle());
+    CHECK(r->memcpy_calls == memcpys);  // nothing was copied to the device before the launch
+    CHECK(r->pool_allocations == allocations);
+    CHECK(r->scratch_allocations == scratch);
+  }
+  CHECK(*f.types == typeid(dk::detail::type_list<float, float>));
+  CHECK(*d.types == typeid(dk::detail::type_list<double, double>));
+  REQUIRE(f.chunks.size() == 4);
+  CHECK(f.chunks[0].p[0] == std::get<0>(out).data());
+  CHECK(f.chunks[0].n == chunk);
+  CHECK(f.chunks[1].p[1] == std::get<0>(in).data() + chunk);
+  CHECK(f.chunks[1].n == 3);
+  CHECK(f.chunks[2].p[0] == std::get<2>(out).data());
+  CHECK(f.chunks[3].p[1] == std::get<3>(in).data());
+  CHECK(f.chunks[3].n == 7);
+  REQUIRE(d.chunks.size() == 1);
+  CHECK(d.chunks[0].p[0] == std::get<1>(out).data());
+  CHECK(d.chunks[0].n == 9);
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);
+  const auto back = dk::to_host(out);
+  CHECK(std::get<0>(back).back() == 2.f * std::get<0>(h).back());
+  CHECK(std::get<0>(back)[chunk] == 2.f * std::get<0>(h)[chunk]);
+  CHECK(std::get<1>(back) == std::vector<double>(9, 3.0));
+  CHECK(std::get<2>(back)[4] == 2.f * std::get<2>(h)[4]);
+  CHECK(std::get<3>(back)[6] == 2.f * std::get<3>(h)[6]);
+
+  // Without a stream the call returns with the work done, as on the table path.
+  standin_args::records().clear();
+  dk::tree_transform(out, standin_args::times_two{}, out);
+  REQUIRE(standin_args::records().size() == 2);
+  CHECK(standin_args::records()[0].in_args);
+  CHECK(std::get<1>(dk::to_host(out)) == std::vector<double>(9, 6.0));
+  CHECK(counters.tables.load() == tables);
+}
+
+TEST_CASE("a group with more chunks than a launch's parameters hold: every group goes through the table",
+          "[sim][tree_algorithms]") {
+  const dk::device gpu = last_gpu();
+  // Five float chunks, one double: the float group does not fit, so one table serves both.
+  std::tuple<std::vector<float>, std::vector<double>, std::vector<float>> h{ramp(2 * chunk + 1, 1.f),
+                                                                            std::vector<double>(4, 0.25), ramp(3, 5.f)};
+  std::get<2>(h).resize(chunk + 1, 4.f);
+  auto in = dk::place(h, gpu);
+  auto out = dk::zeros_like(in, gpu);
+  const dk::stream s(gpu);
+  auto& counters = dk::detail::tree_counters();
+  const auto tables = counters.tables.load();
+  const auto launches = counters.launches.load();
+  standin_args::records().clear();
+
+  dk::tree_transform(s, out, standin_args::times_two{}, in);
+  s.synchronize();
+
+  CHECK(counters.tables.load() == tables + 1);
+  CHECK(counters.launches.load() == launches + 2);
+  REQUIRE(standin_args::records().size() == 2);
+  CHECK_FALSE(standin_args::records()[0].in_args);
+  CHECK_FALSE(standin_args::records()[1].in_args);
+  CHECK(standin_args::records()[0].chunks.size() == 5);
+  CHECK(standin_args::records()[1].chunks.size() == 1);
+  CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == 0);
+  const auto back = dk::to_host(out);
+  CHECK(std::get<0>(back)[2 * chunk] == 2.f * std::get<0>(h)[2 * chunk]);
+  CHECK(std::get<1>(back) == std::vector<double>(4, 0.5));
+  CHECK(std::get<2>(back)[chunk] == 8.f);
+
+  // Four float chunks fit again: the same call shape takes the parameters.
+  auto small_in = dk::place(std::make_tuple(ramp(chunk + 1, 0.f), ramp(2, 1.f), ramp(3, 2.f)), gpu);
+  auto small_out = dk::zeros_like(small_in, gpu);
+  standin_args::records().clear();
+  dk::tree_transform(s, small_out, standin_args::times_two{}, small_in);
+  s.synchronize();
+  REQUIRE(standin_args::records().size() == 1);
+  CHECK(standin_args::records()[0].in_args);
+  CHECK(standin_args::records()[0].chunks.size() == 4);
+  CHECK(counters.tables.load() == tables + 1);
+  CHECK(std::get<2>(dk::to_host(small_out))[2] == 2.f * (2.f + 2.f));
+}

@@ -51,6 +51,24 @@ __global__ void __launch_bounds__(tree_block_threads)
   }
 }
 
+/// Chunks carried in a kernel's parameters: the first `count` of `c` are used.
+template <std::size_t K, std::size_t Cap>
+struct tree_args_table {
+  std::size_t count;
+  tree_chunk<K> c[Cap];
+};
+
+/// A transform's kernel with its chunks in its parameters. Each chunk is copied out of the
+/// parameter space before use, as tree_reduce_kernel does with the table.
+template <std::size_t Cap, class Job, class Eout, class... Ein>
+__global__ void __launch_bounds__(tree_block_threads)
+    tree_transform_args_kernel(const tree_args_table<sizeof...(Ein) + 1, Cap> table, Job job) {
+  for (std::size_t c = blockIdx.x; c < table.count; c += gridDim.x) {
+    const tree_chunk<sizeof...(Ein) + 1> chunk = table.c[c];
+    transform_chunk_share<Job, Eout, Ein...>(job, chunk, std::index_sequence_for<Ein...>{}, threadIdx.x, blockDim.x);
+  }
+}
+
 template <class Op, class E>
 __global__ void __launch_bounds__(tree_block_threads)
     tree_reduce_kernel(const tree_chunk<1>* chunks, std::size_t count, double* partials, double init) {
@@ -81,6 +99,86 @@ int tree_kernel_launch(kernel_priority<1>, const transform_job<F, S...>* job, ty
   tree_transform_kernel<transform_job<F, S...>, Eout, Ein...>
       <<<tree_grid(count), tree_block_threads, 0, s>>>(chunks, count, *job);
   return static_cast<int>(cudaGetLastError());
+}
+
+/// Kernel parameters: 4 KiB on every GPU and driver; up to 32,764 bytes with CUDA 12.1 or later,
+/// a driver of 12.1 (r530) or later and compute capability 7.0 or later (CUDA C++ Programming
+/// Guide, "Function Parameters"). PyTorch's multi-tensor kernels use both sizes the same way
+/// (aten/src/ATen/native/cuda/MultiTensorApply.cuh, "32KB kernel argument size support").
+inline constexpr std::size_t tree_small_args_bytes = 4096;
+inline constexpr std::size_t tree_large_args_bytes = 32764;
+
+/// The chunks a table in `limit` bytes of parameters holds beside its count and a Job (at most
+/// alignof(Job) - 1 bytes of padding between the two).
+template <std::size_t K, class Job>
+constexpr std::size_t tree_args_chunks(std::size_t limit) {
+  const std::size_t fixed = sizeof(std::size_t) + alignof(Job) + sizeof(Job);
+  return limit > fixed ? (limit - fixed) / sizeof(tree_chunk<K>) : 0;
+}
+
+/// The large parameters need every architecture this file is compiled for at 7.0 or later (nvcc
+/// lists them in __CUDA_ARCH_LIST__; a kernel with more than 4 KiB of parameters does not compile
+/// for older ones) and, at run time, a driver of CUDA 12.1 or later.
+[[nodiscard]] constexpr bool tree_large_args_compiled() {
+#if defined(__CUDA_ARCH_LIST__)
+  constexpr int archs[] = {__CUDA_ARCH_LIST__};
+  for (int a : archs) {
+    if (a < 700) return false;
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+[[nodiscard]] inline bool tree_large_args_supported() {
+  static const bool ok = [] {
+    int v = 0;
+    if (cudaDriverGetVersion(&v) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return v >= 12010;
+  }();
+  return ok;
+}
+
+template <class F, class... S, std::size_t K>
+std::size_t tree_kernel_args_capacity(kernel_priority<1>, const transform_job<F, S...>*, tree_chunk<K>*) {
+  using job_t = transform_job<F, S...>;
+  if constexpr (tree_large_args_compiled()) {
+    if (tree_large_args_supported()) return tree_args_chunks<K, job_t>(tree_large_args_bytes);
+  }
+  return tree_args_chunks<K, job_t>(tree_small_args_bytes);
+}
+
+/// Launches the kernel whose parameters take at most `Limit` bytes.
+template <std::size_t Limit, class Job, class Eout, class... Ein, std::size_t K>
+int tree_launch_in_args(const Job& job, const tree_chunk<K>* chunks, std::size_t count, native_stream_handle s) {
+  constexpr std::size_t Cap = tree_args_chunks<K, Job>(Limit);
+  static_assert(Cap != 0 && sizeof(tree_args_table<K, Cap>) + alignof(Job) + sizeof(Job) <= Limit);
+  tree_args_table<K, Cap> table;  // only the first `count` chunks are set: the kernel reads no more
+  table.count = count;
+  std::copy_n(chunks, count, table.c);
+  tree_transform_args_kernel<Cap, Job, Eout, Ein...><<<tree_grid(count), tree_block_threads, 0, s>>>(table, job);
+  return static_cast<int>(cudaGetLastError());
+}
+
+/// One group of a transform with its chunks in the launch's parameters: the 4 KiB kernel where
+/// they fit it, the large one otherwise (tree_kernel_args_capacity said they fit one of them).
+template <class F, class... S, class Eout, class... Ein, std::size_t K>
+int tree_kernel_launch_args(kernel_priority<1>, const transform_job<F, S...>* job, type_list<Eout, Ein...>*,
+                            const tree_chunk<K>* chunks, std::size_t count, native_stream_handle s) {
+  using job_t = transform_job<F, S...>;
+  constexpr std::size_t small = tree_args_chunks<K, job_t>(tree_small_args_bytes);
+  if constexpr (small != 0) {
+    if (count <= small) return tree_launch_in_args<tree_small_args_bytes, job_t, Eout, Ein...>(*job, chunks, count, s);
+  }
+  if constexpr (tree_large_args_compiled() && tree_args_chunks<K, job_t>(tree_large_args_bytes) != 0) {
+    if (count <= tree_args_chunks<K, job_t>(tree_large_args_bytes) && tree_large_args_supported()) {
+      return tree_launch_in_args<tree_large_args_bytes, job_t, Eout, Ein...>(*job, chunks, count, s);
+    }
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
 }
 
 /// One group of a reduction.

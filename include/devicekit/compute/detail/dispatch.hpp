@@ -47,6 +47,17 @@ void tree_device_reduce(kernel_priority<0>, const Op*, const tree_launch_plan<1>
                         double*, double*) {
   throw config_error("tree algorithms: no kernels in this translation unit");
 }
+/// How many chunks one launch of Job's kernel can carry in its parameters instead of a table in
+/// device memory: none without the kernels (compute/kernels.cuh says how many with them).
+template <class Job, std::size_t K>
+std::size_t tree_kernel_args_capacity(kernel_priority<0>, const Job*, tree_chunk<K>*) {
+  return 0;
+}
+template <class Job, class Types, std::size_t K>
+int tree_kernel_launch_args(kernel_priority<0>, const Job*, Types*, const tree_chunk<K>*, std::size_t,
+                            native_stream_handle) {
+  throw config_error("tree algorithms: no kernels in this translation unit");
+}
 
 /// A cuda tree in a translation unit without the kernels. The message names
 /// <devicekit/tree/algorithms.cuh>, which brings the algorithms and their kernels in one include.
@@ -63,6 +74,25 @@ int launch_group(const tree_chunk<K>* d, std::size_t count, const void* job, dou
                  native_stream_handle s) {
   return tree_kernel_launch(kernel_priority<1>{}, static_cast<const Job*>(job), static_cast<Types*>(nullptr), d, count,
                             partials, init, s);
+}
+
+/// The same, for a launch with the chunks (in host memory) in the kernel's parameters.
+template <class Job, class Types, std::size_t K>
+int launch_group_args(const tree_chunk<K>* chunks, std::size_t count, const void* job, native_stream_handle s) {
+  return tree_kernel_launch_args(kernel_priority<1>{}, static_cast<const Job*>(job), static_cast<Types*>(nullptr),
+                                 chunks, count, s);
+}
+
+/// Queues every group of `plan` with its chunks in the kernel's parameters (plan.fits_in_args
+/// said they fit), counting launches.
+template <std::size_t K>
+int run_groups_in_args(const tree_launch_plan<K>& plan, const void* job, native_stream_handle s) {
+  for (const auto& g : plan.groups()) {
+    const int r = g.launch_args(g.chunks.data(), g.chunks.size(), job, s);
+    tree_counters().launches.fetch_add(1, std::memory_order_relaxed);
+    if (r != 0) return r;
+  }
+  return 0;
 }
 
 /// Queues every group of `plan` (whose table is at `d_table` on the device), counting launches.

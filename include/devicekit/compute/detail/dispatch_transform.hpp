@@ -128,7 +128,7 @@ void transform_leaf(const char* operation, const tree_path& path, const Job& job
     const std::array<void*, K> ptrs{static_cast<void*>(o),
                                     const_cast<void*>(static_cast<const void*>(position_data<Layout, I>(args, in)))...};
     const std::array<std::size_t, K> sizes{sizeof(Eout), sizeof(position_element_t<Layout, I, ArgsTuple, InTuple>)...};
-    plan.template add_leaf<types>(ptrs, sizes, n, &launch_group<Job, types, K>);
+    plan.template add_leaf<types>(ptrs, sizes, n, &launch_group<Job, types, K>, &launch_group_args<Job, types, K>);
   }
 }
 
@@ -161,6 +161,15 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   if (plan.chunk_count() == 0) return;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);
+  if (plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job, static_cast<tree_chunk<K>*>(nullptr)))) {
+    // Chunks in the launch's parameters: no table to stage and no scratch to take and give back,
+    // so a call is one launch per group (one kernel node per group in a CUDA graph).
+    scoped_device on(dev.ordinal());
+    const int r = run_groups_in_args(plan, &job, cs.s.native_handle());
+    DEVICEKIT_CUDA_CHECK(static_cast<cudaError_t>(r));
+    if (cs.wait) host_wait(cs.s);
+    return;
+  }
   const auto table = plan.table();
   tree_launch_plumbing(
       dev, cs.s.native_handle(), table.data(), table.size() * sizeof(tree_chunk<K>), 0,

@@ -70,6 +70,11 @@ struct tree_chunk_group {
   using launch_fn = int (*)(const tree_chunk<K>* d_chunks, std::size_t count, const void* job, double* d_partials,
                             double init, native_stream_handle s);
   launch_fn launch = nullptr;
+  /// Queues the kernel with the group's chunks in its parameters (`chunks` in host memory; see
+  /// tree_kernel_args_capacity); null where the algorithm has no such kernel (reductions).
+  using launch_args_fn = int (*)(const tree_chunk<K>* chunks, std::size_t count, const void* job,
+                                 native_stream_handle s);
+  launch_args_fn launch_args = nullptr;
 };
 
 /// Every leaf of a call split into chunks of at most `chunk_elements`, grouped by element types.
@@ -84,9 +89,10 @@ class tree_launch_plan {
   /// element size (ignored for null pointers: broadcast scalars). Zero-length leaves add nothing.
   template <class Types>
   void add_leaf(const std::array<void*, K>& ptrs, const std::array<std::size_t, K>& sizes, std::size_t n,
-                typename tree_chunk_group<K>::launch_fn launch) {
+                typename tree_chunk_group<K>::launch_fn launch,
+                typename tree_chunk_group<K>::launch_args_fn launch_args = nullptr) {
     if (n == 0) return;
-    auto& g = group_for(typeid(Types), launch);
+    auto& g = group_for(typeid(Types), launch, launch_args);
     for (std::size_t at = 0; at < n; at += chunk_) {
       tree_chunk<K> c{};
       for (std::size_t k = 0; k < K; ++k) {
@@ -103,6 +109,13 @@ class tree_launch_plan {
     for (const auto& g : groups_) n += g.chunks.size();
     return n;
   }
+  /// True when every group can launch with its chunks in the kernel's parameters.
+  [[nodiscard]] bool fits_in_args(std::size_t capacity) const noexcept {
+    for (const auto& g : groups_) {
+      if (g.launch_args == nullptr || g.chunks.size() > capacity) return false;
+    }
+    return !groups_.empty();
+  }
   /// The groups' chunks one after the other: what goes to the device.
   [[nodiscard]] std::vector<tree_chunk<K>> table() const {
     std::vector<tree_chunk<K>> t;
@@ -112,11 +125,12 @@ class tree_launch_plan {
   }
 
  private:
-  tree_chunk_group<K>& group_for(const std::type_info& types, typename tree_chunk_group<K>::launch_fn launch) {
+  tree_chunk_group<K>& group_for(const std::type_info& types, typename tree_chunk_group<K>::launch_fn launch,
+                                 typename tree_chunk_group<K>::launch_args_fn launch_args) {
     for (auto& g : groups_) {
       if (*g.types == types) return g;
     }
-    groups_.push_back({&types, {}, launch});
+    groups_.push_back({&types, {}, launch, launch_args});
     return groups_.back();
   }
 
