@@ -15,6 +15,10 @@
 //                                        leaf (double accumulator; each returns its value to the
 //                                        host, so it waits for the stream once per leaf, as a
 //                                        per-tensor norm loop does)
+//   tree.transform.args.vs_table.400_leaves  tree_axpy on 400 leaves of 16 to 1,024 floats (the
+//                                        CUDA-graph step's shape) with its chunks in the launch's
+//                                        parameters vs with its chunk table staged through the pool
+//                                        (tree_args_enabled off), call and synchronisation each
 //
 // shapes, with the goals of both entries: .small_leaves 1,000 leaves x 4 KiB, where launch
 // overhead dominates (goal >= 20: a launch costs about 3-5 us, the leaf's work well under one);
@@ -135,6 +139,32 @@ void entries(const bench::options& opt, bench::report& report, dk::device gpu, s
                   std::to_string(std::abs(ours_norm - their_norm) / their_norm)});
 }
 
+/// The launch with its chunks in its parameters against the staged table, on a tree that fits.
+void args_entry(const bench::options& opt, bench::report& report, dk::device gpu) {
+  const dk::stream s(gpu);
+  std::vector<std::vector<float>> h(400);
+  for (std::size_t l = 0; l < h.size(); ++l) h[l].assign(std::size_t{16} << (l % 7), 1.f);
+  auto x = dk::place(h, gpu, s);
+  auto y = dk::place(h, gpu, s);
+  s.synchronize();
+  const int samples = opt.quick ? 15 : 51;
+  auto run = [&](bool in_args) {
+    dk::detail::tree_args_enabled() = in_args;
+    dk::tree_axpy(s, 1e-7f, x, y);
+    s.synchronize();
+  };
+  const auto tables = dk::detail::tree_counters().tables.load();
+  run(true);
+  const bool took_args = dk::detail::tree_counters().tables.load() == tables;
+  const auto [t, b] = bench::interleaved_medians(
+      samples, [&] { run(true); }, [&] { run(false); });
+  dk::detail::tree_args_enabled() = true;
+  report.add({"tree.transform.args.vs_table.400_leaves", "cuda", "time of tree_axpy, chunks in the launch's parameters",
+              t * 1e6, "us", "the same call with its chunk table staged through the pool", b * 1e6, b / t,
+              std::string(took_args ? "" : "NOT IN ARGS (no large parameters here): ") +
+                  "call and synchronisation; medians of " + std::to_string(samples)});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,13 +175,14 @@ int main(int argc, char** argv) {
     dk::scoped_device on(gpu.ordinal());
     entries(opt, report, gpu, 1000, 1024, ".small_leaves", 20.0);                // 1,000 x 4 KiB
     entries(opt, report, gpu, 8, std::size_t{16} << 20, ".large_leaves", 0.95);  // 8 x 64 MiB
+    args_entry(opt, report, gpu);
     std::printf("(checksum %g)\n", sink);
   } else {
     std::printf(
         "bench_tree_cuda: no GPU, nothing to measure; owed on a GPU: tree.transform.vs_per_leaf.small_leaves and "
         "tree.reduce_norm.vs_per_leaf.small_leaves (goal >= 20), tree.transform.vs_per_leaf.large_leaves and "
         "tree.reduce_norm.vs_per_leaf.large_leaves (goal >= 0.95), tree.transform.of_d2d.large_leaves (goal >= "
-        "0.85)\n");
+        "0.85), tree.transform.args.vs_table.400_leaves\n");
   }
   report.write(opt.json_path);
   return 0;

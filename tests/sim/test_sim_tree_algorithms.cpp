@@ -582,6 +582,18 @@ TEST_CASE("chunks that fit the launch's parameters: no table, no scratch, one la
   CHECK(standin_args::records()[0].in_args);
   CHECK(std::get<1>(dk::to_host(out)) == std::vector<double>(9, 6.0));
   CHECK(counters.tables.load() == tables);
+
+  // Turned off (as bench_tree_cuda does to compare), the same call stages its table.
+  standin_args::records().clear();
+  dk::detail::tree_args_enabled() = false;
+  dk::tree_transform(s, out, standin_args::times_two{}, out);
+  s.synchronize();
+  dk::detail::tree_args_enabled() = true;
+  REQUIRE(standin_args::records().size() == 2);
+  CHECK_FALSE(standin_args::records()[0].in_args);
+  CHECK_FALSE(standin_args::records()[1].in_args);
+  CHECK(counters.tables.load() == tables + 1);
+  CHECK(std::get<1>(dk::to_host(out)) == std::vector<double>(9, 12.0));
 }
 
 TEST_CASE("a group with more chunks than a launch's parameters hold: every group goes through the table",

@@ -161,7 +161,8 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   if (plan.chunk_count() == 0) return;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);
-  if (plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job, static_cast<tree_chunk<K>*>(nullptr)))) {
+  if (tree_args_enabled().load(std::memory_order_relaxed) &&
+      plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job, static_cast<tree_chunk<K>*>(nullptr)))) {
     // Chunks in the launch's parameters: no table to stage and no scratch to take and give back,
     // so a call is one launch per group (one kernel node per group in a CUDA graph).
     scoped_device on(dev.ordinal());

@@ -48,6 +48,14 @@ struct tree_algorithm_counters {
   return c;
 }
 
+/// Whether transforms whose chunks fit the launch's parameters carry them there (on unless turned
+/// off: a benchmark compares that with the staged table in one run, a test reaches the table with
+/// a small tree).
+[[nodiscard]] inline std::atomic<bool>& tree_args_enabled() noexcept {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
 /// One chunk: K pointers (position 0 the output, then the inputs; null for broadcast scalars),
 /// each already advanced to the chunk's first element, and its length.
 template <std::size_t K>
