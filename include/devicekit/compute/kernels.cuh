@@ -159,8 +159,13 @@ int tree_launch_in_args(const Job& job, const tree_chunk<K>* chunks, std::size_t
   tree_args_table<K, Cap> table;  // only the first `count` chunks are set: the kernel reads no more
   table.count = count;
   std::copy_n(chunks, count, table.c);
-  tree_transform_args_kernel<Cap, Job, Eout, Ein...><<<tree_grid(count), tree_block_threads, 0, s>>>(table, job);
-  return static_cast<int>(cudaGetLastError());
+  // cudaLaunchKernel reads the parameters where they are; a <<<>>> call would first copy the table
+  // (up to 32 KB) into the kernel's host-side stub by value.
+  void* args[] = {&table, const_cast<Job*>(&job)};
+  const cudaError_t launched = cudaLaunchKernel(&tree_transform_args_kernel<Cap, Job, Eout, Ein...>,
+                                                dim3(tree_grid(count)), dim3(tree_block_threads), args, 0, s);
+  const cudaError_t last = cudaGetLastError();  // as after a <<<>>> launch: the error is not left behind
+  return static_cast<int>(launched != cudaSuccess ? launched : last);
 }
 
 /// One group of a transform with its chunks in the launch's parameters: the 4 KiB kernel where
