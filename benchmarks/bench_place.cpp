@@ -16,6 +16,8 @@
 //   ceiling.h2d_pinned, ceiling.d2d      the physical ceilings, measured in the same run
 //   place.large_tree.vs_raw_pinned_copy  4 x 64 MiB pinned leaves vs one pinned cudaMemcpyAsync
 //   place.small_leaves.vs_per_leaf_copy  1024 x 4 KiB vs per-leaf cudaMemcpyAsync (preallocated)
+//   place.small_leaves.pipelined.vs_one_buffer  the same 4 MiB staged in pieces (the copy of one
+//                                        overlapping the packing of the next) vs in one buffer
 //   place.pageable.vs_raw_pinned_copy    256 MiB pageable tree (staged in chunks) vs a pinned copy
 //   place.pageable.vs_plain_pageable_copy  the same vs cudaMemcpy straight from pageable memory
 // Placement allocates from a warm memory_pool and the baselines copy into preallocated memory, so
@@ -357,6 +359,26 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
     report.add({"place.small_leaves.vs_per_leaf_malloc_copy", "cuda",
                 "time to place 1024 x 4 KiB (pageable), warm pool", t * 1e6, "us",
                 "per-leaf cudaMalloc + cudaMemcpyAsync (+ cudaFree)", c * 1e6, c / t, "informational"});
+    // The same placement staged in the default number of pieces against one buffer and one copy,
+    // and in 2 and 8 pieces, interleaved: what overlapping the copy with the packing gains here,
+    // and whether another count would gain more.
+    const unsigned pieces = dk::detail::staging_pipeline_chunks().load();
+    auto in_pieces = [&](unsigned n) {
+      return [&, n] {
+        const unsigned old = dk::detail::staging_pipeline_chunks().exchange(n);
+        auto placed = dk::place(leaves, gpu, s, res);
+        s.synchronize();
+        dk::detail::staging_pipeline_chunks() = old;
+      };
+    };
+    const auto [piped, whole, two, eight] =
+        bench::interleaved_medians(samples, in_pieces(pieces), in_pieces(1), in_pieces(2), in_pieces(8));
+    report.add({"place.small_leaves.pipelined.vs_one_buffer", "cuda",
+                "time to place 1024 x 4 KiB (pageable) staged in " + std::to_string(pieces) + " pieces, warm pool",
+                piped * 1e6, "us", "the same staged in one buffer, one copy", whole * 1e6, whole / piped,
+                "informational; 2 pieces: " + std::to_string(static_cast<int>(two * 1e6)) +
+                    " us, 8 pieces: " + std::to_string(static_cast<int>(eight * 1e6)) + " us, " +
+                    std::to_string(dk::host_copy_threads()) + " copy threads"});
     DEVICEKIT_CUDA_CHECK(cudaFree(block));
   }
 }

@@ -41,6 +41,17 @@ TEST_CASE("a large tree goes through the double-buffered chunked staging", "[pla
   CHECK(dk::detail::stats().host_to_device_transfers.load() - before >= 5);  // 40 MiB in 8 MiB chunks
 }
 
+TEST_CASE("a tree of a few MiB is staged in pieces, the copy of one while the host packs the next", "[place][gpu]") {
+  std::vector<std::vector<float>> leaves;
+  for (int i = 0; i < 1024; ++i) leaves.push_back(random_vector<float>(1024));  // 4 MiB in 4 KiB leaves
+  const dk::stream s(dk::device::cuda(0));
+  const auto before = dk::detail::stats().host_to_device_transfers.load();
+  const auto placed = dk::place(leaves, dk::device::cuda(0), s);
+  CHECK(dk::detail::stats().host_to_device_transfers.load() - before ==
+        dk::detail::staging_pipeline_chunks().load());  // 1 MiB pieces
+  CHECK(dk::to_host(placed, s) == leaves);
+}
+
 TEST_CASE(
     "device-to-device: same device in one copy, other devices by peer or "
     "staging",

@@ -15,7 +15,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
+#include <memory>
 #include <optional>
+#include <span>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -241,4 +244,79 @@ TEST_CASE("a host tree is placed in one staged copy, one per chunk above the sta
   CHECK(after.host_to_device == before.host_to_device + chunks);
   CHECK(chunks == 4);
   CHECK(dk::to_host(placed_large) == large);
+}
+
+namespace {
+/// Sets how many pieces a mid-size transfer is staged in, and restores the default.
+struct pipeline_pieces {
+  explicit pipeline_pieces(unsigned n) : old(dk::detail::staging_pipeline_chunks().exchange(n)) {}
+  ~pipeline_pieces() { dk::detail::staging_pipeline_chunks() = old; }
+  unsigned old;
+};
+
+/// Leaves of the given sizes (in floats) back to back in one page-aligned buffer, each a ramp: the
+/// destination block then mirrors the source's page offsets, so placement adds no padding
+/// (place/detail/block.hpp) and the transfer spans exactly the leaves' bytes.
+struct paged_leaves {
+  explicit paged_leaves(const std::vector<std::size_t>& sizes) {
+    std::size_t total = 0;
+    for (std::size_t n : sizes) total += n;
+    buffer.reset(static_cast<float*>(std::aligned_alloc(4096, (total * sizeof(float) + 4095) / 4096 * 4096)));
+    std::size_t at = 0;
+    for (std::size_t n : sizes) {
+      for (std::size_t i = 0; i < n; ++i) buffer.get()[at + i] = static_cast<float>(at + i) * 0.5f;
+      tree.emplace_back(buffer.get() + at, n);
+      expected.emplace_back(buffer.get() + at, buffer.get() + at + n);
+      at += n;
+    }
+  }
+  struct free_buffer {
+    void operator()(float* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<float, free_buffer> buffer;
+  std::vector<std::span<const float>> tree;
+  std::vector<std::vector<float>> expected;
+};
+}  // namespace
+
+// Above pipelined_stage_min_bytes and up to the single-stage limit a transfer is staged in pieces,
+// both ways, so that the copy engine moves one piece while the host packs (or unpacks) the next;
+// at the minimum and below it goes in one copy. Each schedule of the simulator checks that no
+// piece's staging is reused before its copy has read or written it.
+TEST_CASE("a host tree of a few MiB is staged in pieces both ways, up to 2 MiB in one copy", "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const dk::stream s(gpu);
+  REQUIRE(dk::detail::staging_pipeline_chunks().load() == 4);
+  auto copies_of = [&](const std::vector<std::size_t>& sizes) {
+    const paged_leaves leaves(sizes);
+    const auto before = sim::copies();
+    const auto placed = dk::place(leaves.tree, gpu, s);
+    const auto mid = sim::copies();
+    CHECK(dk::to_host(placed, s) == leaves.expected);
+    const auto after = sim::copies();
+    return std::vector<std::size_t>{mid.host_to_device - before.host_to_device,
+                                    after.device_to_host - mid.device_to_host};
+  };
+  const std::vector<std::size_t> four_mib(1024, 1024);  // 1,024 leaves of 4 KiB
+  // 4 MiB in four pieces of 1 MiB.
+  CHECK(copies_of(four_mib) == std::vector<std::size_t>{4, 4});
+  // Exactly 2 MiB: one copy each way.
+  std::vector<std::size_t> two_mib(512, 1024);
+  CHECK(copies_of(two_mib) == std::vector<std::size_t>{1, 1});
+  // One float more: pieces of 576 KiB (a quarter, rounded up to 64 KiB), four of them.
+  two_mib.push_back(1);
+  CHECK(copies_of(two_mib) == std::vector<std::size_t>{4, 4});
+  // 16 MiB, the single-stage limit, in pieces of 4 MiB; three leaves, none ending on a piece edge
+  // (each a whole number of the pool's 256-byte granules, so that they lie back to back).
+  const std::size_t all = (std::size_t{16} << 20) / sizeof(float);
+  const std::size_t third = all / 3 / 64 * 64;
+  CHECK(copies_of({third, third, all - 2 * third}) == std::vector<std::size_t>{4, 4});
+  {
+    const pipeline_pieces one(1);  // pipelining off: one buffer, one copy
+    CHECK(copies_of(four_mib) == std::vector<std::size_t>{1, 1});
+  }
+  {
+    const pipeline_pieces many(1000);  // counted as max_staging_pipeline_chunks: pieces of 64 KiB
+    CHECK(copies_of(four_mib) == std::vector<std::size_t>{64, 64});
+  }
 }

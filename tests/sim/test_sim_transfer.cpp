@@ -95,8 +95,11 @@ TEST_CASE("staging comes from the pinned pool, exactly sized, freed in stream or
   const dk::stream held(gpu);
   gate g;
   REQUIRE(cudaLaunchHostFunc(held.native_handle(), gate::hold, &g) == cudaSuccess);
-  const std::vector<float> tree = ramp(750001, 1.f);  // 3000004 bytes: neither a power of two nor 256-aligned
-  auto placed = dk::place(tree, gpu, held);           // its copy waits behind the gate
+  // 2000004 bytes: neither a power of two nor 256-aligned, and under pipelined_stage_min_bytes, so
+  // staged in one buffer.
+  const std::vector<float> tree = ramp(500001, 1.f);
+  REQUIRE(tree.size() * sizeof(float) <= dk::detail::pipelined_stage_min_bytes);
+  auto placed = dk::place(tree, gpu, held);  // its copy waits behind the gate
   {
     const auto during = staging.stats();
     CHECK(during.peak_allocated_bytes - before.allocated_bytes == tree.size() * sizeof(float));  // exact

@@ -8,9 +8,10 @@
 ///
 ///   host -> host      one memcpy per leaf into the block
 ///   host -> cuda      packed into pinned staging (by the copy threads, copy_workers.hpp) and
-///                     sent in one cudaMemcpyAsync; above `single_stage_limit` in chunks
-///                     (staging_ring): the host packs chunk k+1 while the copy engine moves chunk
-///                     k, taking fresh buffers rather than waiting for a busy stream; leaves
+///                     sent in one cudaMemcpyAsync up to `pipelined_stage_min_bytes`, in pieces
+///                     up to `single_stage_limit`, in chunks above (staging_ring): the host packs
+///                     chunk k+1 while the copy engine moves chunk k, taking fresh buffers rather
+///                     than waiting for a busy stream; leaves
 ///                     of 1 MiB or more that are pinned already are copied directly (no host
 ///                     memcpy)
 ///   cuda -> same cuda device-to-device copies; leaves that lie in one allocation in the same order

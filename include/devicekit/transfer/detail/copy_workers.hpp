@@ -49,9 +49,11 @@ namespace devicekit::detail {
 
 inline constexpr std::size_t max_host_copy_threads = 64;
 
-/// A part of a staged chunk smaller than this stays on the calling thread: waking a waiting
-/// thread costs some microseconds, about what one thread copies of a few hundred KiB.
-inline constexpr std::size_t shared_copy_min_part_bytes = std::size_t{512} << 10;
+/// A part of a staged chunk smaller than this stays on the calling thread. Waking a sleeping
+/// thread costs up to tens of microseconds, about what one thread copies of a few hundred KiB,
+/// but the threads poll between the pieces of one transfer, so only its first piece pays that:
+/// small enough that the 1 MiB pieces of a pipelined 4 MiB transfer still go to eight threads.
+inline constexpr std::size_t shared_copy_min_part_bytes = std::size_t{128} << 10;
 
 /// The process's copy threads (one set, started on first use; see the file comment).
 class copy_workers {
