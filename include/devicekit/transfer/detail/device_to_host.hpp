@@ -18,9 +18,9 @@ namespace devicekit::detail {
 /// Device items of one device -> host memory (any host destinations), through pinned staging:
 /// items that lie close together in one allocation come down in one copy. Above
 /// pipelined_stage_min_bytes in pieces or chunks (staging_buffer_bytes) through two buffers: the
-/// host unpacks chunk k while the copy engine brings chunk k+1. The copies are queued on `*s` (a stream of `dev`), or, for nullptr,
-/// on dev's stream for calls without a stream (default_ordered_stream). Returns when the bytes
-/// are there.
+/// host unpacks chunk k while the copy engine brings chunk k+1. The copies are queued on `*s` (a
+/// stream of `dev`), or, for nullptr, on dev's stream for calls without a stream
+/// (default_ordered_stream). Returns when the bytes are there.
 DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev,
                                               const stream_ref* s = nullptr);
 
