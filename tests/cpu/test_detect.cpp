@@ -8,8 +8,10 @@
 
 #include "test_support.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,30 @@ static_assert(dk::device_detector<argless>);
 static_assert(!dk::device_detector<no_detect>);
 static_assert(!dk::device_detector<wrong_return>);
 static_assert(std::is_empty_v<dk::first_available<dk::cuda_detector, dk::cpu_detector>>);
+
+// The formatters write hex digits by hand; printf's conversions are the reference.
+TEST_CASE("UUIDs and PCI bus ids are formatted as nvidia-smi prints them", "[detect][format]") {
+  const unsigned char fixed[16] = {0x5d, 0x6e, 0x7f, 0x80, 0x91, 0xa2, 0xb3, 0xc4,
+                                   0xd5, 0xe6, 0xf7, 0x08, 0x19, 0x2a, 0x3b, 0x00};
+  CHECK(dk::format_gpu_uuid(fixed) == "GPU-5d6e7f80-91a2-b3c4-d5e6-f708192a3b00");
+  CHECK(dk::format_pci_bus_id(0, 0x19, 0) == "00000000:19:00.0");
+  CHECK(dk::format_pci_bus_id(1, 0x1ab, 0x1f) == "00000001:1AB:1F.0");  // widths are minimums, as %02X's
+  std::mt19937 rng(7);
+  for (int round = 0; round < 1000; ++round) {
+    unsigned char b[16];
+    for (auto& byte : b) byte = static_cast<unsigned char>(rng());
+    char want[64];
+    std::snprintf(want, sizeof want, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                  b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    REQUIRE(dk::format_gpu_uuid(b) == want);
+    const int domain = static_cast<int>(rng());
+    const int bus = static_cast<int>(rng() % 512);
+    const int dev = static_cast<int>(rng() % 64);
+    std::snprintf(want, sizeof want, "%08X:%02X:%02X.0", static_cast<unsigned>(domain), static_cast<unsigned>(bus),
+                  static_cast<unsigned>(dev));
+    REQUIRE(dk::format_pci_bus_id(domain, bus, dev) == want);
+  }
+}
 
 TEST_CASE("cpu_detector reports the host as cpu:0", "[detect][cpu]") {
   const auto caps = dk::cpu_detector{}.detect(dk::settings{});

@@ -7,7 +7,7 @@
 
 namespace dk = devicekit;
 
-TEST_CASE("attribute-based properties agree with cudaGetDeviceProperties", "[detect][gpu]") {
+TEST_CASE("detected properties agree with cudaGetDeviceProperties and with attribute reads", "[detect][gpu]") {
   dk::device_manager<dk::cuda_detector> dm{dk::settings{}};
   REQUIRE(dm.gpu_count() > 0);
   for (const auto& p : dm.capabilities().devices) {
@@ -32,6 +32,33 @@ TEST_CASE("attribute-based properties agree with cudaGetDeviceProperties", "[det
     REQUIRE(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, p.id.ordinal()) == cudaSuccess);
     // The runtime prints a 4-digit domain; nvidia-smi (and devicekit) an 8-digit one.
     CHECK(p.pci_bus_id.substr(4) == std::string(bus_id));
+
+    // The attribute-by-attribute path (runtimes before CUDA 13) reads the same device the same way.
+    const auto a = dk::detail::query_device_properties_by_attributes(p.id.ordinal(), dm.gpu_count());
+    CHECK(a.name == p.name);
+    CHECK(a.uuid == p.uuid);
+    CHECK(a.pci_bus_id == p.pci_bus_id);
+    CHECK(a.total_memory_bytes == p.total_memory_bytes);
+    CHECK(a.cc == p.cc);
+    CHECK(a.multiprocessor_count == p.multiprocessor_count);
+    CHECK(a.memory_bus_width_bits == p.memory_bus_width_bits);
+    CHECK(a.l2_cache_bytes == p.l2_cache_bytes);
+    CHECK(a.async_engine_count == p.async_engine_count);
+    CHECK(a.ecc_enabled == p.ecc_enabled);
+    CHECK(a.max_threads_per_block == p.max_threads_per_block);
+    CHECK(a.warp_size == p.warp_size);
+    CHECK(a.integrated == p.integrated);
+    CHECK(a.managed_memory == p.managed_memory);
+    CHECK(a.concurrent_managed_access == p.concurrent_managed_access);
+    CHECK(a.peer_access == p.peer_access);
+
+    // Clock rates: not detected, read when asked.
+    int sm_khz = 0;
+    REQUIRE(cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, p.id.ordinal()) == cudaSuccess);
+    const auto clocks = dk::query_clock_rates(p.id);
+    CHECK(clocks.sm_khz == sm_khz);
+    CHECK(clocks.sm_khz > 0);
+    CHECK(clocks.memory_khz > 0);
   }
 }
 

@@ -1,6 +1,6 @@
-# devicekit-info --json on four simulated GPUs: four cuda devices, each an H100 with its own UUID
-# and PCI bus id, and the CUDA device type chosen; recommendations for the H100; the routing; and
-# DEVICEKIT_PLATFORMS=cpu,cuda choosing the CPU over them.
+# devicekit-info --json on four simulated GPUs: four cuda devices, each an H100 with its own UUID,
+# PCI bus id and the simulator's clock rate, and the CUDA device type chosen; recommendations for
+# the H100; the routing; and DEVICEKIT_PLATFORMS=cpu,cuda choosing the CPU over them.
 execute_process(COMMAND ${EXE} --json --verbose RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "devicekit-info exited with ${rc}\n${out}\n${err}")
@@ -15,6 +15,11 @@ foreach(i 0 1 2 3)
   string(JSON name GET "${out}" devices ${i} name)
   string(JSON uuid GET "${out}" devices ${i} uuid)
   string(JSON hw GET "${out}" devices ${i} hardware)
+  # Detection reads no clocks; the report does (the simulator's peak SM clock, sim/src/device.cpp).
+  string(JSON clock GET "${out}" devices ${i} clock_rate_khz)
+  if(NOT clock EQUAL 1980000)
+    message(FATAL_ERROR "device ${i} reports clock_rate_khz '${clock}', not the simulator's 1980000\n${out}")
+  endif()
   if(NOT name STREQUAL "NVIDIA H100 80GB HBM3")
     message(FATAL_ERROR "device ${i} is '${name}', not an H100\n${out}")
   endif()

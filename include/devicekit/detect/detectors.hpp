@@ -9,6 +9,7 @@
 #include <devicekit/detect/capabilities.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <concepts>
 #include <mutex>
 #include <string_view>
@@ -96,9 +97,22 @@ struct cuda_probe {
 
 [[nodiscard]] DEVICEKIT_DECL cuda_probe probe_cuda();
 
+/// Where the process-wide probe is published once made, so that a caller can ask for it without
+/// making it (cuda_probe_if_done).
+[[nodiscard]] inline std::atomic<const cuda_probe*>& cuda_probe_slot() noexcept {
+  static std::atomic<const cuda_probe*> slot{nullptr};
+  return slot;
+}
+
 [[nodiscard]] inline const cuda_probe& cached_cuda_probe() {
   static const cuda_probe probe = probe_cuda();
+  cuda_probe_slot().store(&probe, std::memory_order_release);
   return probe;
+}
+
+/// The probe if a detector in this process has made it, else nullptr; never touches the runtime.
+[[nodiscard]] inline const cuda_probe* cuda_probe_if_done() noexcept {
+  return cuda_probe_slot().load(std::memory_order_acquire);
 }
 #endif
 

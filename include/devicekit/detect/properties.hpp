@@ -1,10 +1,14 @@
 #pragma once
 /// \file
-/// Per-device properties, read with `cudaDeviceGetAttribute` (about 10 ns a call) and the
-/// driver's cuDeviceGetName / cuDeviceGetUuid / cuDeviceTotalMem reached through
-/// `cudaGetDriverEntryPointByVersion` (no link against libcuda, so a machine without a driver
-/// still runs). `cudaGetDeviceProperties` (milliseconds) is only a fallback when the driver
-/// entry points cannot be had. None of these create a CUDA context; `query_free_memory` does.
+/// Per-device properties. With the CUDA 13 runtime they come from one `cudaGetDeviceProperties`
+/// call: the runtime caches that structure (0.09-0.15 us a call on an H100 and an H200), and it no
+/// longer carries the clock rates. Before CUDA 13 that call read every property, clocks included,
+/// and took milliseconds (NVIDIA's "CUDA Pro Tip: The Fast Way to Query Device Properties"), so
+/// there they are read with `cudaDeviceGetAttribute` and the driver's cuDeviceGetName /
+/// cuDeviceGetUuid / cuDeviceTotalMem, reached through `cudaGetDriverEntryPointByVersion` (no link
+/// against libcuda, so a machine without a driver still runs). Detection never reads the clock
+/// rates: `query_clock_rates` does, when asked (the verbose report). None of these create a CUDA
+/// context; `query_free_memory` does.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/detect/hardware.hpp>
@@ -52,8 +56,6 @@ struct device_properties {
   std::uint64_t total_memory_bytes = 0;
   compute_capability cc;
   int multiprocessor_count = 0;
-  int clock_rate_khz = 0;
-  int memory_clock_rate_khz = 0;
   int memory_bus_width_bits = 0;
   int l2_cache_bytes = 0;
   int async_engine_count = 0;  ///< copy engines
@@ -122,11 +124,37 @@ struct driver_identity_api {
 /// Name, UUID and total memory: from the driver when it can, else from cudaGetDeviceProperties.
 DEVICEKIT_DECL void query_identity(int ordinal, device_properties& p);
 
+/// Fills p.peer_access: for every j < device_count, whether `ordinal` can reach j's memory directly.
+DEVICEKIT_DECL void query_peer_access(int ordinal, int device_count, device_properties& p);
+
+/// The properties read attribute by attribute, plus the driver's identity calls: what
+/// query_device_properties does with a runtime older than CUDA 13.
+[[nodiscard]] DEVICEKIT_DECL device_properties query_device_properties_by_attributes(int ordinal, int device_count);
+
+/// The properties from one cudaGetDeviceProperties call: what query_device_properties does with
+/// the CUDA 13 runtime.
+[[nodiscard]] DEVICEKIT_DECL device_properties query_device_properties_at_once(int ordinal, int device_count);
+
 }  // namespace detail
 
 /// Reads the properties of CUDA device `ordinal`; `device_count` sizes the peer-access row.
 [[nodiscard]] DEVICEKIT_DECL device_properties query_device_properties(int ordinal, int device_count);
 #endif
+
+/// The peak SM and memory clocks of a device, in kHz (`cudaDevAttrClockRate`,
+/// `cudaDevAttrMemoryClockRate`); nvidia-smi prints them as "Max Clocks".
+struct clock_rates {
+  int sm_khz = 0;
+  int memory_khz = 0;
+  friend constexpr bool operator==(const clock_rates&, const clock_rates&) = default;
+};
+
+/// The clock rates of cuda device `d`, read now. Kept out of device_properties: CUDA 13 dropped
+/// them from cudaDeviceProp, the cached structure detection reads, so they cost queries of their
+/// own that a program constructing a manager need not pay for. Throws config_error for the cpu
+/// device (CUDA reports no clocks for it) and in a build without CUDA, cuda_error for an ordinal
+/// the runtime does not list.
+[[nodiscard]] DEVICEKIT_DECL clock_rates query_clock_rates(device d);
 
 /// Free and total bytes of a cuda device, from cudaMemGetInfo. This creates a CUDA context on
 /// the device (which itself takes 100-800 MB), so it is never called by detection: only when a

@@ -29,6 +29,11 @@ DEVICEKIT_DECL void fill_report_routing(routing_info& routing, const settings& c
 [[nodiscard]] DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budget& b,
                                                                    const manager_pools& pools);
 
+/// The clock rates of each device in r.caps that the CUDA runtime of this process listed (the same
+/// ordinal and UUID as the process's probe), read now: detection leaves them out, and a described
+/// device (fixed_detector, compile_only_detector) has none to read.
+DEVICEKIT_DECL void fill_report_clocks(device_report& r);
+
 /// The report of manager `m`, whose pools are `pools` and whose settings' environment variables
 /// did `environment`; `costs` as the caller measured them.
 template <class Manager>
@@ -52,6 +57,7 @@ template <class Manager>
   auto add = [&](device d) { r.memory.push_back(report_memory_info(d, m.budget(d), pools)); };
   for (const auto& p : r.caps.devices) add(p.id);
   if (!r.memory.empty() && r.memory.front().id.is_cuda() && pools.find(device::cpu()) != nullptr) add(device::cpu());
+  fill_report_clocks(r);
   r.staging = devicekit::staging_memory_stats();
   return r;
 }

@@ -1,10 +1,11 @@
 #pragma once
 /// \file
 /// The definitions behind manager/report.hpp: the parts of a report that do not depend on the
-/// manager's type (routing from the settings, a device's memory entry).
+/// manager's type (routing from the settings, a device's memory entry, the clock rates).
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/manager/report.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +29,21 @@ DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budg
   info.scratch_peak_bytes = scratch.peak_bytes;
   info.scratch_allocations = scratch.allocations;
   return info;
+}
+
+DEVICEKIT_DECL void fill_report_clocks(device_report& r) {
+#if DEVICEKIT_HAS_CUDA
+  const cuda_probe* probe = cuda_probe_if_done();
+  if (probe == nullptr) return;
+  for (const auto& p : r.caps.devices) {
+    if (!p.id.is_cuda() || !p.usable() || p.compile_only) continue;
+    const auto ordinal = static_cast<std::size_t>(p.id.ordinal());
+    if (ordinal >= probe->devices.size() || probe->devices[ordinal].uuid != p.uuid) continue;
+    r.clocks.push_back({p.id, devicekit::query_clock_rates(p.id)});
+  }
+#else
+  (void)r;
+#endif
 }
 
 }  // namespace devicekit::detail

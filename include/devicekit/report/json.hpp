@@ -66,8 +66,6 @@ namespace devicekit {
     j["pci"] = {{"domain", d.pci_domain}, {"bus", d.pci_bus}, {"device", d.pci_device}};
     j["compute_capability"] = d.cc.str();
     j["multiprocessor_count"] = d.multiprocessor_count;
-    j["clock_rate_khz"] = d.clock_rate_khz;
-    j["memory_clock_rate_khz"] = d.memory_clock_rate_khz;
     j["memory_bus_width_bits"] = d.memory_bus_width_bits;
     j["l2_cache_bytes"] = d.l2_cache_bytes;
     j["async_engine_count"] = d.async_engine_count;
@@ -172,6 +170,12 @@ namespace devicekit {
   for (const auto& d : c.devices) {
     auto dj = to_json(d, r.costs);
     if (const auto* m = r.memory_of(d.id)) dj["memory"] = to_json(*m);
+    if (d.id.is_cuda()) {
+      // Null where the report read no clocks: a device this process cannot use or only describes.
+      const auto* clk = r.clocks_of(d.id);
+      dj["clock_rate_khz"] = clk != nullptr ? nlohmann::json(clk->sm_khz) : nlohmann::json(nullptr);
+      dj["memory_clock_rate_khz"] = clk != nullptr ? nlohmann::json(clk->memory_khz) : nlohmann::json(nullptr);
+    }
     devices.push_back(std::move(dj));
   }
   j["devices"] = devices;

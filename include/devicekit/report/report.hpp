@@ -59,6 +59,12 @@ struct device_memory_info {
   std::uint64_t scratch_allocations = 0;
 };
 
+/// One device's clock rates in a report, read when the report was built (query_clock_rates).
+struct device_clock_info {
+  device id;
+  clock_rates clocks;
+};
+
 struct device_report {
   capabilities caps;
   strategy_info strategy;
@@ -70,6 +76,9 @@ struct device_report {
   std::vector<std::string> environment_too_late;
   cost_table costs;
   std::vector<device_memory_info> memory;  ///< per device (and cpu:0 when its pool exists)
+  /// Per usable cuda device present in this process; detection does not read clocks, the report
+  /// does.
+  std::vector<device_clock_info> clocks;
   /// The copy engine's pinned staging pool (devicekit::staging_memory_stats); none until a
   /// transfer needed staging.
   std::optional<pool_stats> staging;
@@ -77,6 +86,7 @@ struct device_report {
   std::vector<engine_info> engines = query_engines();
 
   [[nodiscard]] const device_memory_info* memory_of(device d) const;
+  [[nodiscard]] const clock_rates* clocks_of(device d) const;
 
   [[nodiscard]] std::string backend() const { return std::string(to_string(caps.device_type)); }
   [[nodiscard]] hardware_type default_hardware() const;

@@ -44,6 +44,13 @@ DEVICEKIT_DECL const device_memory_info* device_report::memory_of(device d) cons
   return nullptr;
 }
 
+DEVICEKIT_DECL const clock_rates* device_report::clocks_of(device d) const {
+  for (const auto& c : clocks) {
+    if (c.id == d) return &c.clocks;
+  }
+  return nullptr;
+}
+
 DEVICEKIT_DECL hardware_type device_report::default_hardware() const {
   for (const auto& d : caps.devices) {
     if (d.id == default_device) return d.hardware;
@@ -181,8 +188,10 @@ DEVICEKIT_DECL void write_text(std::ostream& os, const device_report& r, bool ve
     prop("PCI Bus Id", d.pci_bus_id);
     prop("Compute Capability", d.cc.str());
     prop("Multiprocessors", std::to_string(d.multiprocessor_count));
-    prop("Clock Rate", std::to_string(d.clock_rate_khz / 1000) + " MHz");
-    prop("Memory Clock Rate", std::to_string(d.memory_clock_rate_khz / 1000) + " MHz");
+    if (const auto* clk = r.clocks_of(d.id)) {
+      prop("Clock Rate", std::to_string(clk->sm_khz / 1000) + " MHz");
+      prop("Memory Clock Rate", std::to_string(clk->memory_khz / 1000) + " MHz");
+    }
     prop("Memory Bus Width", std::to_string(d.memory_bus_width_bits) + " bits");
     prop("L2 Cache", detail::format_bytes(static_cast<std::uint64_t>(d.l2_cache_bytes)));
     prop("Copy Engines", std::to_string(d.async_engine_count));
