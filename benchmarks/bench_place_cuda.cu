@@ -160,14 +160,14 @@ void batched(const bench::options& opt, bench::report& report, dk::device gpu) {
       s.synchronize();
     };
     const auto [t, l, k] = bench::interleaved_medians(samples, ours, loop, cub_only);
-    const bool chosen =
-        sh.count >= dk::detail::batched_copy_min_count && sh.bytes <= dk::detail::batched_copy_max_average_bytes;
+    const auto planned = dk::detail::plan_copy(dk::detail::copy_direction::device_to_device, sh.count,
+                                               sh.count * sh.bytes, dk::detail::paths_available(s.native_handle()));
     report.add({"place.batched_d2d.vs_per_leaf_memcpy." + std::to_string(sh.count) + "x" +
                     std::to_string(sh.bytes >> 10) + "KiB",
                 "cuda", "time to copy the leaves into one block (dk::batched_copy)", t * 1e6, "us",
                 "one cudaMemcpyAsync per leaf", l * 1e6, l / t,
-                std::string(chosen ? "placement uses the batched copy here" : "placement uses per-leaf copies here") +
-                    "; CUB kernel alone " + std::to_string(k * 1e6) + " us (ratio " + std::to_string(l / k) + ")"});
+                std::string("placement uses ") + dk::detail::to_string(planned) + " here; CUB kernel alone " +
+                    std::to_string(k * 1e6) + " us (ratio " + std::to_string(l / k) + ")"});
     DEVICEKIT_CUDA_CHECK(cudaFree(d_srcs));
     DEVICEKIT_CUDA_CHECK(cudaFree(d_dsts));
     DEVICEKIT_CUDA_CHECK(cudaFree(d_sizes));

@@ -9,8 +9,8 @@
 /// tree whose leaves lie in several allocations on one device (place(tree_on_dev, dev)) then takes
 /// one launch instead of one cudaMemcpyAsync per leaf, when there are at least
 /// detail::batched_copy_min_count leaves averaging at most detail::batched_copy_max_average_bytes
-/// (transfer/detail/planner.hpp; per-call cudaMemcpyAsync costs about 5-7 us, which a batched
-/// launch pays once). bench_place_cuda measures both sides.
+/// (transfer/detail/planner.hpp, which gives the measurements; per-call cudaMemcpyAsync costs
+/// about 5-7 us, which a batched launch pays once). bench_place_cuda measures both sides.
 #if !defined(__CUDACC__)
 #  error "devicekit/transfer/batched_copy.cuh launches CUB kernels: include it from a .cu file compiled by nvcc"
 #endif

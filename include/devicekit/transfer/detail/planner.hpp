@@ -16,9 +16,9 @@
 ///                 small transfers for small runs; between devices without peer access, the
 ///                 way through host memory
 ///
-/// The thresholds below are named constants chosen from public data and still owe a tuning on a
-/// GPU: benchmarks/bench_place_cuda.cu ("copy_planner.*" entries) measures each path across counts
-/// and sizes for that.
+/// The device-to-device thresholds below were set from the paths measured side by side on an H200
+/// (benchmarks/bench_place_cuda.cu, "copy_planner.*" entries; benchmarks/results/2026-11-27-h200);
+/// the host ones still owe such a measurement.
 #include <cstddef>
 
 namespace devicekit::detail {
@@ -59,17 +59,20 @@ struct copy_paths_available {
 /// three pointer tables; the per-copy cost of cudaMemcpyAsync is about 2-7 us of host time
 /// (driver submission; NVIDIA's "How to Optimize Data Transfers in CUDA C/C++" and the CUDA Best
 /// Practices Guide, "Data transfer between host and device", advise batching small transfers for
-/// that reason). Large buffers gain nothing from SMs that a copy engine moves at full bandwidth.
-/// bench_place_cuda measured batching winning from tens of small buffers on.
-inline constexpr std::size_t batched_copy_min_count = 16;
-inline constexpr std::size_t batched_copy_max_average_bytes = std::size_t{256} << 10;
+/// that reason). Measured on an H200 against one cudaMemcpyAsync per run: the launch loses at 4
+/// runs (0.79-0.90) and wins from 8 (1.34-1.57 at 8 runs of 256 B to 1 MiB, where
+/// cudaMemcpyBatchAsync gains 1.05-1.16), up to 19-44 at 1,024 runs; runs of 1 MiB still gain
+/// 1.3-6.6 from 8 to 256 of them. Large buffers gain nothing from SMs that a plain copy already
+/// runs at full bandwidth: 4 runs of 16 MiB took 63 us in the kernel against 51 us per run.
+inline constexpr std::size_t batched_copy_min_count = 8;
+inline constexpr std::size_t batched_copy_max_average_bytes = std::size_t{1} << 20;
 
 /// cudaMemcpyBatchAsync from this many runs on: one runtime call instead of `count`, each of
 /// those costing the 2-7 us above; the batch keeps stream order as a whole and only gives up
 /// ordering among its own copies, which disjoint runs do not need (CUDA runtime API,
-/// cudaMemcpyBatchAsync). Its own per-call cost is not published: 4 keeps it for cases where
-/// at least three submissions are saved. No size limit: the copies are the same DMA transfers
-/// whatever their size, submitted once. Owed: measuring the crossover on a GPU.
+/// cudaMemcpyBatchAsync). No size limit: the copies are the same DMA transfers whatever their
+/// size, submitted once. Measured on an H200: 0.99-1.08 of per-run copies at 4 runs, 1.04-1.19
+/// from 8 on; at 2 runs it saves nothing (0.99-1.07), so single copies stay below 4.
 inline constexpr std::size_t batch_api_min_count = 4;
 
 /// Host runs in pinned memory at least this large on average are copied where they lie rather
