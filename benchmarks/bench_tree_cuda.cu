@@ -15,6 +15,11 @@
 //                                        leaf (double accumulator; each returns its value to the
 //                                        host, so it waits for the stream once per leaf, as a
 //                                        per-tensor norm loop does)
+//   tree.transform.whole_leaf.vs_chunked.<n>x<size>  tree_axpy with every leaf launched on its own
+//                                        (cub::DeviceTransform, the threshold lowered to 0) vs every
+//                                        leaf in the chunk kernel (threshold SIZE_MAX), n leaves of
+//                                        4 to 64 MiB: where the whole-leaf threshold belongs
+//                                        (compute/detail/plan.hpp, tree_whole_leaf_elements)
 //   tree.transform.args.vs_table.400_leaves  tree_axpy on 400 leaves of 16 to 1,024 floats (the
 //                                        CUDA-graph step's shape) with its chunks in the launch's
 //                                        parameters vs with its chunk table staged through the pool
@@ -22,8 +27,9 @@
 //
 // shapes, with the goals of both entries: .small_leaves 1,000 leaves x 4 KiB, where launch
 // overhead dominates (goal >= 20: a launch costs about 3-5 us, the leaf's work well under one);
-// .large_leaves 8 leaves x 64 MiB, memory-bound either way (goal >= 0.95: the chunk table and
-// the partials must cost nothing noticeable).
+// .large_leaves 8 leaves x 64 MiB, memory-bound either way (goal >= 0.95: the transform launches
+// each leaf on its own, as the baseline does; the reduction's chunk table and partials must cost
+// nothing noticeable).
 #include "bench_common.hpp"
 
 #include <devicekit/compute.hpp>
@@ -35,6 +41,7 @@
 #include <thrust/transform_reduce.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -139,6 +146,34 @@ void entries(const bench::options& opt, bench::report& report, dk::device gpu, s
                   std::to_string(std::abs(ours_norm - their_norm) / their_norm)});
 }
 
+/// Every leaf launched on its own against every leaf in the chunk kernel, at one leaf length.
+void whole_leaf_entry(const bench::options& opt, bench::report& report, dk::device gpu, std::size_t leaves,
+                      std::size_t elements) {
+  const dk::stream s(gpu);
+  auto x = dk::place(make_tree(leaves, elements), gpu, s);
+  auto y = dk::place(make_tree(leaves, elements), gpu, s);
+  s.synchronize();
+  const int samples = opt.quick ? 9 : 31;
+  auto& threshold = dk::detail::tree_whole_leaf_threshold();
+  auto run = [&](std::size_t from) {
+    threshold = from;
+    dk::tree_axpy(s, 1e-7f, x, y);
+    s.synchronize();
+  };
+  const auto [w, c] = bench::interleaved_medians(
+      samples, [&] { run(0); }, [&] { run(SIZE_MAX); });
+  threshold = dk::detail::tree_whole_leaf_elements;
+  const std::string shape = std::to_string(leaves) + "x" + std::to_string(elements * sizeof(float) >> 20) + "MiB";
+  const double bytes = 3.0 * static_cast<double>(leaves * elements * sizeof(float));
+  report.add({"tree.transform.whole_leaf.vs_chunked." + shape, "cuda",
+              "time of tree_axpy, each leaf launched on its own (cub::DeviceTransform)", w * 1e6, "us",
+              "every leaf in the chunk kernel", c * 1e6, c / w,
+              "informational: above 1, leaves this long belong to the whole-leaf path (threshold now " +
+                  std::to_string(dk::detail::tree_whole_leaf_elements) + " elements); " +
+                  std::to_string(bytes / w / 1e9).substr(0, 6) + " vs " + std::to_string(bytes / c / 1e9).substr(0, 6) +
+                  " GB/s; medians of " + std::to_string(samples)});
+}
+
 /// The launch with its chunks in its parameters against the staged table, on a tree that fits.
 void args_entry(const bench::options& opt, bench::report& report, dk::device gpu) {
   const dk::stream s(gpu);
@@ -175,6 +210,7 @@ int main(int argc, char** argv) {
     dk::scoped_device on(gpu.ordinal());
     entries(opt, report, gpu, 1000, 1024, ".small_leaves", 20.0);                // 1,000 x 4 KiB
     entries(opt, report, gpu, 8, std::size_t{16} << 20, ".large_leaves", 0.95);  // 8 x 64 MiB
+    for (const std::size_t mib : {4, 8, 16, 64}) whole_leaf_entry(opt, report, gpu, 512 / mib, mib << 18);
     args_entry(opt, report, gpu);
     std::printf("(checksum %g)\n", sink);
   } else {
@@ -182,7 +218,7 @@ int main(int argc, char** argv) {
         "bench_tree_cuda: no GPU, nothing to measure; owed on a GPU: tree.transform.vs_per_leaf.small_leaves and "
         "tree.reduce_norm.vs_per_leaf.small_leaves (goal >= 20), tree.transform.vs_per_leaf.large_leaves and "
         "tree.reduce_norm.vs_per_leaf.large_leaves (goal >= 0.95), tree.transform.of_d2d.large_leaves (goal >= "
-        "0.85), tree.transform.args.vs_table.400_leaves\n");
+        "0.85), tree.transform.whole_leaf.vs_chunked at 4 to 64 MiB leaves, tree.transform.args.vs_table.400_leaves\n");
   }
   report.write(opt.json_path);
   return 0;

@@ -225,3 +225,65 @@ TEST_CASE("tree_axpy with its chunks in the launch's parameters, and past them t
     CHECK(wrong == 0);
   }
 }
+
+// Leaves of tree_whole_leaf_elements or more get a launch of their own (cub::DeviceTransform),
+// the shorter ones share the chunk kernel's launch: results against the host on both sides of the
+// threshold, with the output one of the inputs (tree_axpy), with a broadcast between two trees, with
+// the whole-leaf launches turned off, inside a CUDA graph, and for reduced-precision leaves (which
+// stay in the chunk kernel). Every value here is exact in float, so the host's arithmetic is the
+// device's.
+TEST_CASE("long leaves are launched on their own, shorter ones together", "[tree_algorithms][gpu]") {
+  const dk::device gpu = dk::device::cuda(0);
+  const dk::stream s(gpu);
+  constexpr std::size_t whole = dk::detail::tree_whole_leaf_elements;
+  const std::vector<std::size_t> lengths{whole - 1, whole, 1000, whole + 3};
+  std::vector<std::vector<float>> hx;
+  std::vector<std::vector<float>> hy;
+  for (const std::size_t n : lengths) {
+    hx.push_back(ramp<float>(n, -7.f, 0.25f));
+    hy.push_back(ramp<float>(n, 3.f, 0.5f));
+  }
+  auto x = dk::place(hx, gpu, s);
+  auto y = dk::place(hy, gpu, s);
+  auto& counters = dk::detail::tree_counters();
+  auto count_wrong = [](const auto& got, auto&& want) {
+    std::size_t wrong = 0;
+    for (std::size_t l = 0; l < got.size(); ++l) {
+      for (std::size_t i = 0; i < got[l].size(); ++i) wrong += dk::widen(got[l][i]) != dk::widen(want(l, i)) ? 1 : 0;
+    }
+    return wrong;
+  };
+
+  auto launches = counters.launches.load();
+  dk::tree_axpy(s, 2.f, x, y);                      // y = 2 x + y
+  CHECK(counters.launches.load() == launches + 3);  // two whole leaves, one launch for the other two
+  CHECK(count_wrong(dk::to_host(y, s), [&](std::size_t l, std::size_t i) { return 2.f * hx[l][i] + hy[l][i]; }) == 0);
+
+  auto out = dk::zeros_like(x, gpu, s);
+  launches = counters.launches.load();
+  dk::tree_transform(s, out, scale_add{}, x, 0.5f, y);  // out = 0.5 x + (2 x + y0)
+  CHECK(counters.launches.load() == launches + 3);
+  CHECK(count_wrong(dk::to_host(out, s),
+                    [&](std::size_t l, std::size_t i) { return 0.5f * hx[l][i] + (2.f * hx[l][i] + hy[l][i]); }) == 0);
+
+  dk::detail::tree_whole_leaf_threshold() = SIZE_MAX;
+  launches = counters.launches.load();
+  dk::tree_axpy(s, -2.f, x, y);  // y back to y0, every leaf in the chunk kernel
+  dk::detail::tree_whole_leaf_threshold() = whole;
+  CHECK(counters.launches.load() == launches + 1);
+  CHECK(count_wrong(dk::to_host(y, s), [&](std::size_t l, std::size_t i) { return hy[l][i]; }) == 0);
+
+  dk::graph graph = dk::capture(s, [&] { dk::tree_axpy(s, 1.f, x, y); });  // y += x per replay
+  for (int replay = 1; replay <= 3; ++replay) graph.launch(s);
+  CHECK(count_wrong(dk::to_host(y, s), [&](std::size_t l, std::size_t i) { return hy[l][i] + 3.f * hx[l][i]; }) == 0);
+
+  std::vector<std::vector<dk::bfloat16_t>> h16{ramp<dk::bfloat16_t>(whole, 1.f, 0.f),
+                                               ramp<dk::bfloat16_t>(10, 2.f, 0.f)};
+  auto b16 = dk::place(h16, gpu, s);
+  launches = counters.launches.load();
+  dk::tree_transform(s, b16, times{}, b16, 4.f);
+  CHECK(counters.launches.load() == launches + 1);
+  CHECK(count_wrong(dk::to_host(b16, s), [&](std::size_t l, std::size_t) {
+          return dk::narrow_to<dk::bfloat16_t>(4.f * (l == 0 ? 1.f : 2.f));
+        }) == 0);
+}

@@ -91,6 +91,48 @@ int tree_kernel_launch(dk::detail::kernel_priority<1>, const Job* job, dk::detai
   return static_cast<int>(e);
 }
 
+/// What one stand-in whole-leaf launch saw.
+struct leaf_launch_record {
+  chunk2 leaf{};
+  int device = -1;
+};
+std::vector<leaf_launch_record>& leaf_records() {
+  static std::vector<leaf_launch_record> r;
+  return r;
+}
+/// The error the next whole-leaf launch returns (cudaSuccess: it runs).
+cudaError_t& next_leaf_error() {
+  static cudaError_t e = cudaSuccess;
+  return e;
+}
+
+/// What compute/kernels.cuh provides for transforms over arithmetic elements: a kernel per whole
+/// leaf (there, cub::DeviceTransform).
+template <class Job, class Eout, class Ein>
+constexpr bool tree_leaf_kernel_available(dk::detail::kernel_priority<1>, const Job*,
+                                          dk::detail::type_list<Eout, Ein>*) {
+  return true;
+}
+
+/// The stand-in whole-leaf kernel: the leaf's input down, the job's element operation, the output
+/// up, through the pointers and length the plan gave it.
+template <class Job, class Eout, class Ein>
+int tree_kernel_launch_leaf(dk::detail::kernel_priority<1>, const Job* job, dk::detail::type_list<Eout, Ein>*,
+                            const chunk2& leaf, dk::native_stream_handle s) {
+  leaf_launch_record r{leaf, -1};
+  if (cudaGetDevice(&r.device) != cudaSuccess) return static_cast<int>(cudaErrorInvalidDevice);
+  leaf_records().push_back(r);
+  if (const cudaError_t e = std::exchange(next_leaf_error(), cudaSuccess); e != cudaSuccess) return static_cast<int>(e);
+  std::vector<Ein> in(leaf.n);
+  std::vector<Eout> out(leaf.n);
+  cudaError_t e = cudaStreamSynchronize(s);  // the work queued before it (placement) has run
+  if (e == cudaSuccess) e = cudaMemcpy(in.data(), leaf.p[1], leaf.n * sizeof(Ein), cudaMemcpyDeviceToHost);
+  const dk::detail::slots<std::index_sequence<0>, const Ein*> ins{{in.data()}};
+  for (std::size_t i = 0; i < leaf.n; ++i) job->run(std::index_sequence<0>{}, out.data(), ins, i);
+  if (e == cudaSuccess) e = cudaMemcpy(leaf.p[0], out.data(), leaf.n * sizeof(Eout), cudaMemcpyHostToDevice);
+  return static_cast<int>(e);
+}
+
 }  // namespace standin
 
 namespace {
@@ -316,6 +358,101 @@ TEST_CASE("a failed or throwing launch still gives the table back", "[sim][tree_
   s.synchronize();
   CHECK(pool.stats().allocated_bytes == before);
   CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == 0);
+}
+
+TEST_CASE("leaves of the whole-leaf length get a launch of their own, shorter ones share the table",
+          "[sim][tree_algorithms]") {
+  const dk::device gpu = last_gpu();
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);  // the whole-leaf launches too must run on the tree's device
+  constexpr std::size_t whole = dk::detail::tree_whole_leaf_elements;
+  const std::vector<std::size_t> lengths{5, whole, whole - 1, 0, whole + 7};
+  std::vector<std::vector<float>> h;
+  for (std::size_t l = 0; l < lengths.size(); ++l) h.push_back(ramp(lengths[l], static_cast<float>(l)));
+  auto in = dk::place(h, gpu);
+  auto out = dk::zeros_like(in, gpu);
+  auto& counters = dk::detail::tree_counters();
+  auto launches = counters.launches.load();
+  const auto tables = counters.tables.load();
+  standin::records().clear();
+  standin::leaf_records().clear();
+
+  dk::tree_transform(out, standin::plus_half{}, in);
+
+  CHECK(counters.launches.load() == launches + 3);  // leaves 1 and 4 alone, leaves 0 and 2 in one table
+  CHECK(counters.tables.load() == tables + 1);
+  REQUIRE(standin::leaf_records().size() == 2);
+  for (const auto& [k, l] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 4}}) {
+    const auto& r = standin::leaf_records()[k];
+    CHECK(r.leaf.p[0] == out[l].data());
+    CHECK(r.leaf.p[1] == in[l].data());
+    CHECK(r.leaf.n == lengths[l]);
+    CHECK(r.device == gpu.ordinal());
+  }
+  REQUIRE(standin::records().size() == 1);
+  const auto& table = standin::records()[0].table;
+  REQUIRE(table.size() == 1 + (whole - 1 + chunk - 1) / chunk);
+  CHECK(table.front().p[1] == in[0].data());
+  CHECK(table.front().n == 5);
+  CHECK(table[1].p[1] == in[2].data());
+  CHECK(table.back().p[1] == in[2].data() + (table.size() - 2) * chunk);
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);
+  auto check_values = [&] {
+    const auto back = dk::to_host(out);
+    std::size_t wrong = 0;
+    for (std::size_t l = 0; l < h.size(); ++l) {
+      REQUIRE(back[l].size() == h[l].size());
+      for (std::size_t i = 0; i < h[l].size(); ++i) wrong += back[l][i] != h[l][i] + 0.5f ? 1 : 0;
+    }
+    CHECK(wrong == 0);
+  };
+  check_values();
+
+  SECTION("turned off, every leaf goes into the table") {
+    out = dk::zeros_like(in, gpu);
+    dk::detail::tree_whole_leaf_threshold() = SIZE_MAX;
+    launches = counters.launches.load();
+    dk::tree_transform(out, standin::plus_half{}, in);
+    dk::detail::tree_whole_leaf_threshold() = whole;
+    CHECK(counters.launches.load() == launches + 1);
+    CHECK(standin::leaf_records().size() == 2);
+    // Leaf 0 in one chunk, leaves 1 and 2 in whole / chunk each (2 just short), leaf 4 in one more.
+    CHECK(standin::records().back().table.size() == 1 + 2 * (whole / chunk) + (whole / chunk + 1));
+    check_values();
+  }
+  SECTION("with the threshold lowered to 5 elements, every non-empty leaf is launched on its own") {
+    out = dk::zeros_like(in, gpu);
+    dk::detail::tree_whole_leaf_threshold() = 5;
+    launches = counters.launches.load();
+    const std::size_t group_launches = standin::records().size();
+    dk::tree_transform(out, standin::plus_half{}, in);
+    dk::detail::tree_whole_leaf_threshold() = whole;
+    CHECK(counters.launches.load() == launches + 4);
+    CHECK(standin::records().size() == group_launches);  // no table
+    REQUIRE(standin::leaf_records().size() == 6);
+    CHECK(standin::leaf_records()[2].leaf.n == 5);
+    check_values();
+  }
+  SECTION("a failed whole-leaf launch throws before the table is staged, and takes nothing") {
+    dk::device_memory& pool = dk::default_memory(gpu);
+    const auto pool_before = pool.stats();
+    const auto bytes_before = sim::device_bytes_in_use(gpu.ordinal());
+    const std::size_t tables_before = counters.tables.load();
+    const std::size_t group_launches = standin::records().size();
+    standin::next_leaf_error() = cudaErrorLaunchOutOfResources;
+    try {
+      dk::tree_transform(out, standin::plus_half{}, in);
+      FAIL("a launch error must throw");
+    } catch (const dk::cuda_error& e) {
+      CHECK(e.code() == static_cast<int>(cudaErrorLaunchOutOfResources));
+    }
+    CHECK(standin::records().size() == group_launches);
+    CHECK(counters.tables.load() == tables_before);
+    CHECK(pool.stats().allocated_bytes == pool_before.allocated_bytes);
+    CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == 0);
+    CHECK(sim::device_bytes_in_use(gpu.ordinal()) == bytes_before);
+  }
 }
 
 TEST_CASE("a cuda tree in a translation unit without the kernels: config_error, nothing taken",

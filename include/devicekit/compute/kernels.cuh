@@ -6,7 +6,8 @@
 ///
 /// The calls there then launch one grid-stride kernel per combination of element types over the
 /// chunk table (apex multi_tensor_apply's scheme: each block takes whole chunks; each thread
-/// loads several elements before it stores, compute/detail/chunk_share.hpp), and reductions
+/// loads several elements before it stores, compute/detail/chunk_share.hpp), transforms give
+/// leaves of tree_whole_leaf_elements or more one cub::DeviceTransform each, and reductions
 /// write one partial per chunk (cub::BlockReduce) that cub::DeviceReduce finishes, with its
 /// temporary storage from the device's devicekit pool. Functors need a `__host__ __device__`
 /// call operator (lambdas: nvcc --extended-lambda). Kept apart from the algorithms so that a .cpp
@@ -26,9 +27,12 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_reduce.cuh>
+#include <cub/device/device_transform.cuh>
+#include <cuda/std/tuple>
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 namespace devicekit::detail {
@@ -184,6 +188,81 @@ int tree_kernel_launch_args(kernel_priority<1>, const transform_job<F, S...>* jo
     }
   }
   return static_cast<int>(cudaErrorInvalidValue);
+}
+
+/// How many of positions [0, P) of Job read a tree: where position P's elements are among the
+/// inputs that cub::DeviceTransform hands a whole leaf's element function.
+template <class Job, std::size_t... Q>
+constexpr std::size_t tree_inputs_before(std::index_sequence<Q...>) {
+  return (std::size_t{0} + ... + (Job::template reads_tree<Q> ? std::size_t{1} : std::size_t{0}));
+}
+template <class Job, std::size_t P>
+inline constexpr std::size_t tree_input_index = tree_inputs_before<Job>(std::make_index_sequence<P>{});
+
+/// A transform's element function for one whole leaf, called by cub::DeviceTransform with the
+/// elements of the positions that read a tree, in position order; broadcast values come from the
+/// job, as in the chunk kernel.
+template <class Job, class Eout, class... Ein>
+struct tree_leaf_op {
+  Job job;
+
+  template <class... T>
+  __device__ Eout operator()(T... x) const {
+    return apply(::cuda::std::tuple<T...>(x...), std::index_sequence_for<Ein...>{});
+  }
+
+  template <class Tuple, std::size_t... I>
+  __device__ Eout apply(const Tuple& t, std::index_sequence<I...>) const {
+    return narrow_element<Eout>(job.f(value<I>(t)...));
+  }
+
+  template <std::size_t P, class Tuple>
+  __device__ auto value(const Tuple& t) const {
+    if constexpr (Job::template reads_tree<P>) {
+      return widen_element(::cuda::std::get<tree_input_index<Job, P>>(t));
+    } else {
+      return job.template load<P>(static_cast<const int*>(nullptr), 0);
+    }
+  }
+};
+
+/// Whole leaves (compute/detail/plan.hpp, tree_whole_leaf_elements) go to cub::DeviceTransform
+/// where every element type is arithmetic and at least one position reads a tree: the types CUB
+/// copies as raw bytes (its bulk-copy path on sm_90 and later), and a transform with inputs. Other
+/// leaves (reduced-precision floats, tree_fill) stay in the chunk kernel.
+template <class F, class... S, class Eout, class... Ein>
+constexpr bool tree_leaf_kernel_available(kernel_priority<1>, const transform_job<F, S...>*, type_list<Eout, Ein...>*) {
+  return std::is_arithmetic_v<Eout> && (std::is_arithmetic_v<Ein> && ...) && (std::is_same_v<S, tree_position> || ...);
+}
+
+/// Position P's pointer as CUB's input, or nothing for a broadcast position.
+template <bool ReadsTree, class E>
+auto tree_leaf_input(const void* p) {
+  if constexpr (ReadsTree) {
+    return ::cuda::std::tuple<const E*>(static_cast<const E*>(p));
+  } else {
+    return ::cuda::std::tuple<>();
+  }
+}
+
+template <class Job, class Eout, class... Ein, std::size_t K, std::size_t... I>
+int tree_launch_leaf_inputs(const Job& job, const tree_chunk<K>& leaf, native_stream_handle s,
+                            std::index_sequence<I...>) {
+  auto inputs = ::cuda::std::tuple_cat(tree_leaf_input<Job::template reads_tree<I>, Ein>(leaf.p[I + 1])...);
+  // The output may be one of the inputs (tree_axpy's y): CUB allows an output that starts where an
+  // input starts (cub/device/device_transform.cuh).
+  const cudaError_t e = cub::DeviceTransform::Transform(std::move(inputs), static_cast<Eout*>(leaf.p[0]), leaf.n,
+                                                        tree_leaf_op<Job, Eout, Ein...>{job}, s);
+  const cudaError_t last = cudaGetLastError();
+  return static_cast<int>(e != cudaSuccess ? e : last);
+}
+
+/// One whole leaf of a transform (tree_leaf_kernel_available said it has this kernel).
+template <class F, class... S, class Eout, class... Ein, std::size_t K>
+int tree_kernel_launch_leaf(kernel_priority<1>, const transform_job<F, S...>* job, type_list<Eout, Ein...>*,
+                            const tree_chunk<K>& leaf, native_stream_handle s) {
+  return tree_launch_leaf_inputs<transform_job<F, S...>, Eout, Ein...>(*job, leaf, s,
+                                                                       std::index_sequence_for<Ein...>{});
 }
 
 /// One group of a reduction.

@@ -58,6 +58,16 @@ int tree_kernel_launch_args(kernel_priority<0>, const Job*, Types*, const tree_c
                             native_stream_handle) {
   throw config_error("tree algorithms: no kernels in this translation unit");
 }
+/// Whether Job has a kernel for one whole leaf of element types Types (tree_whole_leaf_elements):
+/// not without the kernels.
+template <class Job, class Types>
+constexpr bool tree_leaf_kernel_available(kernel_priority<0>, const Job*, Types*) {
+  return false;
+}
+template <class Job, class Types, std::size_t K>
+int tree_kernel_launch_leaf(kernel_priority<0>, const Job*, Types*, const tree_chunk<K>&, native_stream_handle) {
+  throw config_error("tree algorithms: no kernels in this translation unit");
+}
 
 /// A cuda tree in a translation unit without the kernels. The message names
 /// <devicekit/tree/algorithms.cuh>, which brings the algorithms and their kernels in one include.
@@ -81,6 +91,36 @@ template <class Job, class Types, std::size_t K>
 int launch_group_args(const tree_chunk<K>* chunks, std::size_t count, const void* job, native_stream_handle s) {
   return tree_kernel_launch_args(kernel_priority<1>{}, static_cast<const Job*>(job), static_cast<Types*>(nullptr),
                                  chunks, count, s);
+}
+
+/// The same, for one leaf launched on its own.
+template <class Job, class Types, std::size_t K>
+int launch_whole_leaf(const tree_chunk<K>& leaf, const void* job, native_stream_handle s) {
+  return tree_kernel_launch_leaf(kernel_priority<1>{}, static_cast<const Job*>(job), static_cast<Types*>(nullptr), leaf,
+                                 s);
+}
+
+/// launch_whole_leaf where Job has a kernel for whole leaves of these types, else null (every
+/// leaf is then split into chunks).
+template <class Job, class Types, std::size_t K>
+[[nodiscard]] typename tree_whole_leaf<K>::launch_fn whole_leaf_launcher() {
+  if constexpr (tree_leaf_kernel_available(kernel_priority<1>{}, static_cast<const Job*>(nullptr),
+                                           static_cast<Types*>(nullptr))) {
+    return &launch_whole_leaf<Job, Types, K>;
+  } else {
+    return nullptr;
+  }
+}
+
+/// Queues every leaf of `plan` launched on its own, counting launches.
+template <std::size_t K>
+int run_whole_leaves(const tree_launch_plan<K>& plan, const void* job, native_stream_handle s) {
+  for (const auto& w : plan.whole_leaves()) {
+    const int r = w.launch(w.leaf, job, s);
+    tree_counters().launches.fetch_add(1, std::memory_order_relaxed);
+    if (r != 0) return r;
+  }
+  return 0;
 }
 
 /// Queues every group of `plan` with its chunks in the kernel's parameters (plan.fits_in_args

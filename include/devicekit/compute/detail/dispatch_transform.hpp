@@ -2,7 +2,8 @@
 /// \file
 /// How tree_transform runs, and tree_fill, tree_cast and tree_axpy with it: each leaf checked
 /// against the output, cpu leaves computed on the host, cuda leaves gathered into one chunk table
-/// and launched on the call's stream.
+/// and launched on the call's stream (leaves of tree_whole_leaf_elements or more with a launch of
+/// their own, where the kernels have one).
 ///
 /// Those three are transforms with a fixed element function (a constant, the identity, a * x + y):
 /// one path gives them the same checks, the same error messages and the same one launch per
@@ -128,7 +129,8 @@ void transform_leaf(const char* operation, const tree_path& path, const Job& job
     const std::array<void*, K> ptrs{static_cast<void*>(o),
                                     const_cast<void*>(static_cast<const void*>(position_data<Layout, I>(args, in)))...};
     const std::array<std::size_t, K> sizes{sizeof(Eout), sizeof(position_element_t<Layout, I, ArgsTuple, InTuple>)...};
-    plan.template add_leaf<types>(ptrs, sizes, n, &launch_group<Job, types, K>, &launch_group_args<Job, types, K>);
+    plan.template add_leaf<types>(ptrs, sizes, n, &launch_group<Job, types, K>, &launch_group_args<Job, types, K>,
+                                  whole_leaf_launcher<Job, types, K>());
   }
 }
 
@@ -149,7 +151,7 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   const bool on_device = dev.is_cuda();
   if (on_device && !tree_kernels_available(kernel_priority<1>{}, &job)) throw_no_kernels(operation, dev);
 
-  tree_launch_plan<K> plan;
+  tree_launch_plan<K> plan(tree_chunk_elements, tree_whole_leaf_threshold().load(std::memory_order_relaxed));
   std::size_t host_passes = 0;
   const auto arg_refs = std::forward_as_tuple(args...);
   auto visit = [&](const tree_path& path, const auto& out_leaf, const auto&... in_leaves) {
@@ -158,9 +160,17 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   };
   std::apply([&](const auto&... ts) { for_each_leaf_with_path(visit, out, ts...); }, trees);
   if (host_passes != 0) tree_counters().host_leaf_passes.fetch_add(host_passes, std::memory_order_relaxed);
-  if (plan.chunk_count() == 0) return;
+  if (plan.chunk_count() == 0 && plan.whole_leaves().empty()) return;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);
+  if (!plan.whole_leaves().empty()) {
+    scoped_device on(dev.ordinal());
+    DEVICEKIT_CUDA_CHECK(static_cast<cudaError_t>(run_whole_leaves(plan, &job, cs.s.native_handle())));
+  }
+  if (plan.chunk_count() == 0) {
+    if (cs.wait) host_wait(cs.s);
+    return;
+  }
   if (tree_args_enabled().load(std::memory_order_relaxed) &&
       plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job, static_cast<tree_chunk<K>*>(nullptr)))) {
     // Chunks in the launch's parameters: no table to stage and no scratch to take and give back,

@@ -34,6 +34,16 @@ namespace devicekit::detail {
 /// block's worth of work large enough to hide its start and small enough to balance.
 inline constexpr std::size_t tree_chunk_elements = std::size_t{1} << 16;
 
+/// Leaves of at least this many elements go to a launch of their own where the algorithm has one
+/// (transforms over arithmetic elements: cub::DeviceTransform, compute/kernels.cuh). One launch over
+/// a chunk table pays for itself on many leaves; on a leaf this long one more launch costs a few
+/// microseconds against the leaf's own time (an axpy over 2^22 floats moves 48 MiB: about 13 us on
+/// an H200), and CUB's transform keeps more bytes in flight than the chunk kernel (it sizes loads
+/// by the bytes in flight a GPU needs, and on sm_90 and later stages tiles with bulk copies:
+/// cub/device/dispatch/tuning/tuning_transform.cuh). bench_tree_cuda measures both paths from 4 to
+/// 64 MiB leaves.
+inline constexpr std::size_t tree_whole_leaf_elements = std::size_t{1} << 22;
+
 /// Counters of the tree algorithms (tests and benchmarks read them): kernel launches, chunk
 /// tables staged to a device and their bytes, and host-side (cpu) leaf passes (added once per
 /// call: an atomic add per leaf is a measurable part of a small leaf's time).
@@ -54,6 +64,14 @@ struct tree_algorithm_counters {
 [[nodiscard]] inline std::atomic<bool>& tree_args_enabled() noexcept {
   static std::atomic<bool> on{true};
   return on;
+}
+
+/// The leaf length from which transforms launch a leaf on its own: tree_whole_leaf_elements unless
+/// changed (a benchmark measures both paths at several lengths in one run; SIZE_MAX turns the
+/// whole-leaf launches off).
+[[nodiscard]] inline std::atomic<std::size_t>& tree_whole_leaf_threshold() noexcept {
+  static std::atomic<std::size_t> elements{tree_whole_leaf_elements};
+  return elements;
 }
 
 /// One chunk: K pointers (position 0 the output, then the inputs; null for broadcast scalars),
@@ -85,21 +103,42 @@ struct tree_chunk_group {
   launch_args_fn launch_args = nullptr;
 };
 
+/// A leaf launched on its own (tree_whole_leaf_elements): the leaf as one chunk, and the function
+/// that queues its kernel (set by the algorithm, for the leaf's element types).
+template <std::size_t K>
+struct tree_whole_leaf {
+  using launch_fn = int (*)(const tree_chunk<K>& leaf, const void* job, native_stream_handle s);
+  tree_chunk<K> leaf;
+  launch_fn launch = nullptr;
+};
+
 /// Every leaf of a call split into chunks of at most `chunk_elements`, grouped by element types.
 template <std::size_t K>
 class tree_launch_plan {
  public:
-  explicit tree_launch_plan(std::size_t chunk_elements = tree_chunk_elements) : chunk_(chunk_elements) {
+  explicit tree_launch_plan(std::size_t chunk_elements = tree_chunk_elements,
+                            std::size_t whole_leaf_elements = tree_whole_leaf_elements)
+      : chunk_(chunk_elements), whole_(whole_leaf_elements) {
     if (chunk_ == 0) throw config_error("tree algorithms: the chunk length must be positive");
   }
 
   /// Adds one leaf of `n` elements; `ptrs[k]` is position k's first element and `sizes[k]` its
   /// element size (ignored for null pointers: broadcast scalars). Zero-length leaves add nothing.
+  /// With `launch_whole`, a leaf of `whole_leaf_elements` or more is launched on its own instead
+  /// of being split into chunks.
   template <class Types>
   void add_leaf(const std::array<void*, K>& ptrs, const std::array<std::size_t, K>& sizes, std::size_t n,
                 typename tree_chunk_group<K>::launch_fn launch,
-                typename tree_chunk_group<K>::launch_args_fn launch_args = nullptr) {
+                typename tree_chunk_group<K>::launch_args_fn launch_args = nullptr,
+                typename tree_whole_leaf<K>::launch_fn launch_whole = nullptr) {
     if (n == 0) return;
+    if (launch_whole != nullptr && n >= whole_) {
+      tree_chunk<K> c{};
+      for (std::size_t k = 0; k < K; ++k) c.p[k] = ptrs[k];
+      c.n = n;
+      whole_leaves_.push_back({c, launch_whole});
+      return;
+    }
     auto& g = group_for(typeid(Types), launch, launch_args);
     for (std::size_t at = 0; at < n; at += chunk_) {
       tree_chunk<K> c{};
@@ -112,6 +151,8 @@ class tree_launch_plan {
   }
 
   [[nodiscard]] const std::vector<tree_chunk_group<K>>& groups() const noexcept { return groups_; }
+  /// The leaves launched on their own, in tree order.
+  [[nodiscard]] const std::vector<tree_whole_leaf<K>>& whole_leaves() const noexcept { return whole_leaves_; }
   [[nodiscard]] std::size_t chunk_count() const noexcept {
     std::size_t n = 0;
     for (const auto& g : groups_) n += g.chunks.size();
@@ -143,7 +184,9 @@ class tree_launch_plan {
   }
 
   std::size_t chunk_;
+  std::size_t whole_;
   std::vector<tree_chunk_group<K>> groups_;
+  std::vector<tree_whole_leaf<K>> whole_leaves_;
 };
 
 #if DEVICEKIT_HAS_CUDA
