@@ -14,7 +14,14 @@
 //                                               8^3..8^7, unlimited cache), same stream
 //   pool.capture_query                          (GPU only, informational) one cudaStreamGetCaptureInfo,
 //                                               the only CUDA call a stream-ordered pool operation
-//                                               on one stream makes, vs that operation (N=10,000)
+//                                               on one stream makes, vs that operation (N=10,000);
+//                                               the note gives cudaStreamIsCapturing's cost too
+//   pool.random_allocations.ordered.without_capture_query
+//                                               (GPU only, informational) the stream-ordered pool
+//                                               through an upstream that answers the capture query
+//                                               itself ("not capturing") vs the pool asking the
+//                                               runtime: what the query costs in place, where the
+//                                               pool's own work has taken the caches (N=10,000)
 //
 // The pool is warm (it is built once and keeps its chunks between repetitions, as in a training
 // loop); the cold first run is in the note. Timings are medians over alternating blocks of
@@ -164,6 +171,14 @@ void cpu_entries(bench::report& report, bool quick) {
 }
 
 #if DEVICEKIT_HAS_CUDA
+/// cuda_device_resource that says itself that its streams never capture: the pool then asks the
+/// runtime nothing (memory/resources.hpp, capture_of). For measurement only: a pool on it would
+/// serve a capturing stream from eager memory.
+struct never_capturing_resource : dk::cuda_device_resource {
+  using dk::cuda_device_resource::cuda_device_resource;
+  dk::capture_state capture_of(dk::native_stream_handle) const noexcept { return {}; }
+};
+
 void gpu_entries(bench::report& report, bool quick) {
   const std::vector<std::size_t> sizes =
       quick ? std::vector<std::size_t>{10'000} : std::vector<std::size_t>{10'000, 1'000, 100'000};
@@ -235,7 +250,25 @@ void gpu_entries(bench::report& report, bool quick) {
             [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
       });
       add("cudaMallocAsync", "cudaMallocAsync / cudaFreeAsync, one stream, threshold raised", vs_async, "ratio >= 3");
-      if (n == sizes.front()) stream_op_ns = vs_async.ours / ops * 1e9;
+      if (n == sizes.front()) {
+        stream_op_ns = vs_async.ours / ops * 1e9;
+        dk::memory_pool<never_capturing_resource> bare{never_capturing_resource(0)};
+        const pair_timing r = compare(
+            reps, 1,
+            [&] {
+              return replay(
+                  wall_seconds, t, [&](std::size_t b) { return bare.allocate_async(b, 256, s); },
+                  [&](void* p, std::size_t b) { bare.deallocate_async(p, b, 256, s); },
+                  [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); });
+            },
+            ours_stream);
+        report.add({"pool.random_allocations.ordered.without_capture_query", "cuda",
+                    "ns per stream-ordered allocate or free, no capture query (upstream answers it)",
+                    r.ours / ops * 1e9, "ns", "the same pool asking cudaStreamGetCaptureInfo at each operation",
+                    r.base / ops * 1e9, r.base / r.ours,
+                    "informational: the query's cost in place is " + fmt((r.base - r.ours) / ops * 1e9) +
+                        " ns per operation; N=" + std::to_string(n)});
+      }
 
 #  if DEVICEKIT_BENCH_CUB
       cub::CachingDeviceAllocator cub_alloc(8, 3, 7, static_cast<std::size_t>(-1), false);
@@ -264,8 +297,18 @@ void gpu_entries(bench::report& report, bool quick) {
                                              for (int i = 0; i < calls; ++i) (void)dk::capture_of(s);
                                            }) /
                      calls * 1e9;
+    const double is_capturing = bench::median_seconds(quick ? 3 : 9,
+                                                      [&] {
+                                                        cudaStreamCaptureStatus st{};
+                                                        for (int i = 0; i < calls; ++i)
+                                                          (void)cudaStreamIsCapturing(s, &st);
+                                                      }) /
+                                calls * 1e9;
     std::string note = "informational: the query is the one CUDA call of such an operation on one stream; it takes ";
-    note.append(fmt(100.0 * q / stream_op_ns)).append("% of it");
+    note.append(fmt(100.0 * q / stream_op_ns))
+        .append("% of it; cudaStreamIsCapturing: ")
+        .append(fmt(is_capturing))
+        .append(" ns");
     report.add({"pool.capture_query", "cuda", "ns per cudaStreamGetCaptureInfo (stream not capturing)", q, "ns",
                 "one stream-ordered pool operation (vs_cudaMallocAsync, N=10000)", stream_op_ns, stream_op_ns / q,
                 note});
