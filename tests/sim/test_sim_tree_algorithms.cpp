@@ -15,6 +15,7 @@
 
 #include "sim_test_support.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -434,12 +435,22 @@ TEST_CASE("leaves of the whole-leaf length get a launch of their own, shorter on
     CHECK(standin::leaf_records()[2].leaf.n == 5);
     check_values();
   }
-  SECTION("a failed whole-leaf launch throws before the table is staged, and takes nothing") {
-    dk::device_memory& pool = dk::default_memory(gpu);
+  // What can fail without a launch (staging the table, taking its scratch) comes first: such a
+  // failure leaves every leaf as it was. A failed launch gives the table back.
+  auto all_zero = [&] {
+    const auto back = dk::to_host(out);
+    std::size_t nonzero = 0;
+    for (const auto& leaf : back)
+      nonzero += static_cast<std::size_t>(std::count_if(leaf.begin(), leaf.end(), [](float v) { return v != 0.f; }));
+    return nonzero == 0;
+  };
+  dk::device_memory& pool = dk::default_memory(gpu);
+  SECTION("a failed whole-leaf launch throws, launches no group, and gives the table back") {
+    out = dk::zeros_like(in, gpu);
     const auto pool_before = pool.stats();
     const auto bytes_before = sim::device_bytes_in_use(gpu.ordinal());
-    const std::size_t tables_before = counters.tables.load();
     const std::size_t group_launches = standin::records().size();
+    const std::size_t leaf_launches = standin::leaf_records().size();
     standin::next_leaf_error() = cudaErrorLaunchOutOfResources;
     try {
       dk::tree_transform(out, standin::plus_half{}, in);
@@ -447,11 +458,27 @@ TEST_CASE("leaves of the whole-leaf length get a launch of their own, shorter on
     } catch (const dk::cuda_error& e) {
       CHECK(e.code() == static_cast<int>(cudaErrorLaunchOutOfResources));
     }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(standin::leaf_records().size() == leaf_launches + 1);  // the first one, which failed
     CHECK(standin::records().size() == group_launches);
-    CHECK(counters.tables.load() == tables_before);
+    CHECK(all_zero());
     CHECK(pool.stats().allocated_bytes == pool_before.allocated_bytes);
     CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == 0);
     CHECK(sim::device_bytes_in_use(gpu.ordinal()) == bytes_before);
+  }
+  SECTION("a failed table upload throws before any leaf is launched") {
+    out = dk::zeros_like(in, gpu);
+    const auto pool_before = pool.stats();
+    const std::size_t group_launches = standin::records().size();
+    const std::size_t leaf_launches = standin::leaf_records().size();
+    sim::fail_call("cudaMemcpyAsync", 1, cudaErrorMemoryAllocation);
+    CHECK_THROWS_AS(dk::tree_transform(out, standin::plus_half{}, in), dk::cuda_error);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(standin::leaf_records().size() == leaf_launches);
+    CHECK(standin::records().size() == group_launches);
+    CHECK(all_zero());
+    CHECK(pool.stats().allocated_bytes == pool_before.allocated_bytes);
+    CHECK(dk::scratch_memory_stats(gpu).in_use_bytes == 0);
   }
 }
 

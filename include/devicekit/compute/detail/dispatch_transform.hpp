@@ -163,31 +163,30 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   if (plan.chunk_count() == 0 && plan.whole_leaves().empty()) return;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);
-  if (!plan.whole_leaves().empty()) {
-    scoped_device on(dev.ordinal());
-    DEVICEKIT_CUDA_CHECK(static_cast<cudaError_t>(run_whole_leaves(plan, &job, cs.s.native_handle())));
-  }
-  if (plan.chunk_count() == 0) {
-    if (cs.wait) host_wait(cs.s);
-    return;
-  }
-  if (tree_args_enabled().load(std::memory_order_relaxed) &&
-      plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job, static_cast<tree_chunk<K>*>(nullptr)))) {
+  // Leaves launched on their own go after whatever can fail without a launch (staging the table,
+  // taking its scratch), so that such a failure leaves every leaf as it was.
+  if (plan.chunk_count() == 0 || (tree_args_enabled().load(std::memory_order_relaxed) &&
+                                  plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job,
+                                                                              static_cast<tree_chunk<K>*>(nullptr))))) {
     // Chunks in the launch's parameters: no table to stage and no scratch to take and give back,
     // so a call is one launch per group (one kernel node per group in a CUDA graph).
     scoped_device on(dev.ordinal());
-    const int r = run_groups_in_args(plan, &job, cs.s.native_handle());
+    int r = run_whole_leaves(plan, &job, cs.s.native_handle());
+    if (r == 0 && plan.chunk_count() != 0) r = run_groups_in_args(plan, &job, cs.s.native_handle());
     DEVICEKIT_CUDA_CHECK(static_cast<cudaError_t>(r));
     if (cs.wait) host_wait(cs.s);
     return;
   }
   const auto table = plan.table();
-  tree_launch_plumbing(
-      dev, cs.s.native_handle(), table.data(), table.size() * sizeof(tree_chunk<K>), 0,
-      [&](std::byte* d_table, std::byte*) {
-        return static_cast<cudaError_t>(run_groups(plan, reinterpret_cast<const tree_chunk<K>*>(d_table), &job, nullptr,
-                                                   0.0, cs.s.native_handle()));
-      });
+  tree_launch_plumbing(dev, cs.s.native_handle(), table.data(), table.size() * sizeof(tree_chunk<K>), 0,
+                       [&](std::byte* d_table, std::byte*) {
+                         int r = run_whole_leaves(plan, &job, cs.s.native_handle());
+                         if (r == 0) {
+                           r = run_groups(plan, reinterpret_cast<const tree_chunk<K>*>(d_table), &job, nullptr, 0.0,
+                                          cs.s.native_handle());
+                         }
+                         return static_cast<cudaError_t>(r);
+                       });
   if (cs.wait) host_wait(cs.s);
 #endif
 }
