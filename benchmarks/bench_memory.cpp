@@ -15,7 +15,8 @@
 //   pool.capture_query                          (GPU only, informational) one cudaStreamGetCaptureInfo,
 //                                               the only CUDA call a stream-ordered pool operation
 //                                               on one stream makes, vs that operation (N=10,000);
-//                                               the note gives cudaStreamIsCapturing's cost too
+//                                               the note gives cudaStreamIsCapturing's cost and the
+//                                               driver's cuStreamIsCapturing's (no runtime wrapper)
 //   pool.random_allocations.ordered.without_capture_query
 //                                               (GPU only, informational) the stream-ordered pool
 //                                               through an upstream that answers the capture query
@@ -36,6 +37,9 @@
 
 #include <devicekit/devicekit.hpp>
 
+#if DEVICEKIT_HAS_CUDA
+#  include <cuda.h>  // the driver's types, for its capture query through cudaGetDriverEntryPointByVersion
+#endif
 #if DEVICEKIT_HAS_CUDA && __has_include(<cub/util_allocator.cuh>)
 #  include <cub/util_allocator.cuh>
 #  define DEVICEKIT_BENCH_CUB 1
@@ -304,11 +308,29 @@ void gpu_entries(bench::report& report, bool quick) {
                                                           (void)cudaStreamIsCapturing(s, &st);
                                                       }) /
                                 calls * 1e9;
+    // The driver's own query, through the runtime's entry point: what the runtime's wrapper adds.
+    std::string driver_query = "unavailable";
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess && fn != nullptr) {
+      const auto driver_is_capturing = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureStatus*)>(fn);
+      const double d = bench::median_seconds(quick ? 3 : 9,
+                                             [&] {
+                                               CUstreamCaptureStatus st{};
+                                               for (int i = 0; i < calls; ++i) (void)driver_is_capturing(s, &st);
+                                             }) /
+                       calls * 1e9;
+      driver_query = fmt(d) + " ns";
+    } else {
+      (void)cudaGetLastError();
+    }
     std::string note = "informational: the query is the one CUDA call of such an operation on one stream; it takes ";
     note.append(fmt(100.0 * q / stream_op_ns))
         .append("% of it; cudaStreamIsCapturing: ")
         .append(fmt(is_capturing))
-        .append(" ns");
+        .append(" ns; cuStreamIsCapturing (driver entry point): ")
+        .append(driver_query);
     report.add({"pool.capture_query", "cuda", "ns per cudaStreamGetCaptureInfo (stream not capturing)", q, "ns",
                 "one stream-ordered pool operation (vs_cudaMallocAsync, N=10000)", stream_op_ns, stream_op_ns / q,
                 note});
