@@ -12,6 +12,8 @@
 //                                        threads (host_copy_threads(), at least 2) vs by the
 //                                        calling thread alone; .small_leaves: 1024 x 4 KiB into
 //                                        one 4 MiB buffer
+//   staging.pack.by_threads              informational: the same 4 x 64 MiB packed by 1, 2, 4, 8
+//                                        and 16 threads (as many as the CPUs allow), GB/s each
 // cuda (with a GPU; compiled wherever the CUDA toolkit is):
 //   ceiling.h2d_pinned, ceiling.d2d      the physical ceilings, measured in the same run
 //   place.large_tree.vs_raw_pinned_copy  4 x 64 MiB pinned leaves vs one pinned cudaMemcpyAsync
@@ -31,6 +33,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -172,6 +175,38 @@ void staging_pack_entries(const bench::options& opt, bench::report& report) {
     report.add({std::string("staging.pack.vs_one_thread") + sh.suffix, "cpu",
                 std::to_string(sh.count) + " leaves packed into staging", t * 1e6, "us", "the calling thread alone",
                 b * 1e6, b / t, note});
+  }
+  // How packing scales with the thread count, 1 to 16 (as many as the CPUs allow): whether the
+  // default (half the CPUs, at most 8) leaves host bandwidth unused where a pageable transfer is
+  // bound by its packing (place.pageable.vs_raw_pinned_copy).
+  {
+    const auto leaves = make_leaves(4, std::size_t{64} << 20);
+    const std::size_t chunk = std::size_t{8} << 20;
+    std::vector<std::vector<std::byte>> buffers(4, std::vector<std::byte>(chunk, std::byte{0}));
+    const double bytes = 4.0 * static_cast<double>(std::size_t{64} << 20);
+    const std::size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    std::string sweep;
+    double one = 0;
+    double best = 0;
+    std::size_t best_threads = 1;
+    for (std::size_t n = 1; n <= std::min<std::size_t>(cpus, 16); n *= 2) {
+      dk::set_host_copy_threads(n);
+      pack_staged(leaves, chunk, buffers, n > 1);  // the threads started
+      const double gbs =
+          bytes / bench::median_seconds(opt.quick ? 5 : 15, [&] { pack_staged(leaves, chunk, buffers, n > 1); }) / 1e9;
+      if (n == 1) one = gbs;
+      if (gbs > best) {
+        best = gbs;
+        best_threads = n;
+      }
+      char part[64];
+      std::snprintf(part, sizeof part, "%s%zu: %.1f GB/s", sweep.empty() ? "" : ", ", n, gbs);
+      sweep += part;
+    }
+    report.add({"staging.pack.by_threads", "cpu", "GB/s packing 4 x 64 MiB, best thread count", best, "GB/s",
+                "the calling thread alone", one, best / one,
+                "informational; " + sweep + "; best at " + std::to_string(best_threads) + " of " +
+                    std::to_string(cpus) + " CPUs; default here: " + std::to_string(by_default) + " threads"});
   }
   dk::set_host_copy_threads(0);
 }
