@@ -296,18 +296,19 @@ void gpu_entries(bench::report& report, bool quick) {
   }
   {  // what remains of a stream-ordered operation's CUDA calls: the capture query
     constexpr int calls = 100'000;
-    const double q = bench::median_seconds(quick ? 3 : 9,
-                                           [&] {
-                                             for (int i = 0; i < calls; ++i) (void)dk::capture_of(s);
-                                           }) /
-                     calls * 1e9;
-    const double is_capturing = bench::median_seconds(quick ? 3 : 9,
-                                                      [&] {
-                                                        cudaStreamCaptureStatus st{};
-                                                        for (int i = 0; i < calls; ++i)
-                                                          (void)cudaStreamIsCapturing(s, &st);
-                                                      }) /
-                                calls * 1e9;
+    // Median ns of one call of `query`, over `calls` calls in a row.
+    auto per_call_ns = [&](auto&& query) {
+      return bench::median_seconds(quick ? 3 : 9,
+                                   [&] {
+                                     for (int i = 0; i < calls; ++i) query();
+                                   }) /
+             calls * 1e9;
+    };
+    const double q = per_call_ns([&] { (void)dk::capture_of(s); });
+    const double is_capturing = per_call_ns([&] {
+      cudaStreamCaptureStatus st{};
+      (void)cudaStreamIsCapturing(s, &st);
+    });
     // The driver's own query, through the runtime's entry point: what the runtime's wrapper adds.
     std::string driver_query = "unavailable";
     void* fn = nullptr;
@@ -315,13 +316,11 @@ void gpu_entries(bench::report& report, bool quick) {
     if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
         found == cudaDriverEntryPointSuccess && fn != nullptr) {
       const auto driver_is_capturing = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureStatus*)>(fn);
-      const double d = bench::median_seconds(quick ? 3 : 9,
-                                             [&] {
-                                               CUstreamCaptureStatus st{};
-                                               for (int i = 0; i < calls; ++i) (void)driver_is_capturing(s, &st);
-                                             }) /
-                       calls * 1e9;
-      driver_query = fmt(d) + " ns";
+      driver_query = fmt(per_call_ns([&] {
+                       CUstreamCaptureStatus st{};
+                       (void)driver_is_capturing(s, &st);
+                     })) +
+                     " ns";
     } else {
       (void)cudaGetLastError();
     }
