@@ -160,19 +160,20 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
   };
   std::apply([&](const auto&... ts) { for_each_leaf_with_path(visit, out, ts...); }, trees);
   if (host_passes != 0) tree_counters().host_leaf_passes.fetch_add(host_passes, std::memory_order_relaxed);
-  if (plan.chunk_count() == 0 && plan.whole_leaves().empty()) return;
+  const std::size_t chunks = plan.chunk_count();
+  if (chunks == 0 && plan.whole_leaves().empty()) return;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);
   // Leaves launched on their own go after whatever can fail without a launch (staging the table,
   // taking its scratch), so that such a failure leaves every leaf as it was.
-  if (plan.chunk_count() == 0 || (tree_args_enabled().load(std::memory_order_relaxed) &&
-                                  plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job,
-                                                                              static_cast<tree_chunk<K>*>(nullptr))))) {
+  if (chunks == 0 || (tree_args_enabled().load(std::memory_order_relaxed) &&
+                      plan.fits_in_args(tree_kernel_args_capacity(kernel_priority<1>{}, &job,
+                                                                  static_cast<tree_chunk<K>*>(nullptr))))) {
     // Chunks in the launch's parameters: no table to stage and no scratch to take and give back,
     // so a call is one launch per group (one kernel node per group in a CUDA graph).
     scoped_device on(dev.ordinal());
     int r = run_whole_leaves(plan, &job, cs.s.native_handle());
-    if (r == 0 && plan.chunk_count() != 0) r = run_groups_in_args(plan, &job, cs.s.native_handle());
+    if (r == 0 && chunks != 0) r = run_groups_in_args(plan, &job, cs.s.native_handle());
     DEVICEKIT_CUDA_CHECK(static_cast<cudaError_t>(r));
     if (cs.wait) host_wait(cs.s);
     return;
