@@ -48,5 +48,9 @@ void drop_graph_memory(state& g, graph_memory& m);
 /// Destroys graph `gr` (cudaGraphDestroy, or a capture that failed): its nodes go, its memory
 /// when no exec holds it any more (graph.cpp).
 void destroy_graph(state& g, graph_obj* gr);
+/// The driver's cuStreamIsCapturing, handed out by cudaGetDriverEntryPointByVersion (driver.cpp):
+/// a CUresult, and the status as CUstreamCaptureStatus. Takes the state's lock itself and, like
+/// the driver, sets no runtime last error.
+int driver_stream_is_capturing(cudaStream_t stream, int* status);
 
 }  // namespace devicekit::cuda_sim::detail

@@ -1,6 +1,7 @@
 // Driver entry points: the cu* functions devicekit fetches with cudaGetDriverEntryPointByVersion.
 // Locking: each holds the state's mutex. devicekit fetches them so that it never links libcuda;
 // the answers come from the configuration.
+#include "capture.hpp"
 #include "entry.hpp"
 
 #include <cstdint>
@@ -12,7 +13,8 @@ using namespace devicekit::cuda_sim::detail;
 
 extern "C" {
 
-// devicekit reads a device's name, UUID and total memory through the driver API, fetched with
+// devicekit reads a device's name, UUID and total memory through the driver API, and asks whether
+// a stream captures (cuStreamIsCapturing, capture.cpp), fetched with
 // cudaGetDriverEntryPointByVersion (so it never links libcuda). The simulator hands out its own.
 namespace {
 int sim_cuDeviceGet(int* device, int ordinal) {
@@ -61,6 +63,7 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char* symbol, void*
   if (name == "cuDeviceGetUuid") fn = reinterpret_cast<void*>(&sim_cuDeviceGetUuid);
   if (name == "cuDeviceTotalMem") fn = reinterpret_cast<void*>(&sim_cuDeviceTotalMem);
   if (name == "cuCtxGetCurrent") fn = reinterpret_cast<void*>(&sim_cuCtxGetCurrent);
+  if (name == "cuStreamIsCapturing") fn = reinterpret_cast<void*>(&driver_stream_is_capturing);
   *funcPtr = fn;
   if (driverStatus != nullptr)
     *driverStatus = fn != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;

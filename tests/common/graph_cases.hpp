@@ -288,3 +288,34 @@ TEST_CASE(DEVICEKIT_CASE_NAME("the plain route: a capture of the program's own, 
   }
   CHECK(pool.stats().graph_bytes == base);
 }
+
+// capture_of asks the driver first (cuStreamIsCapturing) and the runtime only for a capture's id:
+// its answer must be the runtime's in every state a program meets without an error.
+TEST_CASE(DEVICEKIT_CASE_NAME("capture_of reports a capture's state and id as cudaStreamGetCaptureInfo does"),
+          DEVICEKIT_CASE_TAGS("[graph]")) {
+  const dk::device gpu = DEVICEKIT_CASES_DEVICE();
+  const dk::stream s(gpu);
+  const dk::stream side(gpu);
+  const auto runtime_id = [](cudaStream_t h) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    REQUIRE(cudaStreamGetCaptureInfo(h, &status, &id) == cudaSuccess);
+    return status == cudaStreamCaptureStatusActive ? id : 0ULL;
+  };
+  CHECK_FALSE(dk::capture_of(s).active);
+  CHECK(dk::capture_of(s).id == 0);
+  for (int round = 0; round < 2; ++round) {  // ids are never reused: the second capture has its own
+    REQUIRE(cudaStreamBeginCapture(s.native_handle(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    const dk::capture_state c = dk::capture_of(s);
+    CHECK(c.active);
+    CHECK_FALSE(c.invalidated);
+    CHECK(c.id != 0);
+    CHECK(c.id == runtime_id(s.native_handle()));
+    CHECK_FALSE(dk::capture_of(side).active);  // another stream of the device does not capture
+    cudaGraph_t captured = nullptr;
+    REQUIRE(cudaStreamEndCapture(s.native_handle(), &captured) == cudaSuccess);
+    REQUIRE(cudaGraphDestroy(captured) == cudaSuccess);
+    CHECK_FALSE(dk::capture_of(s).active);
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+}

@@ -35,3 +35,79 @@ TEST_CASE("the copy planner never picks cudaMemcpyBatchAsync on a capturing stre
   // The eager copy did use the batch API where the runtime offers it: the check above can fail.
   if (dk::detail::batch_api_available(s.native_handle())) CHECK(eager_batched);
 }
+
+// A stream that does not capture is answered by the driver's cuStreamIsCapturing alone; a
+// capturing one, an invalidated one, a default-stream handle and a failed driver query go to
+// cudaStreamGetCaptureInfo, and no answer leaves a last error behind.
+TEST_CASE("capture_of asks the driver first and the runtime only when the driver's answer is not 'none'",
+          "[sim][graph]") {
+  const dk::device gpu = DEVICEKIT_CASES_DEVICE();
+  const dk::scoped_device on(gpu.ordinal());
+  const dk::stream s(gpu);
+  const cudaStream_t h = s.native_handle();
+  (void)dk::capture_of(h);  // the driver's entry point is fetched once per process
+  struct counts {
+    std::size_t driver = sim::api_calls("cuStreamIsCapturing");
+    std::size_t runtime = sim::api_calls("cudaStreamGetCaptureInfo");
+  };
+  const auto asked = [](const counts& before) {
+    const counts now;
+    return std::pair{now.driver - before.driver, now.runtime - before.runtime};
+  };
+  {
+    const counts before;
+    CHECK_FALSE(dk::capture_of(h).active);
+    CHECK(asked(before) == std::pair<std::size_t, std::size_t>{1, 0});
+  }
+  {  // the driver fails: the runtime answers
+    const counts before;
+    sim::fail_call("cuStreamIsCapturing", 1, cudaErrorUnknown);
+    CHECK_FALSE(dk::capture_of(h).active);
+    CHECK(asked(before) == std::pair<std::size_t, std::size_t>{1, 1});
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  {  // the legacy stream: the runtime decides what a default-stream handle names
+    const counts before;
+    CHECK_FALSE(dk::capture_of(cudaStreamLegacy).active);
+    CHECK_FALSE(dk::capture_of(cudaStreamPerThread).active);
+    CHECK_FALSE(dk::capture_of(dk::native_stream_handle{}).active);
+    CHECK(asked(before) == std::pair<std::size_t, std::size_t>{0, 3});
+  }
+  REQUIRE(cudaStreamBeginCapture(h, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  {  // capturing: the driver says so, the runtime gives the id
+    const counts before;
+    const dk::capture_state c = dk::capture_of(h);
+    CHECK(c.active);
+    CHECK(c.id != 0);
+    CHECK(asked(before) == std::pair<std::size_t, std::size_t>{1, 1});
+  }
+  {  // the legacy stream while a blocking stream captures: not capturing itself, no error left
+    const dk::stream_ref blocking_legacy(gpu, cudaStreamLegacy);
+    const sim_test::scoped<cudaStream_t> blocking = sim_test::scoped_stream(cudaStreamDefault);
+    cudaGraph_t g = nullptr;
+    REQUIRE(cudaStreamBeginCapture(blocking.get(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK_FALSE(dk::capture_of(blocking_legacy).active);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    REQUIRE(cudaStreamEndCapture(blocking.get(), &g) == cudaSuccess);  // not invalidated by the query
+    REQUIRE(cudaGraphDestroy(g) == cudaSuccess);
+  }
+  // A call that may not be captured invalidates the capture.
+  CHECK(cudaStreamSynchronize(h) == cudaErrorStreamCaptureUnsupported);
+  (void)cudaGetLastError();
+  {
+    const counts before;
+    const dk::capture_state c = dk::capture_of(h);
+    CHECK_FALSE(c.active);
+    CHECK(c.invalidated);
+    CHECK(c.id == 0);
+    CHECK(asked(before) == std::pair<std::size_t, std::size_t>{1, 1});
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  cudaGraph_t none = nullptr;
+  CHECK(cudaStreamEndCapture(h, &none) == cudaErrorStreamCaptureInvalidated);
+  CHECK(none == nullptr);
+  (void)cudaGetLastError();
+  const counts before;
+  CHECK_FALSE(dk::capture_of(h).active);
+  CHECK(asked(before) == std::pair<std::size_t, std::size_t>{1, 0});
+}

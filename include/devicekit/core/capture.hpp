@@ -37,7 +37,7 @@ class capture_error : public error {
   using error::error;
 };
 
-/// A stream's capture state (cudaStreamGetCaptureInfo).
+/// A stream's capture state (cuStreamIsCapturing, and cudaStreamGetCaptureInfo for the id).
 struct capture_state {
   bool active = false;        ///< capturing now
   bool invalidated = false;   ///< was capturing, and an invalid call ended what can be captured

@@ -21,9 +21,10 @@
 /// pool an event per free: frees on a stream the fence covers record an event only when another
 /// stream needs them (memory/detail/pool_stream_registry.hpp). Such a
 /// resource may also say whether one of its streams is being captured into a CUDA graph
-/// (`capture_of(s)`, returning capture_state); without it the pool asks the CUDA runtime
-/// (cudaStreamGetCaptureInfo), so a resource whose stream handles are not CUDA streams must
-/// provide it: the runtime may crash on a handle it did not make.
+/// (`capture_of(s)`, returning capture_state); without it the pool asks CUDA
+/// (devicekit::capture_of: the driver's cuStreamIsCapturing, then cudaStreamGetCaptureInfo for a
+/// capture's id), so a resource whose stream handles are not CUDA streams must provide it: CUDA
+/// may crash on a handle it did not make.
 ///
 /// Exit safety: no CUDA call is made once the process is exiting (cuda_calls_allowed()); memory
 /// is then left to the process's end.
