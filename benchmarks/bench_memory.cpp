@@ -12,16 +12,18 @@
 //                                               raised (so it caches too)
 //   pool.random_allocations.vs_cub_caching      (GPU only) vs cub::CachingDeviceAllocator (bins
 //                                               8^3..8^7, unlimited cache), same stream
-//   pool.capture_query                          (GPU only, informational) one cudaStreamGetCaptureInfo,
-//                                               the only CUDA call a stream-ordered pool operation
-//                                               on one stream makes, vs that operation (N=10,000);
-//                                               the note gives cudaStreamIsCapturing's cost and the
-//                                               driver's cuStreamIsCapturing's (no runtime wrapper)
+//   pool.capture_query                          (GPU only, informational) one capture_of of a stream
+//                                               that does not capture (the driver's
+//                                               cuStreamIsCapturing), the only CUDA call a
+//                                               stream-ordered pool operation on one stream makes,
+//                                               vs that operation (N=10,000); the note gives the
+//                                               runtime's cudaStreamGetCaptureInfo and
+//                                               cudaStreamIsCapturing beside it
 //   pool.random_allocations.ordered.without_capture_query
 //                                               (GPU only, informational) the stream-ordered pool
 //                                               through an upstream that answers the capture query
-//                                               itself ("not capturing") vs the pool asking the
-//                                               runtime: what the query costs in place, where the
+//                                               itself ("not capturing") vs the pool asking
+//                                               capture_of: what the query costs in place, where the
 //                                               pool's own work has taken the caches (N=10,000)
 //
 // The pool is warm (it is built once and keeps its chunks between repetitions, as in a training
@@ -175,8 +177,8 @@ void cpu_entries(bench::report& report, bool quick) {
 }
 
 #if DEVICEKIT_HAS_CUDA
-/// cuda_device_resource that says itself that its streams never capture: the pool then asks the
-/// runtime nothing (memory/resources.hpp, capture_of). For measurement only: a pool on it would
+/// cuda_device_resource that says itself that its streams never capture: the pool then asks
+/// CUDA nothing (memory/resources.hpp, capture_of). For measurement only: a pool on it would
 /// serve a capturing stream from eager memory.
 struct never_capturing_resource : dk::cuda_device_resource {
   using dk::cuda_device_resource::cuda_device_resource;
@@ -268,8 +270,8 @@ void gpu_entries(bench::report& report, bool quick) {
             ours_stream);
         report.add({"pool.random_allocations.ordered.without_capture_query", "cuda",
                     "ns per stream-ordered allocate or free, no capture query (upstream answers it)",
-                    r.ours / ops * 1e9, "ns", "the same pool asking cudaStreamGetCaptureInfo at each operation",
-                    r.base / ops * 1e9, r.base / r.ours,
+                    r.ours / ops * 1e9, "ns", "the same pool asking capture_of at each operation", r.base / ops * 1e9,
+                    r.base / r.ours,
                     "informational: the query's cost in place is " + fmt((r.base - r.ours) / ops * 1e9) +
                         " ns per operation; N=" + std::to_string(n)});
       }
@@ -305,6 +307,11 @@ void gpu_entries(bench::report& report, bool quick) {
              calls * 1e9;
     };
     const double q = per_call_ns([&] { (void)dk::capture_of(s); });
+    const double get_capture_info = per_call_ns([&] {
+      cudaStreamCaptureStatus st{};
+      unsigned long long id = 0;
+      (void)cudaStreamGetCaptureInfo(s, &st, &id);
+    });
     const double is_capturing = per_call_ns([&] {
       cudaStreamCaptureStatus st{};
       (void)cudaStreamIsCapturing(s, &st);
@@ -326,11 +333,13 @@ void gpu_entries(bench::report& report, bool quick) {
     }
     std::string note = "informational: the query is the one CUDA call of such an operation on one stream; it takes ";
     note.append(fmt(100.0 * q / stream_op_ns))
-        .append("% of it; cudaStreamIsCapturing: ")
+        .append("% of it; cudaStreamGetCaptureInfo: ")
+        .append(fmt(get_capture_info))
+        .append(" ns; cudaStreamIsCapturing: ")
         .append(fmt(is_capturing))
         .append(" ns; cuStreamIsCapturing (driver entry point): ")
         .append(driver_query);
-    report.add({"pool.capture_query", "cuda", "ns per cudaStreamGetCaptureInfo (stream not capturing)", q, "ns",
+    report.add({"pool.capture_query", "cuda", "ns per capture_of (stream not capturing)", q, "ns",
                 "one stream-ordered pool operation (vs_cudaMallocAsync, N=10000)", stream_op_ns, stream_op_ns / q,
                 note});
   }
