@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
     dk::scoped_device on(gpu.ordinal());
     entries(opt, report, gpu, 1000, 1024, ".small_leaves", 20.0);                // 1,000 x 4 KiB
     entries(opt, report, gpu, 8, std::size_t{16} << 20, ".large_leaves", 0.95);  // 8 x 64 MiB
-    for (const std::size_t mib : {4, 8, 16, 64}) whole_leaf_entry(opt, report, gpu, 512 / mib, mib << 18);
+    for (const std::size_t mib : {4, 8, 16, 32, 64}) whole_leaf_entry(opt, report, gpu, 512 / mib, mib << 18);
     args_entry(opt, report, gpu);
     std::printf("(checksum %g)\n", sink);
   } else {

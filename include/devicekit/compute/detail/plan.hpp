@@ -36,13 +36,15 @@ inline constexpr std::size_t tree_chunk_elements = std::size_t{1} << 16;
 
 /// Leaves of at least this many elements go to a launch of their own where the algorithm has one
 /// (transforms over arithmetic elements: cub::DeviceTransform, compute/kernels.cuh). One launch over
-/// a chunk table pays for itself on many leaves; on a leaf this long one more launch costs a few
-/// microseconds against the leaf's own time (an axpy over 2^22 floats moves 48 MiB: about 13 us on
-/// an H200), and CUB's transform keeps more bytes in flight than the chunk kernel (it sizes loads
-/// by the bytes in flight a GPU needs, and on sm_90 and later stages tiles with bulk copies:
-/// cub/device/dispatch/tuning/tuning_transform.cuh). bench_tree_cuda measures both paths from 4 to
-/// 64 MiB leaves.
-inline constexpr std::size_t tree_whole_leaf_elements = std::size_t{1} << 22;
+/// a chunk table pays for itself on many leaves; on a long leaf one more launch costs a few
+/// microseconds against the leaf's own time, and CUB's transform keeps more bytes in flight than
+/// the chunk kernel (it sizes loads by the bytes in flight a GPU needs, and on sm_90 and later
+/// stages tiles with bulk copies: cub/device/dispatch/tuning/tuning_transform.cuh). Where the two
+/// cross was measured on an H200 (bench_tree_cuda, tree_axpy over 512 MiB of float leaves, the
+/// whole-leaf path against the chunk kernel): 0.55-0.61 at 4 MiB leaves, 0.76-0.79 at 8 MiB,
+/// 0.93-0.95 at 16 MiB, 1.12-1.13 at 64 MiB. 2^23 elements (32 MiB of floats) lies between the
+/// last two; the benchmark's 32 MiB row checks it.
+inline constexpr std::size_t tree_whole_leaf_elements = std::size_t{1} << 23;
 
 /// Counters of the tree algorithms (tests and benchmarks read them): kernel launches, chunk
 /// tables staged to a device and their bytes, and host-side (cpu) leaf passes (added once per
