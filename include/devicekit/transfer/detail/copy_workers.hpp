@@ -13,8 +13,10 @@
 /// between jobs. How many (the calling thread included): set_host_copy_threads(n), else the
 /// environment variable DEVICEKIT_COPY_THREADS, else half the CPUs this process may run on (its
 /// affinity mask, so that MPI ranks bound to cores do not oversubscribe them; the other half is
-/// left to the program's own threads), at most 8 (a few threads saturate a socket's memory
-/// bandwidth). 1 turns the sharing off, as the default does with fewer than four CPUs: there the
+/// left to the program's own threads), at most 8. More threads still pack faster where cores are
+/// free (on a 16-core H200 host, 33-36 GB/s with 8 threads, 46-50 GB/s with 16: bench_place,
+/// staging.pack.by_threads), but a default that takes every core would take them from the
+/// program's own threads; DEVICEKIT_COPY_THREADS raises it. 1 turns the sharing off, as the default does with fewer than four CPUs: there the
 /// other thread would share a core's memory bandwidth, and waking it (tens of microseconds on a
 /// small virtual machine) costs about what it saves on a chunk of a few MiB.
 ///
