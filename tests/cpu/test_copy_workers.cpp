@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/core/error.hpp>
+#include <devicekit/transfer/copy.hpp>
 #include <devicekit/transfer/detail/staging_ring.hpp>
 
 #include "../common/copy_threads.hpp"
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,4 +172,44 @@ TEST_CASE("a staged chunk packed by several threads matches one thread's packing
       }
     }
   }
+}
+
+TEST_CASE("host-to-host copies of a MiB or more are shared over the copy threads", "[transfer][copy_workers]") {
+  auto& workers = dk::detail::copy_workers::instance();
+  std::mt19937_64 gen(11);
+  const auto layout = random_ranges(gen, 16);  // item sizes and gaps, sources and destinations alike
+  const std::size_t extent = layout.back().at + layout.back().bytes;
+  std::vector<std::byte> source(extent);
+  for (std::size_t i = 0; i < extent; ++i) source[i] = static_cast<std::byte>((i * 29 + 3) & 0xff);
+  for (const std::size_t threads : {1u, 4u}) {
+    scoped_copy_threads use(threads);
+    std::vector<std::byte> dest(extent + 64, std::byte{0xEE});
+    std::vector<dk::detail::copy_item> items;
+    for (const auto& r : layout) {
+      // Destinations 64 bytes further on than their sources: unaligned relative to them.
+      items.push_back({source.data() + r.at, dk::device::cpu(), nullptr, dest.data() + 64 + r.at, r.bytes});
+    }
+    const auto shared_before = workers.shared_jobs();
+    dk::detail::copy_host_items(items);
+    INFO("threads " << threads);
+    CHECK(workers.shared_jobs() == shared_before + (threads > 1 ? 1 : 0));
+    std::size_t wrong = 0;
+    std::size_t next = 0;  // bytes between items (the gaps) stay untouched
+    for (const auto& r : layout) {
+      for (std::size_t i = next; i < r.at; ++i) wrong += dest[64 + i] != std::byte{0xEE} ? 1 : 0;
+      wrong += std::memcmp(dest.data() + 64 + r.at, source.data() + r.at, r.bytes) != 0 ? 1 : 0;
+      next = r.at + r.bytes;
+    }
+    CHECK(wrong == 0);
+    for (std::size_t i = 0; i < 64; ++i) CHECK(dest[i] == std::byte{0xEE});
+  }
+  // Under a MiB in all: the caller copies alone.
+  scoped_copy_threads use(4);
+  std::vector<std::byte> small_src((std::size_t{1} << 20) - 1, std::byte{5});
+  std::vector<std::byte> small_dst(small_src.size());
+  const dk::detail::copy_item item{small_src.data(), dk::device::cpu(), nullptr, small_dst.data(), small_src.size()};
+  const auto shared_before = workers.shared_jobs();
+  dk::detail::copy_host_items(std::span<const dk::detail::copy_item>(&item, 1));
+  CHECK(workers.shared_jobs() == shared_before);
+  CHECK(small_dst == small_src);
 }

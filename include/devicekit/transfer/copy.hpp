@@ -54,7 +54,14 @@
 
 namespace devicekit::detail {
 
-/// Host items -> host memory, one bulk_copy each; done on return.
+/// Host-to-host copies of this many bytes in all or more are shared over the copy threads
+/// (copy_workers.hpp). One thread's copy is bound by what one core can keep in flight, well under
+/// the socket's memory bandwidth (on an H200's host, 6.6-7.1 GB/s streamed by one thread against
+/// 33-36 GB/s by eight); below about 1 MiB, waking the threads costs about what they save.
+inline constexpr std::size_t shared_host_copy_min_bytes = std::size_t{1} << 20;
+
+/// Host items -> host memory, one bulk_copy each, shared over the copy threads from
+/// shared_host_copy_min_bytes in all; done on return.
 DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items);
 
 /// Copies `items` to their destinations on `dst`. For a cuda `dst` the copies are queued on `s`

@@ -21,8 +21,24 @@
 namespace devicekit::detail {
 
 DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items) {
-  for (const auto& it : items) {
-    bulk_copy(it.dst, it.src, it.bytes);
+  std::size_t total = 0;
+  for (const auto& it : items) total += it.bytes;
+  if (total < shared_host_copy_min_bytes) {
+    for (const auto& it : items) bulk_copy(it.dst, it.src, it.bytes);
+  } else {
+    // The items laid end to end: for_each_part_shared slices that line into page-sized parts for
+    // the copy threads, and each part copies its piece of one item straight to its destination.
+    std::vector<staged_range> ranges;
+    ranges.reserve(items.size());
+    std::size_t at = 0;
+    for (const auto& it : items) {
+      ranges.push_back({at, it.bytes});
+      at += it.bytes;
+    }
+    std::size_t cursor = 0;
+    for_each_part_shared(ranges, cursor, 0, total, [&](std::size_t k, std::size_t from, std::size_t, std::size_t n) {
+      bulk_copy_part(items[k].dst + from, items[k].src + from, n, items[k].bytes);
+    });
   }
   stats().host_copies.fetch_add(items.size(), std::memory_order_relaxed);
 }

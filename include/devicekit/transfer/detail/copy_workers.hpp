@@ -2,7 +2,7 @@
 /// \file
 /// Host threads that share the host's half of a staged transfer: packing pageable leaves into
 /// pinned staging before a host-to-device copy, and unpacking staging into them after a
-/// device-to-host one. One thread's memcpy moves a fraction of what the copy engine does (on an
+/// device-to-host one; and large host-to-host copies (placement on the CPU device, copy.hpp). One thread's memcpy moves a fraction of what the copy engine does (on an
 /// H200 host, about 7 GB/s against 55 GB/s for a pinned host-to-device copy), so a pageable
 /// transfer staged by one thread runs at the memcpy's rate, not the bus's. Splitting each chunk's
 /// copies over a few threads, while the copy engine moves the chunk before, lets the packing keep
