@@ -3,6 +3,7 @@
 /// The definitions behind core/capture.hpp: the capture query, the refusal and the ledger.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/core/capture.hpp>
+#include <devicekit/core/detail/driver_entry_point.hpp>
 
 #include <algorithm>
 #include <optional>
@@ -12,20 +13,10 @@ namespace devicekit {
 #if DEVICEKIT_HAS_CUDA
 namespace detail {
 /// The driver's cuStreamIsCapturing (CUresult (CUstream, CUstreamCaptureStatus*), both enums of
-/// int size), fetched once through the runtime so that devicekit never links libcuda; nullptr
-/// where the driver does not hand it out.
+/// int size), fetched once (driver_entry_point.hpp); nullptr where the driver does not hand it out.
 using stream_is_capturing_fn = int (*)(native_stream_handle, int*);
 inline stream_is_capturing_fn driver_stream_is_capturing() noexcept {
-  static const stream_is_capturing_fn fn = []() noexcept {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &p, 12000, cudaEnableDefault, &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();  // our own failed lookup's error, not the program's
-      return stream_is_capturing_fn{};
-    }
-    return reinterpret_cast<stream_is_capturing_fn>(p);
-  }();
+  static const stream_is_capturing_fn fn = driver_entry_point<stream_is_capturing_fn>("cuStreamIsCapturing");
   return fn;
 }
 }  // namespace detail

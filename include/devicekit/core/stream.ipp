@@ -4,6 +4,7 @@
 /// the non-blocking idle query. Inline in a header-only build; compiled once under
 /// DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/core/stream.hpp>
+#include <devicekit/core/detail/driver_entry_point.hpp>
 
 #include <utility>
 
@@ -13,16 +14,7 @@ namespace devicekit {
 namespace detail {
 DEVICEKIT_DECL bool context_is_current() noexcept {
   using get_current_fn = int (*)(void**);
-  static const get_current_fn get_current = []() noexcept {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();  // our own failed lookup's error, not the program's
-      return get_current_fn{};
-    }
-    return reinterpret_cast<get_current_fn>(fn);
-  }();
+  static const get_current_fn get_current = driver_entry_point<get_current_fn>("cuCtxGetCurrent");
   if (get_current == nullptr) return true;
   void* ctx = nullptr;
   return get_current(&ctx) != 0 || ctx != nullptr;

@@ -105,18 +105,6 @@ struct driver_identity_api {
 
   [[nodiscard]] bool complete() const noexcept { return get_device && get_name && get_uuid && total_mem; }
 
-  template <class Fn>
-  static Fn lookup(const char* symbol) {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<Fn>(fn);
-  }
-
   /// The process-wide table, looked up once.
   static const driver_identity_api& get();
 };

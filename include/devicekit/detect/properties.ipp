@@ -5,6 +5,7 @@
 /// DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/detect/properties.hpp>
 
+#include <devicekit/core/detail/driver_entry_point.hpp>
 #include <devicekit/core/stream.hpp>
 
 #include <string>
@@ -70,10 +71,10 @@ DEVICEKIT_DECL int attribute(cudaDeviceAttr attr, int ordinal) {
 DEVICEKIT_DECL const driver_identity_api& driver_identity_api::get() {
   static const driver_identity_api api = [] {
     driver_identity_api a;
-    a.get_device = lookup<get_device_fn>("cuDeviceGet");
-    a.get_name = lookup<get_name_fn>("cuDeviceGetName");
-    a.get_uuid = lookup<get_uuid_fn>("cuDeviceGetUuid");
-    a.total_mem = lookup<total_mem_fn>("cuDeviceTotalMem");
+    a.get_device = driver_entry_point<get_device_fn>("cuDeviceGet");
+    a.get_name = driver_entry_point<get_name_fn>("cuDeviceGetName");
+    a.get_uuid = driver_entry_point<get_uuid_fn>("cuDeviceGetUuid");
+    a.total_mem = driver_entry_point<total_mem_fn>("cuDeviceTotalMem");
     return a;
   }();
   return api;
