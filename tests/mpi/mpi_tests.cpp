@@ -1,4 +1,4 @@
-// The MPI host backend of devicekit's collectives, on every rank of `mpirun -np N` (N = 2, 4 in
+// The MPI host backend of devicekit's collectives, on every rank of `mpirun -np N` (N = 2, 3, 4 in
 // CTest): exact results of every collective on trees of mixed leaf types (Hana structs, tuples,
 // pairs, arrays, vectors of subtrees, scalars, shaped arrays) and on flat leaf spans, with
 // buckets of every kind (coalesced, one leaf per bucket, leaves larger than a bucket), the
@@ -15,8 +15,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <tuple>
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 #include <numeric>
 #include <vector>
 
@@ -678,6 +679,111 @@ MPI_TEST("all_reduce of a bucket larger than a slice: 1 KiB float leaves, packed
     for (std::size_t i = 0; i < 256; ++i) wrong += leaves[l][i] != ranks_sum * static_cast<float>(l * 3 + i % 7);
   }
   CHECK_EQ(wrong, 0);
+}
+
+namespace {
+
+/// Rank r's element j of leaf i in the ring tests: small integers, so that sums, averages and
+/// float products over up to four ranks are exact in any order; `for_product` keeps float
+/// factors in 1..3 (integer products wrap).
+template <class T>
+T ring_value(int r, std::size_t i, std::size_t j, bool for_product) {
+  const auto k = static_cast<std::size_t>(r) * 37 + i * 13 + j;
+  if (for_product && std::is_floating_point_v<T>) return static_cast<T>(1 + k % 3);
+  if constexpr (std::is_signed_v<T>) return static_cast<T>(static_cast<long>(k % 101) - 50);
+  // Sums of up to four ranks stay below 256: Open MPI's AVX reductions saturate 8-bit sums where
+  // C's unsigned arithmetic (and the ring) wraps, and the last, packed slice goes through them.
+  return static_cast<T>(k % 63);
+}
+
+/// The all-reduce of ring_value over every rank as MPI computes it: integers wrap, an average
+/// divides the sum once.
+template <class T>
+T ring_expected(std::size_t i, std::size_t j, dk::reduce_op op) {
+  const bool product = op == dk::reduce_op::product;
+  T acc = ring_value<T>(0, i, j, product);
+  for (int r = 1; r < size_; ++r) {
+    const T v = ring_value<T>(r, i, j, product);
+    switch (op) {
+      case dk::reduce_op::min: acc = v < acc ? v : acc; break;
+      case dk::reduce_op::max: acc = acc < v ? v : acc; break;
+      case dk::reduce_op::product:
+        acc = static_cast<T>(std::is_integral_v<T>
+                                 ? static_cast<T>(static_cast<std::uint64_t>(acc) * static_cast<std::uint64_t>(v))
+                                 : static_cast<T>(acc * v));
+        break;
+      default:
+        acc = static_cast<T>(std::is_integral_v<T>
+                                 ? static_cast<T>(static_cast<std::uint64_t>(acc) + static_cast<std::uint64_t>(v))
+                                 : static_cast<T>(acc + v));
+    }
+  }
+  return op == dk::reduce_op::average ? static_cast<T>(acc / static_cast<T>(size_)) : acc;
+}
+
+/// A little over 2 MiB of leaves of uneven sizes (up to 6 KB), every eleventh empty: two slices
+/// of a MiB whose ring segments end inside leaves, and a last slice of 84 to 102 KiB, small
+/// enough on two or more ranks to be packed instead.
+template <class T>
+std::vector<std::vector<T>> ring_tree(dk::reduce_op op) {
+  std::vector<std::vector<T>> tree;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; bytes < (std::size_t{2} << 20) + (std::size_t{96} << 10); ++i) {
+    const std::size_t n = i % 11 == 5 ? 0 : 1 + (i * 7919) % (6000 / sizeof(T) + 1);
+    std::vector<T> leaf(n);
+    for (std::size_t j = 0; j < n; ++j) leaf[j] = ring_value<T>(rank_, i, j, op == dk::reduce_op::product);
+    bytes += n * sizeof(T);
+    tree.push_back(std::move(leaf));
+  }
+  return tree;
+}
+
+template <class T>
+void check_ring(dk::reduce_op op) {
+  auto tree = ring_tree<T>(op);
+  dk::all_reduce(comm_world(), tree, op);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    for (std::size_t j = 0; j < tree[i].size(); ++j) wrong += tree[i][j] != ring_expected<T>(i, j, op) ? 1 : 0;
+  }
+  if (wrong != 0) std::printf("rank %d: %zu wrong elements (op %d)\n", rank_, wrong, static_cast<int>(op));
+  CHECK_EQ(wrong, std::size_t{0});
+}
+
+}  // namespace
+
+MPI_TEST("all_reduce of many leaves where they lie: the ring over MPI datatypes, every op") {
+  using op = dk::reduce_op;
+  for (const op o : {op::sum, op::average, op::min, op::max, op::product}) check_ring<float>(o);
+  for (const op o : {op::sum, op::min, op::max, op::product}) check_ring<std::int32_t>(o);
+  check_ring<double>(op::sum);
+  check_ring<std::uint8_t>(op::sum);
+  check_ring<std::uint8_t>(op::product);  // wraps
+  check_ring<std::int64_t>(op::product);
+  check_ring<std::int16_t>(op::average);  // integers truncate
+}
+
+MPI_TEST("the ring takes large slices of MPI types and declines the rest, sending nothing") {
+  auto& backend = comm_world().backend();
+  using backend_type = std::remove_reference_t<decltype(backend)>;
+  const std::size_t per_rank = backend_type::ring_min_segment_bytes / sizeof(float);
+  std::vector<std::vector<float>> large(4, std::vector<float>(per_rank * static_cast<std::size_t>(size_) / 4 + 1));
+  std::vector<std::vector<float>> small(4, std::vector<float>(per_rank * static_cast<std::size_t>(size_) / 4 - 1));
+  std::vector<dk::float16_t> halves(per_rank * static_cast<std::size_t>(size_));
+  auto spans = [](auto& leaves) {
+    std::vector<dk::leaf_span> s;
+    for (auto& l : leaves) s.push_back(dk::leaf_span::of(l));
+    return s;
+  };
+  const std::vector<std::size_t> all = {0, 1, 2, 3};
+  for (auto& l : large) std::fill(l.begin(), l.end(), static_cast<float>(rank_ + 1));
+  CHECK(backend.all_reduce_leaves(spans(large), all, dk::element_type::float32, dk::reduce_op::sum));
+  CHECK_EQ(large[3].back(), static_cast<float>(size_ * (size_ + 1) / 2));
+  for (auto& l : small) std::fill(l.begin(), l.end(), 1.0f);
+  CHECK(!backend.all_reduce_leaves(spans(small), all, dk::element_type::float32, dk::reduce_op::sum));
+  CHECK_EQ(small[0][0], 1.0f);  // untouched
+  const std::vector<dk::leaf_span> h = {dk::leaf_span::of(halves)};
+  CHECK(!backend.all_reduce_leaves(h, std::vector<std::size_t>{0}, dk::element_type::float16, dk::reduce_op::sum));
 }
 
 int main(int argc, char** argv) {

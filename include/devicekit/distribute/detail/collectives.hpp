@@ -72,23 +72,42 @@ concept sliced_all_reduce_backend = requires {
   { B::slice_bytes() } -> std::convertible_to<std::size_t>;
 };
 
-/// A packed bucket of one participant all-reduced through `buf` in slices of about
-/// B::slice_bytes() (on leaf boundaries): each slice is packed, reduced and unpacked before the
-/// next, so its bytes are still in cache for the reduction and the unpack (see
-/// mpi_backend::slice_bytes for the measurements behind this).
+/// A backend that can all-reduce a list of leaves where they lie, without packing them, and may
+/// decline (false, nothing sent): the MPI backend's ring (mpi_backend::all_reduce_leaves).
+template <class B>
+concept leafwise_all_reduce_backend = requires(B& b, std::span<const leaf_span> leaves,
+                                               std::span<const std::size_t> which, element_type t, reduce_op op) {
+  { b.all_reduce_leaves(leaves, which, t, op) } -> std::same_as<bool>;
+};
+
+/// A packed bucket of one participant all-reduced in slices of about B::slice_bytes() (on leaf
+/// boundaries). Each slice goes to the backend's leafwise all-reduce where it has one and takes
+/// it; else it is packed into `buf`, reduced and unpacked before the next, so its bytes are still
+/// in cache for the reduction and the unpack (see mpi_backend::slice_bytes for the measurements
+/// behind this).
 template <class B>
 void all_reduce_sliced(B& b, const bucket& bk, void* buf, std::span<const leaf_span> leaves, reduce_op rop) {
   const std::size_t es = size_of(bk.type);
   std::size_t first = 0;
   while (first < bk.leaves.size()) {
     std::size_t last = first, bytes = 0;
-    while (last < bk.leaves.size() && (bytes == 0 || bytes < B::slice_bytes())) {
-      const auto& l = leaves[bk.leaves[last++]];
-      b.copy(0, byte_at(buf, bytes), l.data, l.bytes());
-      bytes += l.bytes();
+    while (last < bk.leaves.size() && (bytes == 0 || bytes < B::slice_bytes()))
+      bytes += leaves[bk.leaves[last++]].bytes();
+    if constexpr (leafwise_all_reduce_backend<B>) {
+      const std::span<const std::size_t> which(bk.leaves.data() + first, last - first);
+      if (b.all_reduce_leaves(leaves, which, bk.type, rop)) {
+        first = last;
+        continue;
+      }
+    }
+    std::size_t off = 0;
+    for (std::size_t j = first; j < last; ++j) {
+      const auto& l = leaves[bk.leaves[j]];
+      b.copy(0, byte_at(buf, off), l.data, l.bytes());
+      off += l.bytes();
     }
     b.all_reduce(0, buf, buf, bytes / es, bk.type, rop);
-    std::size_t off = 0;
+    off = 0;
     for (std::size_t j = first; j < last; ++j) {
       const auto& l = leaves[bk.leaves[j]];
       b.copy(0, l.data, byte_at(buf, off), l.bytes());
