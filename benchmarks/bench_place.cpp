@@ -14,12 +14,18 @@
 //                                        one 4 MiB buffer
 //   staging.pack.by_threads              informational: the same 4 x 64 MiB packed by 1, 2, 4, 8
 //                                        and 16 threads (as many as the CPUs allow), GB/s each
+//   place.small_leaves.after_idle        informational: the 1024 x 4 KiB placement 2 ms after the
+//                                        last one (the copy threads asleep again) vs right after
+//                                        it (still polling): what waking them costs a placement
 // cuda (with a GPU; compiled wherever the CUDA toolkit is):
 //   ceiling.h2d_pinned, ceiling.d2d      the physical ceilings, measured in the same run
 //   place.large_tree.vs_raw_pinned_copy  4 x 64 MiB pinned leaves vs one pinned cudaMemcpyAsync
 //   place.small_leaves.vs_per_leaf_copy  1024 x 4 KiB vs per-leaf cudaMemcpyAsync (preallocated)
 //   place.small_leaves.pipelined.vs_one_buffer  the same 4 MiB staged in pieces (the copy of one
 //                                        overlapping the packing of the next) vs in one buffer
+//   place.small_leaves.after_idle        as on the cpu, for the staged 1024 x 4 KiB (the headline
+//                                        entry above alternates with a baseline of milliseconds,
+//                                        so each of its placements finds the threads asleep)
 //   place.pageable.vs_raw_pinned_copy    256 MiB pageable tree (staged in chunks) vs a pinned copy
 //   place.pageable.vs_plain_pageable_copy  the same vs cudaMemcpy straight from pageable memory
 // Placement allocates from a warm memory_pool and the baselines copy into preallocated memory, so
@@ -30,6 +36,7 @@
 #include <devicekit/devicekit.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -86,6 +93,28 @@ std::pair<double, double> small_leaves_times(const bench::options& opt, dk::devi
                    reps);
   }
   return {bench::median(ours), bench::median(base)};
+}
+
+/// `place_once` (which must finish its copy) timed right after the previous call, while the copy
+/// threads still poll for work, and again after 2 ms idle, when they have gone back to sleep on
+/// their condition variable (copy_workers polls for 100 us): medians, in that order.
+template <class F>
+std::pair<double, double> back_to_back_and_after_idle(int samples, F&& place_once) {
+  auto idle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  const auto [hot, slept, cold] = bench::interleaved_medians(samples, place_once, idle, place_once);
+  (void)slept;
+  return {hot, cold};
+}
+
+/// The after-idle entry of `device` ("cpu" or "cuda") from back_to_back_and_after_idle's medians.
+void report_after_idle(bench::report& report, const char* device, std::pair<double, double> t) {
+  const auto [hot, cold] = t;
+  report.add({"place.small_leaves.after_idle", device, "time to place 1024 x 4 KiB 2 ms after the previous placement",
+              cold * 1e6, "us", "the same right after the previous placement (copy threads still polling)", hot * 1e6,
+              hot / cold,
+              "informational; " + std::to_string(dk::host_copy_threads()) +
+                  " copy threads; below 1: what 2 ms idle costs the next placement (the threads' wake-up, an idle "
+                  "core's caches and clock)"});
 }
 
 /// The same in a fresh child process whose malloc never trims ("--child-warm [--quick]").
@@ -235,6 +264,11 @@ void cpu_entries(const bench::options& opt, bench::report& report, const char* s
                   "us", "per-leaf new[] + memcpy (+ delete[]), malloc kept warm (fresh process)", bw * 1e6, bw / tw,
                   "informational; ratio depends on where malloc puts the copies relative to their sources"});
     }
+    const auto leaves = make_leaves(1024, 4096);
+    report_after_idle(report, "cpu", back_to_back_and_after_idle(opt.quick ? 51 : 201, [&] {
+                        auto placed = dk::place(leaves, dk::device::cpu(), host_stream, pool);
+                        if (placed[1023].data() == nullptr) std::abort();
+                      }));
   }
   {
     const std::size_t leaf_bytes = std::size_t{64} << 20;
@@ -389,12 +423,14 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
       for (void* p : ptrs) DEVICEKIT_CUDA_CHECK(cudaFree(p));
     };
     const auto [t, b, c] = bench::interleaved_medians(samples, ours, per_leaf, per_leaf_malloc);
+    const auto after_idle = back_to_back_and_after_idle(samples, ours);
     report.add({"place.small_leaves.vs_per_leaf_copy", "cuda", "time to place 1024 x 4 KiB (pageable), warm pool",
                 t * 1e6, "us", "per-leaf cudaMemcpyAsync into a preallocated block", b * 1e6, b / t,
                 "goal >= 20; " + of_h2d(leaves.size() * 4096, t)});
     report.add({"place.small_leaves.vs_per_leaf_malloc_copy", "cuda",
                 "time to place 1024 x 4 KiB (pageable), warm pool", t * 1e6, "us",
                 "per-leaf cudaMalloc + cudaMemcpyAsync (+ cudaFree)", c * 1e6, c / t, "informational"});
+    report_after_idle(report, "cuda", after_idle);
     // The same placement staged in the default number of pieces against one buffer and one copy,
     // and in 2 and 8 pieces, interleaved: what overlapping the copy with the packing gains here,
     // and whether another count would gain more.
