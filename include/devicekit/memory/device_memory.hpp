@@ -42,7 +42,8 @@
 /// the pool's own on a capturing stream is refused (capture_error): every replay would still use
 /// a block the pool had handed on.
 ///
-/// Thread-safe: one mutex per pool. Safe at exit: no CUDA call once the process is exiting.
+/// Thread-safe: one lock per pool (detail::pool_mutex). Safe at exit: no CUDA call once the process
+/// is exiting.
 ///
 /// This class is the façade: the API, the recovery ladder and the one lock. The work is done
 /// under that lock by components in memory/detail/ (RMM and Thrust split their pools the same
@@ -63,6 +64,7 @@
 #include <devicekit/memory/detail/graph_blocks.hpp>
 #include <devicekit/memory/detail/pool_counters.hpp>
 #include <devicekit/memory/detail/pool_invariants.hpp>
+#include <devicekit/memory/detail/pool_mutex.hpp>
 #include <devicekit/memory/detail/pool_observers.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
 #include <devicekit/memory/detail/pool_upstream.hpp>
@@ -267,7 +269,8 @@ class device_memory : private detail::graph_memory_holder {
   /// The recovery ladder: other streams' completed frees -> grow -> wait for other streams' frees
   /// (events, then the fence)
   /// -> release cached blocks and grow -> the user's callback (without the lock) -> out_of_memory.
-  taken recover(std::unique_lock<std::mutex>& lock, std::size_t bytes, std::size_t alignment, std::uint16_t sid);
+  taken recover(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes, std::size_t alignment,
+                std::uint16_t sid);
 
   bool grow(std::size_t need) {
     if (!heap_.grow(need, chunk_budget(), device_)) return false;
@@ -311,7 +314,7 @@ class device_memory : private detail::graph_memory_holder {
   bool events_ = false;  ///< the upstream orders frees on streams (a copy of upstream_->has_events())
   detail::pool_upstream* upstream_ = nullptr;
 
-  mutable std::mutex mutex_;  // guards everything below
+  mutable detail::pool_mutex mutex_;  // guards everything below
   detail::block_heap heap_;
   detail::slab_cache slabs_;
   detail::pool_stream_registry streams_;

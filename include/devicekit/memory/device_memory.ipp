@@ -111,8 +111,9 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   return reinterpret_cast<void*>(t.addr);
 }
 
-DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<std::mutex>& lock, std::size_t bytes,
-                                                           std::size_t alignment, std::uint16_t sid) {
+DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<detail::pool_mutex>& lock,
+                                                           std::size_t bytes, std::size_t alignment,
+                                                           std::uint16_t sid) {
   const std::size_t need = detail::growth_need(slabs_, bytes, alignment);
   taken t;
   if (streams_.poll(sid, false, heap_, slabs_) && (t = try_take(bytes, alignment, sid)).addr != 0) return t;
