@@ -55,8 +55,16 @@ class pool_stream_registry {
     return sid == 0 ? heap.ready() : streams_[sid - 1u]->large;
   }
 
-  /// The slot of stream `h` (1-based), made on first use.
-  std::uint16_t id_of(native_stream_handle h);
+  /// The slot of stream `h` (1-based), made on first use. The stream of the previous call is
+  /// checked inline: it is the common case, and the search and the making of a slot, out of line,
+  /// would otherwise make every call save and restore the registers they need.
+  std::uint16_t id_of(native_stream_handle h) {
+    if (last_sid_ != 0) {
+      const stream_state& last = *streams_[last_sid_ - 1u];
+      if (last.handle == h && !last.retired) return last_sid_;
+    }
+    return find_or_add(h);
+  }
 
   /// A small slot freed on stream `sid`'s slot: reusable on it at once, elsewhere after its event.
   void defer_slot(std::uint16_t sid, int cls, std::uintptr_t addr, pool_slab* owner) {
@@ -118,6 +126,9 @@ class pool_stream_registry {
   [[nodiscard]] std::size_t largest_pending_block() const noexcept;
 
  private:
+  /// id_of's search among the slots, and the slot it makes for a new stream.
+  std::uint16_t find_or_add(native_stream_handle h);
+
   /// Records `st`'s event so that it covers frees up to sequence number `upto`.
   void record_event(stream_state& st, std::uint64_t upto);
 

@@ -11,8 +11,7 @@
 
 namespace devicekit::detail {
 
-DEVICEKIT_DECL std::uint16_t pool_stream_registry::id_of(native_stream_handle h) {
-  if (last_sid_ != 0 && streams_[last_sid_ - 1u]->handle == h && !streams_[last_sid_ - 1u]->retired) return last_sid_;
+DEVICEKIT_DECL std::uint16_t pool_stream_registry::find_or_add(native_stream_handle h) {
   for (std::size_t i = 0; i < streams_.size(); ++i) {
     if (!streams_[i]->retired && streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
   }
