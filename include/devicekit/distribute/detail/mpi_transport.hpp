@@ -203,10 +203,11 @@ class mpi_backend {
   /// a slice, reducing it and unpacking it costs two more passes over the bytes: with 1,000 leaves
   /// of 1 KiB on two processes on shared memory (Open MPI 4.1, 2 cores), packing ran at 0.60 of
   /// one MPI_Allreduce of the same bytes already packed, the ring at 0.90; when that machine's
-  /// copies ran at half speed, both were at 0.64-0.76 (bench_distribute). Each segment is reduced on one rank and then copied, so every rank ends
-  /// with the same bits. A failed MPI call throws communication_error with the leaves of this call
-  /// partly reduced, where the packed path leaves them as they were (after an error MPI's state
-  /// is undefined by the standard, so the job cannot rely on either).
+  /// copies ran at half speed, both were at 0.64-0.76 (bench_distribute). Each segment is reduced
+  /// on one rank and then copied, so every rank ends with the same bits. A failed MPI call throws
+  /// communication_error with the leaves of this call partly reduced, where the packed path leaves
+  /// them as they were (after an error MPI's state is undefined by the standard, so the job cannot
+  /// rely on either).
   /// Returns false, having sent nothing, where the ring does not apply: a type MPI has no datatype
   /// for (reduced-precision floats are widened instead), one rank, segments smaller than
   /// ring_min_segment_bytes, or counts beyond MPI's ints. That depends only on the leaves' types
