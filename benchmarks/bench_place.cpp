@@ -29,7 +29,8 @@
 //   place.large_tree.vs_raw_pinned_copy  4 x 64 MiB pinned leaves vs one pinned cudaMemcpyAsync
 //   place.small_leaves.vs_per_leaf_copy  1024 x 4 KiB vs per-leaf cudaMemcpyAsync (preallocated)
 //   place.small_leaves.pipelined.vs_one_buffer  the same 4 MiB staged in pieces (the copy of one
-//                                        overlapping the packing of the next) vs in one buffer
+//                                        overlapping the packing of the next) vs in one buffer;
+//                                        .8MiB, .16MiB: the same for 2048 and 4096 leaves
 //   place.small_leaves.after_idle        as on the cpu, for the staged 1024 x 4 KiB (the headline
 //                                        entry above alternates with a baseline of milliseconds,
 //                                        so each of its placements finds the threads asleep)
@@ -548,6 +549,28 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
                 "informational; 2 pieces: " + std::to_string(static_cast<int>(two * 1e6)) +
                     " us, 8 pieces: " + std::to_string(static_cast<int>(eight * 1e6)) + " us, " +
                     std::to_string(dk::host_copy_threads()) + " copy threads"});
+    // Where pieces start to pay: the same comparison at 8 and 16 MiB of 4 KiB leaves (transfers
+    // above pipelined_stage_min_bytes and up to single_stage_limit are staged in pieces).
+    for (const std::size_t mib : {std::size_t{8}, std::size_t{16}}) {
+      const auto more = make_leaves(mib * 256, 4096);
+      auto more_in_pieces = [&](unsigned n) {
+        return [&, n] {
+          const unsigned old = dk::detail::staging_pipeline_chunks().exchange(n);
+          auto placed = dk::place(more, gpu, s, res);
+          s.synchronize();
+          dk::detail::staging_pipeline_chunks() = old;
+        };
+      };
+      const auto [p_default, p_one, p_two, p_eight] = bench::interleaved_medians(
+          samples, more_in_pieces(pieces), more_in_pieces(1), more_in_pieces(2), more_in_pieces(8));
+      report.add({"place.small_leaves.pipelined.vs_one_buffer." + std::to_string(mib) + "MiB", "cuda",
+                  "time to place " + std::to_string(more.size()) + " x 4 KiB (pageable) staged in " +
+                      std::to_string(pieces) + " pieces, warm pool",
+                  p_default * 1e6, "us", "the same staged in one buffer, one copy", p_one * 1e6, p_one / p_default,
+                  "informational; 2 pieces: " + std::to_string(static_cast<int>(p_two * 1e6)) +
+                      " us, 8 pieces: " + std::to_string(static_cast<int>(p_eight * 1e6)) + " us; " +
+                      of_h2d(more.size() * 4096, std::min({p_default, p_one, p_two, p_eight})) + " at best"});
+    }
     DEVICEKIT_CUDA_CHECK(cudaFree(block));
   }
 }
