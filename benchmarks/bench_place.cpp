@@ -178,6 +178,43 @@ void pack_staged(const std::vector<std::vector<float>>& leaves, std::size_t chun
   }
 }
 
+/// An informational entry: `run` (which moves `bytes`) timed with 1, 2, 4, 8 and 16 copy threads
+/// (as many as the CPUs allow), GB/s each; the best against the calling thread alone. Leaves the
+/// thread count at its default.
+template <class Run>
+bench::entry by_threads_entry(const std::string& name, const std::string& metric, double bytes, int samples,
+                              Run&& run) {
+  const std::size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  std::string sweep;
+  double one = 0;
+  double best = 0;
+  std::size_t best_threads = 1;
+  for (std::size_t n = 1; n <= std::min<std::size_t>(cpus, 16); n *= 2) {
+    dk::set_host_copy_threads(n);
+    run();  // the threads started
+    const double gbs = bytes / bench::median_seconds(samples, run) / 1e9;
+    if (n == 1) one = gbs;
+    if (gbs > best) {
+      best = gbs;
+      best_threads = n;
+    }
+    char part[64];
+    std::snprintf(part, sizeof part, "%s%zu: %.1f GB/s", sweep.empty() ? "" : ", ", n, gbs);
+    sweep += part;
+  }
+  dk::set_host_copy_threads(0);
+  return {name,
+          "cpu",
+          metric,
+          best,
+          "GB/s",
+          "the calling thread alone",
+          one,
+          best / one,
+          "informational; " + sweep + "; best at " + std::to_string(best_threads) + " of " + std::to_string(cpus) +
+              " CPUs; default here: " + std::to_string(dk::host_copy_threads()) + " threads"};
+}
+
 /// staging.pack.vs_one_thread(.small_leaves): the copy threads against the calling thread alone,
 /// interleaved, on the same leaves and buffers.
 void staging_pack_entries(const bench::options& opt, bench::report& report) {
@@ -222,29 +259,9 @@ void staging_pack_entries(const bench::options& opt, bench::report& report) {
     const std::size_t chunk = std::size_t{8} << 20;
     std::vector<std::vector<std::byte>> buffers(4, std::vector<std::byte>(chunk, std::byte{0}));
     const double bytes = 4.0 * static_cast<double>(std::size_t{64} << 20);
-    const std::size_t cpus = std::max(1u, std::thread::hardware_concurrency());
-    std::string sweep;
-    double one = 0;
-    double best = 0;
-    std::size_t best_threads = 1;
-    for (std::size_t n = 1; n <= std::min<std::size_t>(cpus, 16); n *= 2) {
-      dk::set_host_copy_threads(n);
-      pack_staged(leaves, chunk, buffers, n > 1);  // the threads started
-      const double gbs =
-          bytes / bench::median_seconds(opt.quick ? 5 : 15, [&] { pack_staged(leaves, chunk, buffers, n > 1); }) / 1e9;
-      if (n == 1) one = gbs;
-      if (gbs > best) {
-        best = gbs;
-        best_threads = n;
-      }
-      char part[64];
-      std::snprintf(part, sizeof part, "%s%zu: %.1f GB/s", sweep.empty() ? "" : ", ", n, gbs);
-      sweep += part;
-    }
-    report.add({"staging.pack.by_threads", "cpu", "GB/s packing 4 x 64 MiB, best thread count", best, "GB/s",
-                "the calling thread alone", one, best / one,
-                "informational; " + sweep + "; best at " + std::to_string(best_threads) + " of " +
-                    std::to_string(cpus) + " CPUs; default here: " + std::to_string(by_default) + " threads"});
+    auto pack = [&] { pack_staged(leaves, chunk, buffers, dk::host_copy_threads() > 1); };
+    report.add(by_threads_entry("staging.pack.by_threads", "GB/s packing 4 x 64 MiB, best thread count", bytes,
+                                opt.quick ? 5 : 15, pack));
   }
   dk::set_host_copy_threads(0);
 }
@@ -297,32 +314,8 @@ void large_tree_entries(const bench::options& opt, bench::report& report, const 
               b * 1e3, b / t, note});
 
   // The same placement by 1 to 16 threads (as many as the CPUs allow).
-  {
-    const std::size_t cpus = std::max(1u, std::thread::hardware_concurrency());
-    std::string sweep;
-    double one = 0;
-    double best = 0;
-    std::size_t best_threads = 1;
-    for (std::size_t n = 1; n <= std::min<std::size_t>(cpus, 16); n *= 2) {
-      dk::set_host_copy_threads(n);
-      place_once();  // the threads started
-      const double gbs = bytes / bench::median_seconds(opt.quick ? 5 : 15, place_once) / 1e9;
-      if (n == 1) one = gbs;
-      if (gbs > best) {
-        best = gbs;
-        best_threads = n;
-      }
-      char part[64];
-      std::snprintf(part, sizeof part, "%s%zu: %.1f GB/s", sweep.empty() ? "" : ", ", n, gbs);
-      sweep += part;
-    }
-    dk::set_host_copy_threads(0);
-    report.add({"place.large_tree.by_threads", "cpu", "GB/s placing 4 x 64 MiB, best thread count", best, "GB/s",
-                "the calling thread alone", one, best / one,
-                "informational; " + sweep + "; best at " + std::to_string(best_threads) + " of " +
-                    std::to_string(cpus) + " CPUs; default here: " + std::to_string(dk::host_copy_threads()) +
-                    " threads"});
-  }
+  report.add(by_threads_entry("place.large_tree.by_threads", "GB/s placing 4 x 64 MiB, best thread count", bytes,
+                              opt.quick ? 5 : 15, place_once));
 
   // The streaming copy placement uses against memcpy, same bytes, same warm buffers: by the copy
   // threads (at least two, parts as placement slices them), and by one thread in the note.
@@ -533,16 +526,16 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
     // and in 2 and 8 pieces, interleaved: what overlapping the copy with the packing gains here,
     // and whether another count would gain more.
     const unsigned pieces = dk::detail::staging_pipeline_chunks().load();
-    auto in_pieces = [&](unsigned n) {
+    auto staged_in = [&](const std::vector<std::vector<float>>& tree, unsigned n) {
       return [&, n] {
         const unsigned old = dk::detail::staging_pipeline_chunks().exchange(n);
-        auto placed = dk::place(leaves, gpu, s, res);
+        auto placed = dk::place(tree, gpu, s, res);
         s.synchronize();
         dk::detail::staging_pipeline_chunks() = old;
       };
     };
-    const auto [piped, whole, two, eight] =
-        bench::interleaved_medians(samples, in_pieces(pieces), in_pieces(1), in_pieces(2), in_pieces(8));
+    const auto [piped, whole, two, eight] = bench::interleaved_medians(
+        samples, staged_in(leaves, pieces), staged_in(leaves, 1), staged_in(leaves, 2), staged_in(leaves, 8));
     report.add({"place.small_leaves.pipelined.vs_one_buffer", "cuda",
                 "time to place 1024 x 4 KiB (pageable) staged in " + std::to_string(pieces) + " pieces, warm pool",
                 piped * 1e6, "us", "the same staged in one buffer, one copy", whole * 1e6, whole / piped,
@@ -553,16 +546,8 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
     // above pipelined_stage_min_bytes and up to single_stage_limit are staged in pieces).
     for (const std::size_t mib : {std::size_t{8}, std::size_t{16}}) {
       const auto more = make_leaves(mib * 256, 4096);
-      auto more_in_pieces = [&](unsigned n) {
-        return [&, n] {
-          const unsigned old = dk::detail::staging_pipeline_chunks().exchange(n);
-          auto placed = dk::place(more, gpu, s, res);
-          s.synchronize();
-          dk::detail::staging_pipeline_chunks() = old;
-        };
-      };
       const auto [p_default, p_one, p_two, p_eight] = bench::interleaved_medians(
-          samples, more_in_pieces(pieces), more_in_pieces(1), more_in_pieces(2), more_in_pieces(8));
+          samples, staged_in(more, pieces), staged_in(more, 1), staged_in(more, 2), staged_in(more, 8));
       report.add({"place.small_leaves.pipelined.vs_one_buffer." + std::to_string(mib) + "MiB", "cuda",
                   "time to place " + std::to_string(more.size()) + " x 4 KiB (pageable) staged in " +
                       std::to_string(pieces) + " pieces, warm pool",
