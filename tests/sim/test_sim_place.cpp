@@ -246,6 +246,46 @@ TEST_CASE("a host tree is placed in one staged copy, one per chunk above the sta
   CHECK(dk::to_host(placed_large) == large);
 }
 
+// The copy engine takes a host tree's items as they come when none is empty and none is pinned
+// and large enough to be copied where it lies; otherwise it sorts them first. Each shape gives
+// the same copies and the same data.
+TEST_CASE("host leaves reach the GPU in one staged copy, with empty leaves or a large pinned leaf among them",
+          "[sim][place]") {
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  const dk::stream s(gpu);
+  using devicekit::testing::ramp;
+  auto h2d_copies = [&](const auto& tree) {
+    const auto before = sim::copies();
+    const auto placed = dk::place(tree, gpu, s);
+    const auto after = sim::copies();
+    CHECK(dk::to_host(placed, s) == tree);
+    return after.host_to_device - before.host_to_device;
+  };
+  // No empty leaf: the items as they come.
+  CHECK(h2d_copies(std::vector<std::vector<float>>{ramp(1000, 1.f), ramp(3, 2.f), ramp(4096, 3.f)}) == 1);
+  // Empty leaves first, between and last: left out of the staged span.
+  CHECK(h2d_copies(std::vector<std::vector<float>>{{}, ramp(1000, 1.f), {}, ramp(4096, 3.f), {}}) == 1);
+  // A pinned leaf of pinned_source_min_bytes goes on its own, straight from where it lies; the
+  // small pageable leaves are staged in one copy.
+  const std::size_t n = dk::detail::pinned_source_min_bytes / sizeof(float);
+  float* pinned = nullptr;
+  REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&pinned), n * sizeof(float)) == cudaSuccess);
+  for (std::size_t i = 0; i < n; ++i) pinned[i] = static_cast<float>(i % 1000);
+  const std::vector<float> small_a = ramp(500, 4.f);
+  const std::vector<float> small_b = ramp(700, 5.f);
+  const auto mixed = std::make_tuple(std::span<const float>(small_a), std::span<const float>(pinned, n),
+                                     std::span<const float>(small_b));
+  const auto before = sim::copies();
+  const auto placed = dk::place(mixed, gpu, s);
+  const auto after = sim::copies();
+  CHECK(after.host_to_device - before.host_to_device == 2);
+  const auto back = dk::to_host(placed, s);
+  CHECK(std::get<0>(back) == small_a);
+  CHECK(std::get<1>(back) == std::vector<float>(pinned, pinned + n));
+  CHECK(std::get<2>(back) == small_b);
+  REQUIRE(cudaFreeHost(pinned) == cudaSuccess);
+}
+
 namespace {
 /// Sets how many pieces a mid-size transfer is staged in, and restores the default.
 struct pipeline_pieces {

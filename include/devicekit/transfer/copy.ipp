@@ -54,6 +54,16 @@ DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[m
     copy_host_items(items);  // the common host case, without sorting items by source
     return;
   }
+#if DEVICEKIT_HAS_CUDA
+  // A host tree placed on a GPU (the common device case): the items as they are, without copying
+  // them into a list of host items first. Empty items are left out below (their destinations
+  // need not lie in the staged span), so this path takes lists without them.
+  if (all_host && std::none_of(items.begin(), items.end(), [](const copy_item& it) { return it.bytes == 0; })) {
+    scoped_device on(dst.ordinal());
+    copy_host_items_to_device(items, s);
+    return;
+  }
+#endif
   std::vector<copy_item> host;
   std::vector<copy_item> on_device;
   for (const auto& it : items) {

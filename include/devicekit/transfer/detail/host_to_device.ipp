@@ -26,6 +26,12 @@ DEVICEKIT_DECL bool is_pinned_host(const void* p) noexcept {
 }
 
 DEVICEKIT_DECL void copy_host_items_to_device(std::span<const copy_item> items, cudaStream_t s) {
+  // Leaves below pinned_source_min_bytes are packed whatever memory they are in: with no larger
+  // one, all of them are staged, as they come.
+  if (std::none_of(items.begin(), items.end(),
+                   [](const copy_item& it) { return it.bytes >= pinned_source_min_bytes; })) {
+    return copy_staged_host_items_to_device(items, s);
+  }
   std::vector<copy_item> staged;
   std::vector<copy_item> direct;
   staged.reserve(items.size());
