@@ -54,24 +54,21 @@ DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[m
     copy_host_items(items);  // the common host case, without sorting items by source
     return;
   }
-#if DEVICEKIT_HAS_CUDA
-  // A host tree placed on a GPU (the common device case): the items as they are, without copying
-  // them into a list of host items first. Empty items are left out below (their destinations
-  // need not lie in the staged span), so this path takes lists without them.
-  if (all_host && std::none_of(items.begin(), items.end(), [](const copy_item& it) { return it.bytes == 0; })) {
-    scoped_device on(dst.ordinal());
-    copy_host_items_to_device(items, s);
-    return;
-  }
-#endif
+  // Empty items are left out (their destinations need not lie in the span a staged copy covers);
+  // a host tree without any (the common device case) is its own list of host items, not copied.
+  const bool host_as_given =
+      all_host && std::none_of(items.begin(), items.end(), [](const copy_item& it) { return it.bytes == 0; });
   std::vector<copy_item> host;
   std::vector<copy_item> on_device;
-  for (const auto& it : items) {
-    if (it.bytes == 0) continue;
-    (it.src_device.is_cpu() ? host : on_device).push_back(it);
+  if (!host_as_given) {
+    for (const auto& it : items) {
+      if (it.bytes == 0) continue;
+      (it.src_device.is_cpu() ? host : on_device).push_back(it);
+    }
   }
+  const std::span<const copy_item> host_items = host_as_given ? items : std::span<const copy_item>(host);
   if (dst.is_cpu()) {
-    copy_host_items(host);
+    copy_host_items(host_items);
 #if DEVICEKIT_HAS_CUDA
     copy_device_items_to_host(on_device, s);
 #endif
@@ -79,7 +76,7 @@ DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[m
   }
 #if DEVICEKIT_HAS_CUDA
   scoped_device on(dst.ordinal());
-  copy_host_items_to_device(host, s);  // first: its one copy may span regions the others fill
+  copy_host_items_to_device(host_items, s);  // first: its one copy may span regions the others fill
   // Grouped by source device, in order of first appearance.
   std::vector<device> sources;
   for (const auto& it : on_device) {
