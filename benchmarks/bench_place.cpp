@@ -36,6 +36,9 @@
 //                                        so each of its placements finds the threads asleep)
 //   place.pageable.vs_raw_pinned_copy    256 MiB pageable tree (staged in chunks) vs a pinned copy
 //   place.pageable.vs_plain_pageable_copy  the same vs cudaMemcpy straight from pageable memory
+//   place.pageable.by_threads, place.small_leaves.by_threads  informational: those placements by
+//                                        1, 2, 4, 8 and 16 copy threads, GB/s each, the best as a
+//                                        fraction of the pinned ceiling
 // Placement allocates from a warm memory_pool and the baselines copy into preallocated memory, so
 // no side times an allocation; every figure is a median after a warm-up, sides interleaved.
 // prefetch.overlap and the batched small-leaf copies are in bench_place_cuda.cu (kernels).
@@ -393,6 +396,16 @@ double warm_median(int samples, Fn&& fn) {
   return bench::median_seconds(samples, fn);
 }
 
+/// A by_threads_entry for a placement on a GPU: the device is the GPU's, and the note gives the best
+/// rate as a fraction of the pinned host-to-device ceiling measured in the same run.
+bench::entry by_threads_on_gpu(bench::entry e, double h2d_gbs) {
+  e.device = "cuda";
+  char part[96];
+  std::snprintf(part, sizeof part, "; best: %.3f of the pinned H2D ceiling (%.1f GB/s)", e.value / h2d_gbs, h2d_gbs);
+  e.note += part;
+  return e;
+}
+
 void cuda_entries(const bench::options& opt, bench::report& report, dk::device gpu) {
   dk::scoped_device on(gpu.ordinal());
   const dk::stream s(gpu);
@@ -475,6 +488,12 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
                 "goal >= 0.85; " + of_h2d(4 * leaf_bytes, tp)});
     report.add({"place.pageable.vs_plain_pageable_copy", "cuda", "time to place 4 x 64 MiB pageable, warm pool",
                 tp * 1e3, "ms", "cudaMemcpy of 256 MiB from pageable memory", bp * 1e3, bp / tp, "goal >= 1.5"});
+    // The same placement by 1 to 16 copy threads: how many the host needs for the goal (the
+    // staging is bound by its packing, staging.pack.by_threads, while the copy engine waits).
+    report.add(by_threads_on_gpu(
+        by_threads_entry("place.pageable.by_threads", "GB/s placing 4 x 64 MiB pageable, best thread count",
+                         4.0 * static_cast<double>(leaf_bytes), opt.quick ? 5 : 15, ours_pageable),
+        h2d_gbs));
 
     // What a user gets with no resource given (the default placement resource).
     auto& def = dk::default_placement_resource(gpu);
@@ -522,6 +541,10 @@ void cuda_entries(const bench::options& opt, bench::report& report, dk::device g
                 "time to place 1024 x 4 KiB (pageable), warm pool", t * 1e6, "us",
                 "per-leaf cudaMalloc + cudaMemcpyAsync (+ cudaFree)", c * 1e6, c / t, "informational"});
     report_after_idle(report, "cuda", after_idle);
+    report.add(by_threads_on_gpu(
+        by_threads_entry("place.small_leaves.by_threads", "GB/s placing 1024 x 4 KiB pageable, best thread count",
+                         static_cast<double>(leaves.size() * 4096), opt.quick ? 21 : 61, ours),
+        h2d_gbs));
     // The same placement staged in the default number of pieces against one buffer and one copy,
     // and in 2 and 8 pieces, interleaved: what overlapping the copy with the packing gains here,
     // and whether another count would gain more.
