@@ -43,12 +43,12 @@ TEST_CASE("a large tree goes through the double-buffered chunked staging", "[pla
 
 TEST_CASE("a tree of a few MiB is staged in pieces, the copy of one while the host packs the next", "[place][gpu]") {
   std::vector<std::vector<float>> leaves;
-  for (int i = 0; i < 1024; ++i) leaves.push_back(random_vector<float>(1024));  // 4 MiB in 4 KiB leaves
+  for (int i = 0; i < 2048; ++i) leaves.push_back(random_vector<float>(1024));  // 8 MiB in 4 KiB leaves
   const dk::stream s(dk::device::cuda(0));
   const auto before = dk::detail::stats().host_to_device_transfers.load();
   const auto placed = dk::place(leaves, dk::device::cuda(0), s);
   CHECK(dk::detail::stats().host_to_device_transfers.load() - before ==
-        dk::detail::staging_pipeline_chunks().load());  // 1 MiB pieces
+        dk::detail::staging_pipeline_chunks().load());  // 2 MiB pieces
   CHECK(dk::to_host(placed, s) == leaves);
 }
 

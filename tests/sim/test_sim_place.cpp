@@ -323,7 +323,7 @@ struct paged_leaves {
 // both ways, so that the copy engine moves one piece while the host packs (or unpacks) the next;
 // at the minimum and below it goes in one copy. Each schedule of the simulator checks that no
 // piece's staging is reused before its copy has read or written it.
-TEST_CASE("a host tree of a few MiB is staged in pieces both ways, up to 2 MiB in one copy", "[sim][place]") {
+TEST_CASE("a host tree of a few MiB is staged in pieces both ways, up to 4 MiB in one copy", "[sim][place]") {
   const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
   const dk::stream s(gpu);
   REQUIRE(dk::detail::staging_pipeline_chunks().load() == 4);
@@ -337,15 +337,15 @@ TEST_CASE("a host tree of a few MiB is staged in pieces both ways, up to 2 MiB i
     return std::vector<std::size_t>{mid.host_to_device - before.host_to_device,
                                     after.device_to_host - mid.device_to_host};
   };
-  const std::vector<std::size_t> four_mib(1024, 1024);  // 1,024 leaves of 4 KiB
-  // 4 MiB in four pieces of 1 MiB.
+  // Exactly 4 MiB (1,024 leaves of 4 KiB): one copy each way.
+  std::vector<std::size_t> four_mib(1024, 1024);
+  CHECK(copies_of(four_mib) == std::vector<std::size_t>{1, 1});
+  // 8 MiB in four pieces of 2 MiB.
+  const std::vector<std::size_t> eight_mib(2048, 1024);
+  CHECK(copies_of(eight_mib) == std::vector<std::size_t>{4, 4});
+  // One float more than 4 MiB: pieces of 1,088 KiB (a quarter, rounded up to 64 KiB), four of them.
+  four_mib.push_back(1);
   CHECK(copies_of(four_mib) == std::vector<std::size_t>{4, 4});
-  // Exactly 2 MiB: one copy each way.
-  std::vector<std::size_t> two_mib(512, 1024);
-  CHECK(copies_of(two_mib) == std::vector<std::size_t>{1, 1});
-  // One float more: pieces of 576 KiB (a quarter, rounded up to 64 KiB), four of them.
-  two_mib.push_back(1);
-  CHECK(copies_of(two_mib) == std::vector<std::size_t>{4, 4});
   // 16 MiB, the single-stage limit, in pieces of 4 MiB; three leaves, none ending on a piece edge
   // (each a whole number of the pool's 256-byte granules, so that they lie back to back).
   const std::size_t all = (std::size_t{16} << 20) / sizeof(float);
@@ -353,10 +353,10 @@ TEST_CASE("a host tree of a few MiB is staged in pieces both ways, up to 2 MiB i
   CHECK(copies_of({third, third, all - 2 * third}) == std::vector<std::size_t>{4, 4});
   {
     const pipeline_pieces one(1);  // pipelining off: one buffer, one copy
-    CHECK(copies_of(four_mib) == std::vector<std::size_t>{1, 1});
+    CHECK(copies_of(eight_mib) == std::vector<std::size_t>{1, 1});
   }
   {
-    const pipeline_pieces many(1000);  // counted as max_staging_pipeline_chunks: pieces of 64 KiB
-    CHECK(copies_of(four_mib) == std::vector<std::size_t>{64, 64});
+    const pipeline_pieces many(1000);  // counted as max_staging_pipeline_chunks: pieces of 128 KiB
+    CHECK(copies_of(eight_mib) == std::vector<std::size_t>{64, 64});
   }
 }

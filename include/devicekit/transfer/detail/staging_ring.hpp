@@ -27,11 +27,13 @@ namespace devicekit::detail {
 /// pieces (see staging_buffer_bytes).
 inline constexpr std::size_t single_stage_limit = std::size_t{16} << 20;
 inline constexpr std::size_t staging_chunk_bytes = std::size_t{8} << 20;
-/// Transfers of at most this size go through one staging buffer in one copy. A copy of 2 MiB
-/// takes about 40 us at the 50-55 GB/s of a pinned host-to-device copy on an H100 or H200; the
-/// part of it that pipelining hides (three quarters, in four pieces) is then about what the
-/// extra copies, events and staging buffers cost (a few microseconds each).
-inline constexpr std::size_t pipelined_stage_min_bytes = std::size_t{2} << 20;
+/// Transfers of at most this size go through one staging buffer in one copy. Each piece of a
+/// pipelined transfer costs a copy, an event and a job for the copy threads, while the overlap
+/// saves at most the shorter of packing and copying (76 us for 4 MiB on an H200): 1,024 leaves
+/// of 4 KiB (4 MiB) were placed faster in one buffer than in 2, 4 or 8 pieces in each of three
+/// runs on an H200 (bench_place, place.small_leaves.pipelined.vs_one_buffer: 274 us against 286,
+/// 301 and 370 in one of them), so pieces start above 4 MiB.
+inline constexpr std::size_t pipelined_stage_min_bytes = std::size_t{4} << 20;
 /// Pieces of a pipelined transfer start on this boundary in the staging space, so that the copy
 /// threads' page-aligned slices of one piece never share a page with the next.
 inline constexpr std::size_t staging_piece_granule = std::size_t{64} << 10;
@@ -100,9 +102,9 @@ void for_each_part_shared(std::span<const staged_range> ranges, std::size_t& cur
 /// How many pieces a transfer of more than pipelined_stage_min_bytes and at most
 /// single_stage_limit is staged in (1: one buffer, one copy). In pieces, the copy engine moves
 /// piece k while the host packs piece k + 1 (or unpacks piece k - 1), so a transfer takes about
-/// the longer of the two halves instead of their sum: for 1,024 leaves of 4 KiB on an H200,
-/// packing by one thread took about ten times the 76 us of the copy. 4 unless set otherwise (a
-/// benchmark compares counts in one run); values above max_staging_pipeline_chunks count as that.
+/// the longer of the two halves instead of their sum, less what each piece costs on its own
+/// (see pipelined_stage_min_bytes). 4 unless set otherwise (a benchmark compares counts in one
+/// run); values above max_staging_pipeline_chunks count as that.
 [[nodiscard]] inline std::atomic<unsigned>& staging_pipeline_chunks() noexcept {
   static std::atomic<unsigned> chunks{4};
   return chunks;
