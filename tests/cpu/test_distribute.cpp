@@ -257,6 +257,12 @@ TEST_CASE("device_assignment: replica x computation table, printed and serialise
   CHECK_THROWS_WITH(dk::device_assignment::parse("2x1:cuda:0"), Catch::Contains("need 2 devices, got 1"));
   CHECK_THROWS_WITH(dk::device_assignment::parse("cuda:0"), Catch::Contains("expected 'RxC:dev"));
   CHECK_THROWS_AS(dk::device_assignment::parse("1x1:tpu:0"), dk::config_error);
+  // 2^32 x 2^32 cells wrap around to 0 in 64 bits: refused, not a table with no devices whose
+  // at(0, 0) reads past its end.
+  CHECK_THROWS_WITH(dk::device_assignment::parse("4294967296x4294967296:"),
+                    Catch::Contains("need more than SIZE_MAX devices"));
+  CHECK_THROWS_WITH(dk::device_assignment(std::size_t{1} << 32, std::size_t{1} << 32, {}),
+                    Catch::Contains("need more than SIZE_MAX devices"));
 }
 
 // --- leaves, summaries, buckets -----------------------------------------------------------------
