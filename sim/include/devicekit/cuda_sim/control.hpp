@@ -23,6 +23,9 @@
 ///                                        it is queued, against the earlier ones it is not ordered
 ///                                        with (vector clocks over streams and host threads); a
 ///                                        race is a violation (device_access, races_detected)
+///   DEVICEKIT_SIM_NCCL_TIMEOUT_S=S       how long NCCL across processes waits for a peer (default 60)
+/// A bad value (sim/README.md lists the ranges) ends the process at the first call with exit
+/// status 2 and a message that names the variable, its value and what it accepts.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
