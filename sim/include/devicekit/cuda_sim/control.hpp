@@ -7,7 +7,8 @@
 /// Configuration comes from the environment, read at the first call:
 ///   DEVICEKIT_SIM_GPUS=N                 simulated devices (default 1; 0 = no device)
 ///   DEVICEKIT_SIM_GPU<i>="k=v,k=v"       device i: name, memory (bytes, or with KiB/MiB/GiB),
-///                                        cc (9.0), sms, pci_bus, uuid (GPU-xxxxxxxx-...)
+///                                        cc (9.0), sms, pci_bus, uuid (GPU-xxxxxxxx-...); for i
+///                                        at or above DEVICEKIT_SIM_GPUS it is ignored, unchecked
 ///   DEVICEKIT_SIM_PEER=all|none|0>1,1>0  which device can access which (default all)
 ///   DEVICEKIT_SIM_SEED=N                 seed of the per-operation scheduling delays
 ///   DEVICEKIT_SIM_MAX_DELAY_US=N         largest delay before a queued operation runs (default 200)
