@@ -5,6 +5,8 @@
 // Locking: none.
 #include "config_parse.hpp"
 
+#include "api_names.hpp"
+
 #include <charconv>
 #include <climits>
 #include <cstddef>
@@ -33,8 +35,9 @@ constexpr const char* peer_accepted =
     "all (default), none, or comma-separated pairs i>j (device i can access device j), i and j two different "
     "devices below DEVICEKIT_SIM_GPUS";
 constexpr const char* fail_accepted =
-    "comma-separated api:n:code items: the n-th call (1 to 2147483647) of the function `api` (letters, digits, "
-    "_) fails with error number `code` (1 to 999: a cudaError_t, an ncclResult_t for nccl* functions)";
+    "comma-separated api:n:code items: the n-th call (1 to 2147483647) of the function `api` (one whose calls the "
+    "simulator counts) fails with error number `code` (1 to 999: a cudaError_t, an ncclResult_t for nccl* "
+    "functions)";
 constexpr const char* nccl_fault_accepted =
     "comma-separated device:ops:error items: NCCL on `device` (below DEVICEKIT_SIM_GPUS) completes `ops` "
     "operations (0 to 2147483647), then the next fails with `error` (an ncclResult_t error, 1 to 6, or the word "
@@ -271,6 +274,10 @@ std::map<std::string, std::map<int, cudaError_t>> parse_failures(const std::stri
     if (!is_api_name((*f)[0]))
       refuse("DEVICEKIT_SIM_FAIL", v, "in '" + text + "', '" + std::string((*f)[0]) + "' is not a function name",
              fail_accepted);
+    // A name no entry point counts would never fire, and a test relying on it would pass for the
+    // wrong reason.
+    if (!is_counted_api((*f)[0]))
+      refuse("DEVICEKIT_SIM_FAIL", v, "in '" + text + "', " + unknown_api_problem((*f)[0]), fail_accepted);
     const auto call = whole((*f)[1], 1, INT_MAX, problem);
     const auto code = call ? whole((*f)[2], 1, 999, problem) : std::nullopt;
     if (!call || !code) refuse("DEVICEKIT_SIM_FAIL", v, "in '" + text + "', " + problem, fail_accepted);

@@ -6,15 +6,18 @@
 
 #include <devicekit/cuda_sim/control.hpp>
 
+#include "api_names.hpp"
 #include "config_parse.hpp"
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace {
 
@@ -117,6 +120,17 @@ TEST_CASE("config: every variable takes its documented values", "[sim][config]")
   CHECK(parse({{"DEVICEKIT_SIM_NCCL_TIMEOUT_S", "0.001"}}).nccl_timeout == std::chrono::milliseconds(1));
 }
 
+TEST_CASE("config: DEVICEKIT_SIM_FAIL takes every name the simulator counts calls under", "[sim][config]") {
+  std::string all;
+  for (std::string_view api : devicekit::cuda_sim::detail::counted_apis) {
+    all += (all.empty() ? "" : ",") + std::string(api) + ":3:2";
+  }
+  const configuration c = parse({{"DEVICEKIT_SIM_FAIL", all}});
+  CHECK(c.failures.size() == std::size(devicekit::cuda_sim::detail::counted_apis));
+  CHECK(c.failures.at("cuStreamIsCapturing").at(3) == cudaErrorMemoryAllocation);
+  CHECK(c.failures.at("ncclSend").at(3) == cudaErrorMemoryAllocation);
+}
+
 TEST_CASE("config: a bad value is refused with the variable, the value and what it accepts", "[sim][config]") {
   struct bad_case {
     std::map<std::string, std::string> vars;
@@ -174,6 +188,19 @@ TEST_CASE("config: a bad value is refused with the variable, the value and what 
       {{{"DEVICEKIT_SIM_FAIL", "cudaMalloc:1:abc"}}, "'abc' is not a whole number"},
       {{{"DEVICEKIT_SIM_FAIL", "cudaMalloc:1:0"}}, "in 'cudaMalloc:1:0', '0' is out of range"},
       {{{"DEVICEKIT_SIM_FAIL", "cudaMalloc:1:"}}, "in 'cudaMalloc:1:', an empty number"},
+      // A name no entry point counts: a typo, another case, a function counted under the name of
+      // the one it forwards to, the control API, something else (then only where the list is).
+      {{{"DEVICEKIT_SIM_FAIL", "cudaMallc:1:2"}},
+       "DEVICEKIT_SIM_FAIL='cudaMallc:1:2': in 'cudaMallc:1:2', 'cudaMallc' is not a function whose calls the "
+       "simulator counts - did you mean cudaMalloc? (sim/README.md, \"Fault injection\", lists the functions"},
+      {{{"DEVICEKIT_SIM_FAIL", "cudaMalloc:1:2,ncclAllreduce:1:2"}},
+       "in 'ncclAllreduce:1:2', 'ncclAllreduce' is not a function whose calls the simulator counts - did you mean "
+       "ncclAllReduce?"},
+      {{{"DEVICEKIT_SIM_FAIL", "cudaEventCreate:1:2"}}, "did you mean cudaEventCreateWithFlags?"},
+      {{{"DEVICEKIT_SIM_FAIL", "cudaMemset:1:2"}}, "did you mean cudaMemsetAsync?"},
+      {{{"DEVICEKIT_SIM_FAIL", "device_count:1:2"}}, "'device_count' is not a function whose calls the simulator"},
+      {{{"DEVICEKIT_SIM_FAIL", "frobnicate:1:2"}},
+       "'frobnicate' is not a function whose calls the simulator counts (sim/README.md, \"Fault injection\""},
       {{{"DEVICEKIT_SIM_NCCL_FAULT", "0:1:sometimes"}}, "DEVICEKIT_SIM_NCCL_FAULT='0:1:sometimes': in '0:1:sometimes'"},
       {{{"DEVICEKIT_SIM_NCCL_FAULT", "1:1:hang"}}, "in '1:1:hang', '1' is out of range"},
       {{{"DEVICEKIT_SIM_NCCL_FAULT", "0:-1:hang"}}, "in '0:-1:hang', '-1' is not a whole number"},
