@@ -10,6 +10,8 @@
 #include "memory_model.hpp"
 #include "scheduler.hpp"
 
+#include <cuda.h>  // CUresult: what cuStreamIsCapturing returns
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -195,12 +197,12 @@ int driver_stream_is_capturing(cudaStream_t stream, int* status) {
   // The driver's answer leaves the runtime's last error alone: no fail() here.
   entry e("cuStreamIsCapturing", stream);
   if (e.early != cudaSuccess) return static_cast<int>(e.early);
-  if (status == nullptr) return 1;                            // CUDA_ERROR_INVALID_VALUE
-  if (!implicit_captures(e.g, e.stream).empty()) return 906;  // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!implicit_captures(e.g, e.stream).empty()) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   const capture_seq* c = e.stream->capture;
   // CUstreamCaptureStatus: NONE 0, ACTIVE 1, INVALIDATED 2, as cudaStreamCaptureStatus.
   *status = c == nullptr ? 0 : c->invalidated ? 2 : 1;
-  return 0;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace devicekit::cuda_sim::detail

@@ -1,11 +1,13 @@
 // The test-facing control API (<devicekit/cuda_sim/control.hpp>): counters, violations, faults.
 // Locking: each call takes the state's mutex, as a runtime entry point does.
+#include "api_names.hpp"
 #include "entry.hpp"
 #include "race_detector.hpp"
 
 #include <devicekit/cuda_sim/control.hpp>
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,13 @@ void expect_violations(std::size_t n) {
   e.g.expected_violations += n;
 }
 void fail_call(const std::string& api, int nth, cudaError_t error) {
+  // Each of these would arm a failure that never fires (cudaSuccess is no failure), and the
+  // test that armed it would pass for the wrong reason.
+  const std::string prefix = "devicekit::cuda_sim::fail_call(\"" + api + "\", " + std::to_string(nth) + ", " +
+                             std::to_string(static_cast<int>(error)) + "): ";
+  if (!is_counted_api(api)) throw std::invalid_argument(prefix + unknown_api_problem(api));
+  if (nth < 1) throw std::invalid_argument(prefix + "nth counts from 1, the very next call");
+  if (error == cudaSuccess) throw std::invalid_argument(prefix + "cudaSuccess is no failure");
   entry e("fail_call");
   e.g.failures[api][e.g.calls[api] + nth] = error;
 }

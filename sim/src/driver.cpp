@@ -4,6 +4,8 @@
 #include "capture.hpp"
 #include "entry.hpp"
 
+#include <cuda.h>  // CUresult: what the driver entry points return
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -19,35 +21,35 @@ extern "C" {
 namespace {
 int sim_cuDeviceGet(int* device, int ordinal) {
   entry e("cuDeviceGet");
-  if (e.early != cudaSuccess || device == nullptr || !valid_device(e.g, ordinal))
-    return 101;  // CUDA_ERROR_INVALID_DEVICE
+  if (e.early != cudaSuccess || device == nullptr || !valid_device(e.g, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
-  return 0;
+  return CUDA_SUCCESS;
 }
 int sim_cuDeviceGetName(char* name, int len, int device) {
   entry e("cuDeviceGetName");
-  if (e.early != cudaSuccess || name == nullptr || len <= 0 || !valid_device(e.g, device)) return 101;
+  if (e.early != cudaSuccess || name == nullptr || len <= 0 || !valid_device(e.g, device))
+    return CUDA_ERROR_INVALID_DEVICE;
   std::snprintf(name, static_cast<std::size_t>(len), "%s", e.g.devices[static_cast<std::size_t>(device)].name.c_str());
-  return 0;
+  return CUDA_SUCCESS;
 }
 int sim_cuDeviceGetUuid(unsigned char* uuid, int device) {
   entry e("cuDeviceGetUuid");
-  if (e.early != cudaSuccess || uuid == nullptr || !valid_device(e.g, device)) return 101;
+  if (e.early != cudaSuccess || uuid == nullptr || !valid_device(e.g, device)) return CUDA_ERROR_INVALID_DEVICE;
   std::memcpy(uuid, e.g.devices[static_cast<std::size_t>(device)].uuid_bytes, 16);
-  return 0;
+  return CUDA_SUCCESS;
 }
 int sim_cuCtxGetCurrent(void** ctx) {
   entry e("cuCtxGetCurrent");
-  if (e.early != cudaSuccess || ctx == nullptr) return 1;  // CUDA_ERROR_INVALID_VALUE
+  if (e.early != cudaSuccess || ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // No context, or a token naming the current device's primary context.
   *ctx = tl_bound ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(tl_device) + 1) : nullptr;
-  return 0;
+  return CUDA_SUCCESS;
 }
 int sim_cuDeviceTotalMem(std::size_t* bytes, int device) {
   entry e("cuDeviceTotalMem");
-  if (e.early != cudaSuccess || bytes == nullptr || !valid_device(e.g, device)) return 101;
+  if (e.early != cudaSuccess || bytes == nullptr || !valid_device(e.g, device)) return CUDA_ERROR_INVALID_DEVICE;
   *bytes = e.g.devices[static_cast<std::size_t>(device)].total_memory;
-  return 0;
+  return CUDA_SUCCESS;
 }
 }  // namespace
 

@@ -144,15 +144,9 @@ void remove_all(const std::string& dir) {
 
 }  // namespace
 
-std::chrono::milliseconds remote_timeout() {
-  static const std::chrono::milliseconds t = [] {
-    const char* v = std::getenv("DEVICEKIT_SIM_NCCL_TIMEOUT_S");
-    double s = v != nullptr ? std::strtod(v, nullptr) : 60.0;
-    if (!(s > 0)) s = 60.0;
-    return std::chrono::milliseconds(static_cast<long long>(s * 1000.0));
-  }();
-  return t;
-}
+// Set by the configuration at the first call, before any NCCL call can wait: read without the
+// mutex, as the waits that use it run without it.
+std::chrono::milliseconds remote_timeout() { return global().nccl_timeout; }
 
 std::string rendezvous_dir(const std::string& id) {
   std::string base = "/dev/shm";

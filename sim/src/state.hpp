@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -192,6 +193,8 @@ struct state {
   std::size_t quarantine_bytes = 0;
   std::uint64_t seed = 1;
   unsigned max_delay_us = 200;
+  /// DEVICEKIT_SIM_NCCL_TIMEOUT_S: how long NCCL across processes waits for a peer (nccl_remote.cpp)
+  std::chrono::milliseconds nccl_timeout{60'000};
   std::map<std::string, std::map<int, cudaError_t>> failures;  ///< api -> call number -> error
   std::map<std::string, int> calls;
   std::vector<std::string> violations;

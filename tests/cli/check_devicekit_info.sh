@@ -55,7 +55,7 @@ else
 fi
 
 err=$(DEVICEKIT_PREFER=tpu "$info" 2>&1 >/dev/null); rc=$?
-[ $rc -ne 0 ] || fail "DEVICEKIT_PREFER=tpu exited 0"
+[ $rc -eq 2 ] || fail "DEVICEKIT_PREFER=tpu exited $rc, not 2 (docs/environment.md)"
 for word in auto cuda cpu tpu; do echo "$err" | grep -q "$word" || fail "DEVICEKIT_PREFER=tpu message lacks '$word': $err"; done
 
 out=$(CUDA_VISIBLE_DEVICES= "$info" --json) || fail "CUDA_VISIBLE_DEVICES= exited $?"

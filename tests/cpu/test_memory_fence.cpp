@@ -141,3 +141,35 @@ TEST_CASE("a stream the fence does not cover records an event at every free", "[
   pool.deallocate_async(b, 2 * MiB, 256, fake_stream(1));
   pool.check_consistency();
 }
+
+// A pool keeps a slot per stream that freed memory, numbered in 16 bits in its blocks' headers, so
+// it serves at most 65,535 streams it has not been told to forget (docs/memory.md): one more is an
+// invalid_request that says what to do, with nothing changed, and release_stream makes room. Over a
+// fenced upstream a released stream's frees wait for a fence, so making room takes one.
+TEST_CASE("a pool serves 65,535 streams; one more is refused until release_stream", "[memory][pool][stream]") {
+  fenced_upstream up;
+  dk::memory_pool<fenced_upstream> pool(up, test_config());
+  constexpr std::uintptr_t limit = 65535;
+  for (std::uintptr_t i = 1; i <= limit; ++i) {
+    void* p = pool.allocate_async(256, 256, fake_stream(i));
+    pool.deallocate_async(p, 256, 256, fake_stream(i));
+  }
+  const auto before = pool.stats();
+  try {
+    (void)pool.allocate_async(256, 256, fake_stream(limit + 1));
+    FAIL("the 65,536th stream was served");
+  } catch (const dk::invalid_request& e) {
+    CHECK_THAT(e.what(), Catch::Contains("65535 streams") && Catch::Contains("release_stream"));
+  }
+  CHECK(pool.stats().allocated_bytes == before.allocated_bytes);
+  CHECK(pool.stats().allocation_count == before.allocation_count);
+  pool.check_consistency();
+  pool.release_stream(fake_stream(1));
+  const auto fences_before = up.state().fences;
+  void* p = pool.allocate_async(256, 256, fake_stream(limit + 1));
+  CHECK(up.state().fences == fences_before + 1);
+  pool.deallocate_async(p, 256, 256, fake_stream(limit + 1));
+  pool.check_consistency();
+  // The slot is the released stream's: the stream after it finds none.
+  CHECK_THROWS_AS(pool.allocate_async(256, 256, fake_stream(limit + 2)), dk::invalid_request);
+}

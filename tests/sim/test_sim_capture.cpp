@@ -431,6 +431,43 @@ TEST_CASE("capture: prohibited calls return their error and invalidate the captu
   (void)cudaGetLastError();
 }
 
+// The errors of the capture rules by their cudaError_t names (driver_types.h) and the texts of
+// the runtime's cudaGetErrorString, which a message built from them (devicekit's cuda_error)
+// shows; a code the runtime does not know reads "unrecognized error code" (cudaGetErrorName).
+TEST_CASE("capture: the capture errors have the runtime's names and texts", "[sim][capture]") {
+  struct named {
+    cudaError_t code;
+    const char* name;
+    const char* text;
+  };
+  const named errors[] = {
+      {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+      {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+       "operation not permitted when stream is capturing"},
+      {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+       "operation failed due to a previous error during capture"},
+      {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge",
+       "operation would result in a merge of separate capture sequences"},
+      {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
+       "capture was not ended in the same stream as it began"},
+      {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
+      {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
+       "dependency created on uncaptured work in another stream"},
+      {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+       "operation would make the legacy stream depend on a capturing blocking stream"},
+      {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
+       "operation not permitted on an event last recorded in a capturing stream"},
+      {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+       "attempt to terminate a thread-local capture sequence from another thread"},
+  };
+  for (const named& e : errors) {
+    CHECK(std::string(cudaGetErrorName(e.code)) == e.name);
+    CHECK(std::string(cudaGetErrorString(e.code)) == e.text);
+  }
+  CHECK(std::string(cudaGetErrorName(static_cast<cudaError_t>(12345))) == "unrecognized error code");
+  CHECK(std::string(cudaGetErrorString(static_cast<cudaError_t>(12345))) == "unrecognized error code");
+}
+
 TEST_CASE("capture: cudaMemcpyBatchAsync cannot be captured", "[sim][capture][sim_only]") {
 #if CUDART_VERSION >= 13000
   ok(cudaSetDevice(0));

@@ -111,3 +111,18 @@ TEST_CASE("capture_of asks the driver first and the runtime only when the driver
   CHECK_FALSE(dk::capture_of(h).active);
   CHECK(asked(before) == std::pair<std::size_t, std::size_t>{1, 0});
 }
+
+// A stream synchronised inside its own capture: CUDA refuses it (cudaStreamSynchronize, "Stream
+// Capture" > "Prohibited and Unhandled Operations") and invalidates the capture; devicekit's error
+// names the refusal and says what it means, and the stream is usable again afterwards.
+TEST_CASE("a stream synchronised inside its capture is a cuda_error naming cudaErrorStreamCaptureUnsupported",
+          "[sim][graph]") {
+  const dk::device gpu = DEVICEKIT_CASES_DEVICE();
+  const dk::stream s(gpu);
+  CHECK_THROWS_WITH((void)dk::capture(s, [&] { s.synchronize(); }),
+                    Catch::Contains("cudaStreamSynchronize") &&
+                        Catch::Contains("cudaErrorStreamCaptureUnsupported (900): operation not permitted when "
+                                        "stream is capturing"));
+  CHECK_FALSE(dk::capture_of(s.native_handle()).active);
+  s.synchronize();
+}

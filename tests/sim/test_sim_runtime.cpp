@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -366,6 +367,30 @@ TEST_CASE("fault injection: the n-th call of an API fails with the given error",
   ok(cudaMalloc(&c, 256));
   ok(cudaFree(a));
   ok(cudaFree(c));
+}
+
+TEST_CASE("fault injection: a failure that could never fire is refused, and nothing is armed", "[sim][sim_only]") {
+  ok(cudaSetDevice(0));
+  // A typo, a function that forwards to another (counted under that one's name), a name of the
+  // control API, a call already made, and cudaSuccess (no failure at all).
+  const auto refusal = [](const std::string& api, int nth, cudaError_t error) -> std::string {
+    try {
+      sim::fail_call(api, nth, error);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(refusal("cudaMallc", 1, cudaErrorMemoryAllocation),
+             Catch::StartsWith("devicekit::cuda_sim::fail_call(\"cudaMallc\", 1, 2): 'cudaMallc' is not a function "
+                               "whose calls the simulator counts - did you mean cudaMalloc?"));
+  CHECK_THAT(refusal("cudaEventCreate", 1, cudaErrorMemoryAllocation),
+             Catch::Contains("did you mean cudaEventCreateWithFlags?"));
+  CHECK_THAT(refusal("device_count", 1, cudaErrorUnknown), Catch::Contains("sim/README.md, \"Fault injection\""));
+  CHECK_THAT(refusal("cudaMalloc", 0, cudaErrorMemoryAllocation), Catch::Contains("nth counts from 1"));
+  CHECK_THAT(refusal("cudaMalloc", 1, cudaSuccess), Catch::Contains("cudaSuccess is no failure"));
+  const auto p = scoped_device_memory(256);  // nothing was armed: the next call succeeds
+  CHECK(p.get() != nullptr);
 }
 
 TEST_CASE("call counts: every runtime call is counted by name; the control API is not", "[sim][sim_only]") {

@@ -340,3 +340,42 @@ TEST_CASE("staged transfers share their packing over the copy threads", "[sim][p
   }
   CHECK(sim::violations().size() == violations_before);
 }
+
+// place(tree, dev, stream) takes fresh pinned staging while its stream is busy, but never more than
+// detail::max_staging_in_flight (256 MiB, docs/placement.md): past that it waits for the oldest
+// chunk's copy, so a large placement on a stalled stream does not pin host memory without bound.
+TEST_CASE("a placement on a stalled stream holds at most 256 MiB of staging, then waits for its copies",
+          "[sim][place]") {
+  constexpr std::size_t cap = dk::detail::max_staging_in_flight;
+  constexpr std::size_t chunk = dk::detail::staging_chunk_bytes;
+  const dk::device gpu = dk::device::cuda(sim::device_count() - 1);
+  dk::device_memory& staging = dk::staging_memory();
+  (void)staging.trim();  // takes in completed frees of earlier tests
+  const std::size_t allocated_before = staging.stats().allocated_bytes;
+  staging.reset_peak_stats();
+  const auto tree = big_tree(40, chunk / sizeof(float));  // 320 MiB in 8 MiB leaves: past the cap
+  REQUIRE(40 * chunk > cap);
+  const dk::stream stalled(gpu);
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(stalled.native_handle(), gate::hold, &g) == cudaSuccess);
+  std::optional<dk::placed_t<decltype(tree)>> placed;
+  {
+    timed_call call([&] { placed.emplace(dk::place(tree, gpu, stalled)); });
+    // Packing fills staging up to the cap, then the placement waits for a copy that cannot run.
+    const auto t0 = std::chrono::steady_clock::now();
+    while (staging.stats().allocated_bytes - allocated_before + chunk <= cap &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const std::size_t held = staging.stats().allocated_bytes - allocated_before;
+    CHECK(held + chunk > cap);                                          // it reached the cap...
+    CHECK(held <= cap);                                                 // ...and went no further
+    CHECK_FALSE(call.finished_within(std::chrono::milliseconds(200)));  // waiting for the stream
+    g.open = true;
+    CHECK(call.finished_within(std::chrono::seconds(20)));
+  }
+  stalled.synchronize();
+  CHECK(staging.stats().peak_allocated_bytes - allocated_before <= cap);
+  REQUIRE(placed.has_value());
+  CHECK(dk::to_host(*placed) == tree);
+}

@@ -91,7 +91,7 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
       return allocate_in_capture(bytes, alignment, s, c.id);
   }
   std::unique_lock lock(mutex_);
-  const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
+  const std::uint16_t sid = ordered && events_ ? streams_.id_of(s, heap_, slabs_) : 0;
   if (sid != 0) streams_.before_allocate(streams_.at(sid));  // may throw: nothing changed yet
   // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
   const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
@@ -209,7 +209,7 @@ DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, b
   }
   detail::live_record& rec =
       live_.find_for_free(p, bytes, device_, [&](std::uintptr_t a) { return heap_.inside_chunk(a); });
-  const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
+  const std::uint16_t sid = ordered && events_ ? streams_.id_of(s, heap_, slabs_) : 0;
   // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
   if (sid != 0) streams_.before_free(streams_.at(sid));
   const detail::live_record r = rec;

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 namespace devicekit::detail {
@@ -57,13 +58,15 @@ class pool_stream_registry {
 
   /// The slot of stream `h` (1-based), made on first use. The stream of the previous call is
   /// checked inline: it is the common case, and the search and the making of a slot, out of line,
-  /// would otherwise make every call save and restore the registers they need.
-  std::uint16_t id_of(native_stream_handle h) {
+  /// would otherwise make every call save and restore the registers they need. With every slot
+  /// taken, slots of released streams that wait for a fence are fenced free (`heap` and `slabs`
+  /// take in their frees); invalid_request when none is.
+  std::uint16_t id_of(native_stream_handle h, block_heap& heap, slab_cache& slabs) {
     if (last_sid_ != 0) {
       const stream_state& last = *streams_[last_sid_ - 1u];
       if (last.handle == h && !last.retired) return last_sid_;
     }
-    return find_or_add(h);
+    return find_or_add(h, heap, slabs);
   }
 
   /// A small slot freed on stream `sid`'s slot: reusable on it at once, elsewhere after its event.
@@ -127,7 +130,7 @@ class pool_stream_registry {
 
  private:
   /// id_of's search among the slots, and the slot it makes for a new stream.
-  std::uint16_t find_or_add(native_stream_handle h);
+  std::uint16_t find_or_add(native_stream_handle h, block_heap& heap, slab_cache& slabs);
 
   /// Records `st`'s event so that it covers frees up to sequence number `upto`.
   void record_event(stream_state& st, std::uint64_t upto);
@@ -141,6 +144,11 @@ class pool_stream_registry {
   pool_upstream* upstream_ = nullptr;
   int class_count_ = 0;
   std::vector<std::unique_ptr<stream_state>> streams_;
+  /// The slot of each stream not retired: a program may use thousands of streams (one per
+  /// request), and a search through every slot for each new one would grow with their square.
+  std::unordered_map<native_stream_handle, std::uint16_t> live_;
+  /// Retired slots a new stream may take (not those of orphans: their frees wait for a fence).
+  std::vector<std::uint16_t> reusable_;
   std::uint16_t last_sid_ = 0;
   std::uint64_t fences_ = 0;
   std::vector<pool_block*> scratch_;

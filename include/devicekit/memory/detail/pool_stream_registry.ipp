@@ -11,30 +11,42 @@
 
 namespace devicekit::detail {
 
-DEVICEKIT_DECL std::uint16_t pool_stream_registry::find_or_add(native_stream_handle h) {
-  for (std::size_t i = 0; i < streams_.size(); ++i) {
-    if (!streams_[i]->retired && streams_[i]->handle == h) return last_sid_ = static_cast<std::uint16_t>(i + 1);
-  }
-  // A new stream takes a slot that release() freed, if there is one (not an orphan's: its frees
-  // wait for a fence).
-  std::size_t slot = streams_.size();
-  for (std::size_t i = 0; i < streams_.size() && slot == streams_.size(); ++i) {
-    if (streams_[i]->retired && !streams_[i]->orphaned) slot = i;
-  }
-  if (slot == streams_.size() && streams_.size() >= max_stream_slots) {
-    throw invalid_request("a memory pool serves at most " + std::to_string(max_stream_slots) +
-                          " streams at once: call release_stream(s) for streams that are done");
+DEVICEKIT_DECL std::uint16_t pool_stream_registry::find_or_add(native_stream_handle h, block_heap& heap,
+                                                               slab_cache& slabs) {
+  if (const auto it = live_.find(h); it != live_.end()) return last_sid_ = it->second;
+  if (reusable_.empty() && streams_.size() >= max_stream_slots) {
+    // Released streams whose frees no event covers keep their slots until a fence (release()).
+    // A program that releases its streams has made room: fence now rather than refuse it.
+    const bool orphans = std::any_of(streams_.begin(), streams_.end(), [](const auto& st) { return st->orphaned; });
+    if (orphans) fence(heap, slabs);  // may throw (a CUDA error): nothing has changed
+    if (reusable_.empty()) {
+      throw invalid_request("a memory pool serves at most " + std::to_string(max_stream_slots) +
+                            " streams at once: call release_stream(s) for streams that are done");
+    }
   }
   // Asked now, while the caller's use of h shows that it exists; may throw, before any change.
   const bool fenced = upstream_->fence_covers(h);
-  if (slot == streams_.size()) streams_.push_back(std::make_unique<stream_state>());
-  stream_state& st = *streams_[slot];
+  const bool reuse = !reusable_.empty();
+  const auto sid = static_cast<std::uint16_t>(reuse ? reusable_.back() : streams_.size() + 1);
+  live_.emplace(h, sid);  // may throw: nothing else has changed
+  if (reuse) {
+    reusable_.pop_back();
+  } else {
+    try {
+      auto fresh = std::make_unique<stream_state>();
+      fresh->small.resize(static_cast<std::size_t>(class_count_));
+      streams_.push_back(std::move(fresh));
+    } catch (...) {
+      live_.erase(h);
+      throw;
+    }
+  }
+  stream_state& st = at(sid);
   st.handle = h;
   st.retired = false;
   st.fenced = fenced;
   st.event_wanted = false;
-  st.small.resize(static_cast<std::size_t>(class_count_));
-  return last_sid_ = static_cast<std::uint16_t>(slot + 1);
+  return last_sid_ = sid;
 }
 
 DEVICEKIT_DECL slab_cache::slot pool_stream_registry::take_own_slot(std::uint16_t sid, int cls) noexcept {
@@ -82,7 +94,11 @@ DEVICEKIT_DECL bool pool_stream_registry::fence(block_heap& heap, slab_cache& sl
     // included.
     st->event_in_flight = false;
     any = migrate(*st, UINT64_MAX, heap, slabs) || any;
-    st->orphaned = false;
+  }
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    if (!streams_[i]->orphaned) continue;
+    streams_[i]->orphaned = false;
+    reusable_.push_back(static_cast<std::uint16_t>(i + 1));
   }
   return any;
 }
@@ -106,20 +122,24 @@ DEVICEKIT_DECL bool pool_stream_registry::poll(std::uint16_t except, bool wait, 
 }
 
 DEVICEKIT_DECL void pool_stream_registry::release(native_stream_handle h, block_heap& heap, slab_cache& slabs) {
-  for (auto& st : streams_) {
-    if (st->retired || st->handle != h) continue;
-    if (st->pending() != 0 && st->event != nullptr && st->recorded_seq != 0) {
-      upstream_->wait_event(st->event);
-      st->event_in_flight = false;
-      migrate(*st, st->recorded_seq, heap, slabs);
-    }
-    // Frees made after the last event (a fenced stream) cannot be waited for without naming the
-    // stream, which may be gone: they stay with the slot until a fence, under no handle.
-    const bool orphan = st->pending() != 0;
-    retire(*st);
-    st->orphaned = orphan;
-    st->handle = {};
+  const auto it = live_.find(h);
+  if (it == live_.end()) return;
+  const std::uint16_t sid = it->second;
+  stream_state& st = at(sid);
+  if (st.pending() != 0 && st.event != nullptr && st.recorded_seq != 0) {
+    upstream_->wait_event(st.event);
+    st.event_in_flight = false;
+    migrate(st, st.recorded_seq, heap, slabs);
   }
+  // Frees made after the last event (a fenced stream) cannot be waited for without naming the
+  // stream, which may be gone: they stay with the slot until a fence, under no handle.
+  const bool orphan = st.pending() != 0;
+  reusable_.reserve(streams_.size());  // may throw: before any change
+  retire(st);
+  live_.erase(it);
+  st.orphaned = orphan;
+  st.handle = {};
+  if (!orphan) reusable_.push_back(sid);
 }
 
 DEVICEKIT_DECL void pool_stream_registry::destroy_events() noexcept {

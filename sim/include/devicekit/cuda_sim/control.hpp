@@ -7,11 +7,13 @@
 /// Configuration comes from the environment, read at the first call:
 ///   DEVICEKIT_SIM_GPUS=N                 simulated devices (default 1; 0 = no device)
 ///   DEVICEKIT_SIM_GPU<i>="k=v,k=v"       device i: name, memory (bytes, or with KiB/MiB/GiB),
-///                                        cc (9.0), sms, pci_bus, uuid (GPU-xxxxxxxx-...)
+///                                        cc (9.0), sms, pci_bus, uuid (GPU-xxxxxxxx-...); for i
+///                                        at or above DEVICEKIT_SIM_GPUS it is ignored, unchecked
 ///   DEVICEKIT_SIM_PEER=all|none|0>1,1>0  which device can access which (default all)
 ///   DEVICEKIT_SIM_SEED=N                 seed of the per-operation scheduling delays
 ///   DEVICEKIT_SIM_MAX_DELAY_US=N         largest delay before a queued operation runs (default 200)
-///   DEVICEKIT_SIM_FAIL="api:n:code,..."  the n-th call (from 1) of `api` fails with error `code`
+///   DEVICEKIT_SIM_FAIL="api:n:code,..."  the n-th call (from 1) of `api` fails with error `code`;
+///                                        `api` as for fail_call, another name is a bad value
 ///   DEVICEKIT_SIM_NCCL_FAULT="device:ops:error|hang,..."
 ///                                        NCCL on `device` completes `ops` operations, then the next
 ///                                        never completes: with a number (an ncclResult_t; the word
@@ -23,6 +25,9 @@
 ///                                        it is queued, against the earlier ones it is not ordered
 ///                                        with (vector clocks over streams and host threads); a
 ///                                        race is a violation (device_access, races_detected)
+///   DEVICEKIT_SIM_NCCL_TIMEOUT_S=S       how long NCCL across processes waits for a peer (default 60)
+/// A bad value (sim/README.md lists the ranges) ends the process at the first call with exit
+/// status 2 and a message that names the variable, its value and what it accepts.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -51,6 +56,10 @@ void expect_violations(std::size_t n);
 
 /// The `nth` next call (1 = the very next) of runtime function `api` fails with `error` and does
 /// nothing else. NCCL's collectives can fail too: pass the ncclResult_t cast to cudaError_t.
+/// `api` is a name the simulator counts calls under (sim/README.md, "Fault injection"; a function
+/// that forwards to another, such as cudaEventCreate, counts as that one). Throws
+/// std::invalid_argument, arming nothing, for any other name (naming the near ones), for `nth`
+/// below 1 and for cudaSuccess: each would arm a failure that never fires.
 void fail_call(const std::string& api, int nth, cudaError_t error);
 
 /// ncclSystemError, the default error of nccl_async_error_after. This header does not include
