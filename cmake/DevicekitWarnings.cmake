@@ -2,7 +2,13 @@
 # DEVICEKIT_WERROR=ON, which CI sets (scripts/test).
 #   devicekit_configure_target(<target>)  - warnings, sanitizers, and the devicekit link.
 # DEVICEKIT_CXX_WARNINGS is also used by sim/ and tests/ for targets that do not link devicekit.
-set(DEVICEKIT_CXX_WARNINGS -Wall -Wextra -Wshadow=local)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # clang has no -Wshadow=local (an unknown warning option, an error under -Werror); its -Wshadow
+  # covers a local that hides a local or a parameter too, and the headers compile clean under it.
+  set(DEVICEKIT_CXX_WARNINGS -Wall -Wextra -Wshadow)
+else()
+  set(DEVICEKIT_CXX_WARNINGS -Wall -Wextra -Wshadow=local)
+endif()
 set(DEVICEKIT_CUDA_WARNINGS -Xcompiler=-Wall,-Wextra)
 if(DEVICEKIT_WERROR)
   list(APPEND DEVICEKIT_CXX_WARNINGS -Werror)

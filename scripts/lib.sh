@@ -7,9 +7,15 @@
 DEVICEKIT_APT_PACKAGES=(cmake ninja-build g++ catch2 libboost-dev nlohmann-json3-dev libcli11-dev ccache
                         libopenmpi-dev openmpi-bin python3 clang-format doxygen)
 
-devicekit_missing_packages() {
-  local p missing=()
-  for p in "${DEVICEKIT_APT_PACKAGES[@]}"; do
+# The fuzz stage's compiler (scripts/fuzz: libFuzzer is part of clang's compiler-rt, which Debian
+# ships as libclang-rt-16-dev). scripts/test installs them as root; without them, or as another
+# user, the stage is reported skipped, and nothing else needs them.
+DEVICEKIT_FUZZ_APT_PACKAGES=(clang-16 libclang-rt-16-dev)
+
+devicekit_missing_packages() {  # [package...]: those not installed (default: DEVICEKIT_APT_PACKAGES)
+  local p missing=() wanted=("$@")
+  [ ${#wanted[@]} -gt 0 ] || wanted=("${DEVICEKIT_APT_PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
   done
   # A python3 that is not Debian's (pyenv, conda) serves as well.
@@ -51,6 +57,25 @@ devicekit_ensure_deps() {
   if ! nvcc --version >/dev/null 2>&1; then
     echo "devicekit: no CUDA toolkit found (nvcc); building for the CPU only"
     devicekit_ensure_cccl
+  fi
+}
+
+# clang-16 and its libFuzzer runtime for scripts/fuzz: installed as root (CI), otherwise only named,
+# since the fuzz stage is then reported skipped rather than stopping the tests. Never an error.
+devicekit_ensure_fuzz_deps() {
+  [ "${DEVICEKIT_SKIP_DEPS:-0}" != 1 ] || return 0
+  local missing
+  missing=$(devicekit_missing_packages "${DEVICEKIT_FUZZ_APT_PACKAGES[@]}")
+  [ -n "$missing" ] || return 0
+  if [ "$(id -u)" = 0 ]; then
+    echo "devicekit: installing $missing (the fuzz stage)"
+    export DEBIAN_FRONTEND=noninteractive
+    # shellcheck disable=SC2086
+    if ! { apt-get update -qq && apt-get install -y -qq $missing >/dev/null; }; then
+      echo "devicekit: could not install $missing: the fuzz stage is skipped"
+    fi
+  else
+    echo "devicekit: the fuzz stage needs $missing (sudo apt-get install -y $missing); it is skipped without"
   fi
 }
 

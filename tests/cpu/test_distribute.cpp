@@ -19,6 +19,7 @@
 #include <boost/hana/define_struct.hpp>
 
 #include <array>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -164,6 +165,11 @@ TEST_CASE("balanced_rows: the split of numpy.array_split", "[distribute][scheme]
   CHECK_THROWS_WITH(dk::check_row_counts(std::vector<std::size_t>{4, 5}, 3, 9, "test"),
                     Catch::Contains("2 row count(s) given (4, 5) for 3 part(s)"));
   CHECK_NOTHROW(dk::check_row_counts(std::vector<std::size_t>{1, 5, 3}, 3, 9, "test"));
+  // Counts whose sum wraps around to the batch (a -1 read into a size_t): refused, not taken as
+  // a split whose first part starts past the end of the batch.
+  const std::size_t minus_one = std::numeric_limits<std::size_t>::max();
+  CHECK_THROWS_WITH(dk::check_row_counts(std::vector<std::size_t>{minus_one, 2}, 2, 1, "test"),
+                    Catch::Contains("sum to more than"));
 }
 
 TEST_CASE("a plan's device assignment: one replica per share", "[distribute][scheme][assignment]") {
@@ -257,6 +263,12 @@ TEST_CASE("device_assignment: replica x computation table, printed and serialise
   CHECK_THROWS_WITH(dk::device_assignment::parse("2x1:cuda:0"), Catch::Contains("need 2 devices, got 1"));
   CHECK_THROWS_WITH(dk::device_assignment::parse("cuda:0"), Catch::Contains("expected 'RxC:dev"));
   CHECK_THROWS_AS(dk::device_assignment::parse("1x1:tpu:0"), dk::config_error);
+  // 2^32 x 2^32 cells wrap around to 0 in 64 bits: refused, not a table with no devices whose
+  // at(0, 0) reads past its end.
+  CHECK_THROWS_WITH(dk::device_assignment::parse("4294967296x4294967296:"),
+                    Catch::Contains("need more than SIZE_MAX devices"));
+  CHECK_THROWS_WITH(dk::device_assignment(std::size_t{1} << 32, std::size_t{1} << 32, {}),
+                    Catch::Contains("need more than SIZE_MAX devices"));
 }
 
 // --- leaves, summaries, buckets -----------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -268,6 +269,10 @@ TEST_CASE("mesh + partition spec: 2-D meshes, named axes, unnamed axes replicate
                     Catch::Matchers::Contains("two dimensions over mesh axis 'data'"));
   CHECK_THROWS_AS(dk::mesh(std::vector<dk::device>(3, dk::device::cpu()), 2, 2, "a", "b"), dk::config_error);
   CHECK_THROWS_AS(dk::mesh(std::vector<dk::device>(4, dk::device::cpu()), 2, 2, "a", "a"), dk::config_error);
+  // A shape whose product wraps around to the number of devices ((2^64 - 1)^2 is 1 in 64 bits).
+  const std::size_t minus_one = std::numeric_limits<std::size_t>::max();
+  CHECK_THROWS_WITH(dk::mesh(std::vector<dk::device>(1, dk::device::cpu()), minus_one, minus_one, "a", "b"),
+                    Catch::Matchers::Contains("holds more than SIZE_MAX devices"));
   // Non-batch dimensions that do not divide: the leaf is named.
   const dk::mesh three(std::vector<dk::device>(3, dk::device::cpu()), 1, 3, "data", "model");
   CHECK_THROWS_WITH((void)dk::shard(b, three, dk::partition_spec{"data", "model"}),

@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 namespace devicekit {
@@ -46,10 +47,14 @@ DEVICEKIT_DECL device assign_device(std::span<const device> visible, const setti
 DEVICEKIT_DECL device_assignment::device_assignment(std::size_t replicas, std::size_t computations,
                                                     std::vector<device> devices)
     : replicas_(replicas), computations_(computations), devices_(std::move(devices)) {
-  if (devices_.size() != replicas_ * computations_) {
+  // The product wraps around for counts such as 2^32 x 2^32, which would pass for a table of no
+  // devices whose at(0, 0) reads past its end.
+  const bool overflows = computations_ != 0 && replicas_ > std::numeric_limits<std::size_t>::max() / computations_;
+  if (overflows || devices_.size() != replicas_ * computations_) {
     throw config_error("device_assignment: " + std::to_string(replicas_) + " replicas x " +
                        std::to_string(computations_) + " computations need " +
-                       std::to_string(replicas_ * computations_) + " devices, got " + std::to_string(devices_.size()));
+                       (overflows ? std::string("more than SIZE_MAX") : std::to_string(replicas_ * computations_)) +
+                       " devices, got " + std::to_string(devices_.size()));
   }
 }
 

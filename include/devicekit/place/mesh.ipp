@@ -6,6 +6,7 @@
 
 #include <devicekit/core/error.hpp>
 
+#include <limits>
 #include <string>
 
 namespace devicekit {
@@ -27,11 +28,17 @@ DEVICEKIT_DECL std::string mesh::str() const {
 
 DEVICEKIT_DECL void mesh::validate() const {
   if (devices_.empty()) throw config_error("mesh: no devices given; a mesh needs at least one device");
+  // The product may wrap around to the device count ((2^64 - 1)^2 is 1 in 64 bits): such a shape
+  // holds more than SIZE_MAX devices, never the ones given.
   std::size_t n = 1;
-  for (auto s : shape_) n *= s;
-  if (n != devices_.size()) {
-    throw config_error("mesh: the shape holds " + std::to_string(n) + " devices but " +
-                       std::to_string(devices_.size()) + " were given");
+  bool overflows = false;
+  for (auto s : shape_) {
+    overflows = overflows || (s != 0 && n > std::numeric_limits<std::size_t>::max() / s);
+    n *= s;
+  }
+  if (overflows || n != devices_.size()) {
+    throw config_error("mesh: the shape holds " + (overflows ? std::string("more than SIZE_MAX") : std::to_string(n)) +
+                       " devices but " + std::to_string(devices_.size()) + " were given");
   }
   for (std::size_t a = 0; a < names_.size(); ++a) {
     if (names_[a].empty()) throw config_error("mesh: axis " + std::to_string(a) + " has no name");

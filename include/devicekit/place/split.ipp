@@ -6,6 +6,7 @@
 
 #include <devicekit/core/error.hpp>
 
+#include <limits>
 #include <string>
 
 namespace devicekit {
@@ -34,17 +35,20 @@ DEVICEKIT_DECL void check_row_counts(std::span<const std::size_t> counts, std::s
                                      std::string_view what) {
   std::string listed;
   std::size_t sum = 0;
+  bool overflows = false;  // counts whose sum wraps around (a -1 read into a size_t) cover no batch
   for (const std::size_t c : counts) {
     listed += (listed.empty() ? "" : ", ") + std::to_string(c);
+    overflows = overflows || c > std::numeric_limits<std::size_t>::max() - sum;
     sum += c;
   }
   if (counts.size() != parts) {
     throw config_error(std::string(what) + ": " + std::to_string(counts.size()) + " row count(s) given (" + listed +
                        ") for " + std::to_string(parts) + " part(s); give one count per device");
   }
-  if (sum != rows) {
-    throw config_error(std::string(what) + ": the row counts " + listed + " sum to " + std::to_string(sum) +
-                       " but the batch has " + std::to_string(rows) + " rows; the counts must cover every row once");
+  if (overflows || sum != rows) {
+    throw config_error(std::string(what) + ": the row counts " + listed + " sum to " +
+                       (overflows ? std::string("more than SIZE_MAX") : std::to_string(sum)) + " but the batch has " +
+                       std::to_string(rows) + " rows; the counts must cover every row once");
   }
 }
 
