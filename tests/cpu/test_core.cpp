@@ -334,6 +334,53 @@ TEST_CASE("device lists: addressable devices, process indices, global lists", "[
   CHECK_THROWS_WITH((dk::device_list{dup, 0, 1}), Catch::Contains("names process 3"));
 }
 
+TEST_CASE("device lists answer jaxlib's memory kind queries and check a memory kind", "[core][device_list]") {
+  using K = dk::memory_kind;
+  const std::string h100 = "NVIDIA H100 80GB HBM3";
+  const auto gpus = dk::device_list::local({dk::device::cuda(0), dk::device::cuda(1)}, {}, {h100, h100});
+  CHECK(gpus.memory_kinds() == std::vector<K>{K::device, K::pinned_host, K::host});
+  CHECK(gpus.default_memory_kind() == K::device);
+  CHECK(gpus.device_kind() == h100);
+  const auto host = dk::device_list::local({dk::device::cpu()}, {}, {"AMD EPYC 9654"});
+  CHECK(host.memory_kinds() == std::vector<K>{K::device, K::host});
+  CHECK(host.device_kind() == "AMD EPYC 9654");
+  // Mixed: the kinds every addressable device has; no one device kind.
+  const auto mixed = dk::device_list::local({dk::device::cuda(0), dk::device::cpu()}, {}, {h100, "AMD EPYC 9654"});
+  CHECK(mixed.memory_kinds() == std::vector<K>{K::device, K::host});
+  CHECK_THROWS_AS((void)mixed.device_kind(), dk::config_error);
+  CHECK_THROWS_WITH((void)mixed.device_kind(),
+                    Catch::Contains("different kinds") && Catch::Contains(h100) && Catch::Contains("AMD EPYC 9654"));
+  CHECK_THROWS_WITH((void)dk::device_list{}.device_kind(), Catch::Contains("no devices"));
+
+  // check_and_canonicalize_memory_kind: None gives the default; names are canonicalised.
+  CHECK(dk::check_and_canonicalize_memory_kind(std::nullopt, gpus) == K::device);
+  CHECK(dk::check_and_canonicalize_memory_kind(K::pinned_host, gpus) == K::pinned_host);
+  CHECK(dk::check_and_canonicalize_memory_kind("pinned_host", gpus) == K::pinned_host);
+  CHECK(dk::check_and_canonicalize_memory_kind("unpinned_host", gpus) == K::host);
+  CHECK(dk::check_and_canonicalize_memory_kind(std::optional<std::string_view>(), host) == K::device);
+  // A kind the devices do not have, and a name that is no kind: errors listing the valid ones.
+  CHECK_THROWS_AS((void)dk::check_and_canonicalize_memory_kind(K::pinned_host, host), dk::config_error);
+  CHECK_THROWS_WITH((void)dk::check_and_canonicalize_memory_kind(K::pinned_host, host),
+                    Catch::Contains("'pinned_host' is not addressable by device cpu:0") &&
+                        Catch::Contains("can address: device, host"));
+  CHECK_THROWS_WITH(
+      (void)dk::check_and_canonicalize_memory_kind("hbm", gpus),
+      Catch::Contains("'hbm' is not a memory kind") && Catch::Contains("can address: device, pinned_host, host"));
+
+  // Seen from a process that owns none of the devices: nothing to ask (jaxlib: an empty tuple and
+  // None), and any kind is taken as given.
+  const auto others =
+      dk::device_list::gather({dk::device_list::local({dk::device::cpu()}, dk::process_context::make(1, 2)),
+                               dk::device_list::local({dk::device::cuda(0)}, dk::process_context::make(0, 2), {h100})});
+  const dk::device_list theirs(std::vector<dk::process_device>{others.by_id(0)}, 1, 2);
+  CHECK(theirs.addressable_devices().empty());
+  CHECK(theirs.memory_kinds().empty());
+  CHECK_FALSE(theirs.default_memory_kind().has_value());
+  CHECK_FALSE(dk::check_and_canonicalize_memory_kind(std::nullopt, theirs).has_value());
+  CHECK(dk::check_and_canonicalize_memory_kind(K::pinned_host, theirs) == K::pinned_host);
+  CHECK(theirs.device_kind() == h100);
+}
+
 TEST_CASE("a topology serializes to stable JSON and reads back", "[core][topology]") {
   const auto host = dk::topology_for_devices(std::vector<dk::device>{dk::device::cpu()}, dk::process_context{});
   CHECK(host.platform == "cpu");
