@@ -8,7 +8,8 @@
 ///                               (the copy that filled `placed`): other code makes its own stream
 ///                               wait for it (`cudaStreamWaitEvent(theirs, ev.native_handle(), 0)`
 ///                               or `ev.wait(stream_ref(theirs))`) and then reads the tree there
-///   record_ready(shards, {s...})  one event per device for what replicate and shard return
+///   record_ready(shards, streams) one event per device for what replicate and shard return
+///                               (`streams`: {s...}, a std::vector<stream>, any range of streams)
 ///   wait_ready(s, producer)     devicekit's work queued on `s` after this call waits for the work
 ///                               an external producer recorded in its event `producer`
 ///
@@ -34,8 +35,11 @@
 #include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 
+#include <concepts>
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -205,21 +209,32 @@ requires(!detail::is_per_device_v<T>) [[nodiscard]] ready_event record_ready(con
 #endif
 }
 
-/// One event per device for what replicate and shard return: `streams[i]`, a stream of
-/// `placed.devices[i]`, records the event of `placed[i]` (record_ready). config_error unless
-/// there is one stream per tree. A consumer waits for each event it needs.
-template <class Tree>
-[[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed,
-                                                    const std::vector<stream_ref>& streams) {
-  if (streams.size() != placed.size()) {
-    throw config_error("record_ready: " + std::to_string(streams.size()) + " stream(s) for trees on " +
+/// One event per device for what replicate and shard return: the i-th of `streams`, a stream of
+/// `placed.devices[i]`, records the event of `placed[i]` (record_ready). `streams` is any range
+/// of things that convert to stream_ref: a `std::vector<stream>` (the streams you made, one per
+/// device), `stream_ref`s, an array, a span. config_error unless there is one stream per tree. A
+/// consumer waits for each event it needs.
+template <class Tree, std::ranges::forward_range Streams>
+requires std::convertible_to<std::ranges::range_reference_t<const Streams&>, stream_ref>
+[[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed, const Streams& streams) {
+  const auto count = static_cast<std::size_t>(std::ranges::distance(streams));
+  if (count != placed.size()) {
+    throw config_error("record_ready: " + std::to_string(count) + " stream(s) for trees on " +
                        std::to_string(placed.size()) +
                        " device(s); pass one stream per device, in the order of placed.devices");
   }
   std::vector<ready_event> out;
   out.reserve(placed.size());
-  for (std::size_t i = 0; i < placed.size(); ++i) out.push_back(record_ready(placed[i], streams[i]));
+  std::size_t i = 0;
+  for (const auto& s : streams) out.push_back(record_ready(placed[i++], stream_ref(s)));
   return out;
+}
+
+/// The same for a braced list of streams: `record_ready(shards, {s0, s1})`.
+template <class Tree>
+[[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed,
+                                                    std::initializer_list<stream_ref> streams) {
+  return record_ready<Tree, std::initializer_list<stream_ref>>(placed, streams);
 }
 
 }  // namespace devicekit
