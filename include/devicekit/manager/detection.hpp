@@ -26,6 +26,9 @@ DEVICEKIT_DECL void normalize_capabilities(capabilities& caps, const settings& c
 /// device is not among those found.
 [[nodiscard]] DEVICEKIT_DECL device choose_default_device(const capabilities& caps, const settings& config);
 
+/// The properties of `d`, one of the detected devices; config_error naming them otherwise.
+[[nodiscard]] DEVICEKIT_DECL const device_properties& properties_of(const capabilities& caps, device d);
+
 /// The total memory of `d`, one of the detected devices or cpu:0; config_error otherwise.
 [[nodiscard]] DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d);
 
@@ -38,6 +41,13 @@ DEVICEKIT_DECL void check_usable(const capabilities& caps, device d);
 
 /// Placement goes to the host or to one of the detected devices; device_mismatch otherwise.
 DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev);
+
+/// Where a manager's placement without a device goes: the innermost default_device_scope's device
+/// (place/default_device.hpp), checked to be the host or one of the detected devices (a
+/// device_mismatch that names the scope and `operation` otherwise), else `fallback` (the manager's
+/// default device).
+[[nodiscard]] DEVICEKIT_DECL device placement_default_of(const capabilities& caps, device fallback,
+                                                         const char* operation);
 
 }  // namespace devicekit::detail
 

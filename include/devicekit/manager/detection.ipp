@@ -8,6 +8,7 @@
 #include <devicekit/detect/host.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/manager/errors.hpp>
+#include <devicekit/place/default_device.hpp>
 
 #include <algorithm>
 #include <string>
@@ -48,6 +49,13 @@ DEVICEKIT_DECL device choose_default_device(const capabilities& caps, const sett
   throw unavailable_default_device_error(wanted, caps);
 }
 
+DEVICEKIT_DECL const device_properties& properties_of(const capabilities& caps, device d) {
+  for (const auto& p : caps.devices) {
+    if (p.id == d) return p;
+  }
+  throw not_a_device_error(d, device_names(caps));
+}
+
 DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d) {
   for (const auto& p : caps.devices) {
     if (p.id == d) return p.total_memory_bytes;
@@ -79,6 +87,17 @@ DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev)
     if (p.id == dev) return;
   }
   throw not_a_placement_device_error(dev, device_names(caps));
+}
+
+DEVICEKIT_DECL device placement_default_of(const capabilities& caps, device fallback, const char* operation) {
+  const auto scoped = scoped_default_device();
+  if (!scoped) return fallback;
+  try {
+    check_placement_device(caps, *scoped);
+  } catch (const device_mismatch&) {
+    throw scoped_device_mismatch_error(operation, *scoped, device_names(caps));
+  }
+  return *scoped;
 }
 
 }  // namespace devicekit::detail

@@ -138,12 +138,7 @@ class device_manager {
   [[nodiscard]] const std::string& fallback_reason() const noexcept { return state_.caps.fallback_reason; }
 
   /// Properties of one of this manager's devices; config_error if it has no such device.
-  [[nodiscard]] const device_properties& properties(device d) const {
-    for (const auto& p : state_.caps.devices) {
-      if (p.id == d) return p;
-    }
-    throw detail::not_a_device_error(d, device_names());
-  }
+  [[nodiscard]] const device_properties& properties(device d) const { return detail::properties_of(state_.caps, d); }
 
   /// This process's devices as a device_list (global ids, process index, local hardware ids,
   /// device kinds) under process context `p` (default: the launcher's environment; one process
@@ -376,17 +371,9 @@ class device_manager {
   /// The pool placement on `d` allocates from (every cpu ordinal is the host).
   [[nodiscard]] device_memory& placement_memory(device d) { return memory(d.is_cpu() ? device::cpu() : d); }
 
-  /// Where placement without a device goes: the innermost default_device_scope's device (checked
-  /// to be one of this manager's), else the manager's default device.
+  /// Where placement without a device goes (detail::placement_default_of).
   [[nodiscard]] device placement_default(const char* operation) const {
-    const auto scoped = scoped_default_device();
-    if (!scoped) return state_.default_device;
-    try {
-      check_placement_device(*scoped);
-    } catch (const device_mismatch&) {
-      throw detail::scoped_device_mismatch_error(operation, *scoped, device_names());
-    }
-    return *scoped;
+    return detail::placement_default_of(state_.caps, state_.default_device, operation);
   }
 
   void check_placement_device(device dev) const { detail::check_placement_device(state_.caps, dev); }
