@@ -125,6 +125,91 @@ TEST_CASE("settings::from_environment reads DEVICEKIT_PREFER and DEVICEKIT_DEVIC
   }
 }
 
+TEST_CASE("settings start from the environment: code wins, unset fields are filled, the opt-out reads none",
+          "[core][settings]") {
+  scoped_env prefer("DEVICEKIT_PREFER", "cpu");
+  scoped_env dev("DEVICEKIT_DEVICE", "cuda:1");
+  scoped_env platforms("DEVICEKIT_PLATFORMS", "cuda,cpu");
+  scoped_env allocator("DEVICEKIT_ALLOCATOR", "async");
+  scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "1MiB");
+  scoped_env nvml("DEVICEKIT_NVML_LIBRARY", "/env/libnvidia-ml.so.1");
+
+  // settings{} holds only what code set; the environment is read when the settings are used.
+  const dk::settings built;
+  CHECK(built.reads_environment());
+  CHECK_FALSE(built.has_device());
+  const dk::settings effective = built.with_environment();
+  CHECK_FALSE(effective.reads_environment());
+  CHECK(effective.get_prefer() == dk::device_preference::cpu);
+  CHECK(effective.get_device() == dk::device::cuda(1));
+  CHECK(effective.get_platforms() == std::vector<dk::device_kind>{dk::device_kind::cuda, dk::device_kind::cpu});
+  CHECK(effective.platforms_source() == "DEVICEKIT_PLATFORMS");
+  CHECK(effective.get_allocator() == dk::allocator_kind::async);
+  CHECK(effective.get_collective_memory_size() == (1ull << 20));
+  CHECK(effective.get_nvml_library() == "/env/libnvidia-ml.so.1");
+  CHECK(dk::settings::from_environment().get_device() == dk::device::cuda(1));
+  CHECK_FALSE(dk::settings::from_environment().reads_environment());
+
+  // What code set wins, field by field; the rest still comes from the environment.
+  const auto mixed = dk::settings{}
+                         .set_device(dk::device::cpu())
+                         .set_platforms({dk::device_kind::cpu})
+                         .set_collective_memory_size(0)
+                         .with_environment();
+  CHECK(mixed.get_device() == dk::device::cpu());
+  CHECK(mixed.get_platforms() == std::vector<dk::device_kind>{dk::device_kind::cpu});
+  CHECK(mixed.platforms_source() == "settings");
+  CHECK(mixed.has_collective_memory_size());
+  CHECK(mixed.get_collective_memory_size() == 0u);
+  CHECK(mixed.get_prefer() == dk::device_preference::cpu);  // from DEVICEKIT_PREFER
+  CHECK(mixed.get_allocator() == dk::allocator_kind::async);
+
+  // The opt-out reads nothing, before or after with_environment.
+  const auto none = dk::settings::without_environment().with_environment();
+  CHECK_FALSE(none.reads_environment());
+  CHECK_FALSE(none.has_prefer());
+  CHECK_FALSE(none.has_device());
+  CHECK_FALSE(none.has_platforms());
+  CHECK_FALSE(none.has_allocator());
+  CHECK_FALSE(none.has_collective_memory_size());
+  CHECK_FALSE(none.has_nvml_library());
+  // Reading twice changes nothing: the effective settings no longer read the environment.
+  scoped_env later("DEVICEKIT_DEVICE", "cuda:0");
+  CHECK(effective.with_environment().get_device() == dk::device::cuda(1));
+}
+
+TEST_CASE("a bad environment value is a config_error naming it, unless code set that field", "[core][settings]") {
+  {
+    scoped_env dev("DEVICEKIT_DEVICE", "npu:0");
+    CHECK_THROWS_WITH(dk::settings{}.with_environment(), Catch::StartsWith("DEVICEKIT_DEVICE: cannot parse"));
+    // The program chose the device: the variable is not read, so its value cannot be wrong.
+    CHECK(dk::settings{}.set_device(dk::device::cpu()).with_environment().get_device() == dk::device::cpu());
+    CHECK_NOTHROW(dk::settings::without_environment().with_environment());
+  }
+  {
+    scoped_env prefer("DEVICEKIT_PREFER", "tpu");
+    // A bad value of a variable that is read still fails, whatever else code set.
+    CHECK_THROWS_WITH(dk::settings{}.set_device(dk::device::cpu()).with_environment(),
+                      Catch::Contains("DEVICEKIT_PREFER='tpu'"));
+    CHECK_NOTHROW(dk::settings{}.set_prefer(dk::device_preference::automatic).with_environment());
+  }
+  {
+    scoped_env platforms("DEVICEKIT_PLATFORMS", "cuda,fpga");
+    CHECK_THROWS_WITH(dk::settings{}.with_environment(), Catch::Contains("'fpga' is not a platform"));
+    CHECK_NOTHROW(dk::settings{}.set_platforms({dk::device_kind::cpu}).with_environment());
+  }
+  {
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "bogus");
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "lots");
+    CHECK_THROWS_WITH(dk::settings{}.set_allocator(dk::allocator_kind::pool).with_environment(),
+                      Catch::Contains("DEVICEKIT_COLLECTIVE_MEMORY_SIZE='lots'"));
+    CHECK_NOTHROW(dk::settings{}
+                      .set_allocator(dk::allocator_kind::pool)
+                      .set_collective_memory_size(1ull << 20)
+                      .with_environment());
+  }
+}
+
 TEST_CASE("settings apply environment variables before detection", "[core][settings]") {
   scoped_env order("DEVICEKIT_TEST_VARIABLE", nullptr);
   dk::settings s;

@@ -368,7 +368,7 @@ TEST_CASE("copy runs merge leaves that lie in one allocation in the same order",
 // ----------------------------------------------------------------------------------
 
 TEST_CASE("the manager places, replicates, shards and prefetches on its devices", "[place][manager]") {
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   const batch b = make_batch(4);
   const auto placed = dm.place(b);
   CHECK(dk::device_of(placed) == dk::device::cpu());
@@ -385,7 +385,7 @@ TEST_CASE("the manager places, replicates, shards and prefetches on its devices"
 }
 
 TEST_CASE("the manager's placement allocates from its pool, one block per tree", "[place][manager][memory]") {
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   auto& mem = dm.memory(dk::device::cpu());
   const auto before = mem.stats();
   {
@@ -411,7 +411,7 @@ TEST_CASE(
     "default_device_scope sets where placement without a device goes, "
     "and nests",
     "[place][default_device]") {
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   const batch b = make_batch(2);
   REQUIRE(dm.default_device() == dk::device::cpu());
   CHECK_FALSE(dk::scoped_default_device().has_value());
@@ -459,7 +459,7 @@ TEST_CASE("default_device_scope restores on exceptions and is per thread", "[pla
 
   // A scoped device the manager does not have: device_mismatch naming the
   // scope.
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   dk::default_device_scope gpu(dk::device::cuda(7));
   try {
     (void)dm.place(make_batch(1));

@@ -87,13 +87,18 @@ class device_manager {
   using strategy_type = Strategy;
   using scheme_type = Scheme;
 
-  /// Detects with settings read from the environment (DEVICEKIT_PREFER, DEVICEKIT_DEVICE).
-  /// Throws config_error on a bad environment value.
-  device_manager() : device_manager(settings::from_environment()) {}
+  /// Detects with settings read from the environment (DEVICEKIT_PREFER, DEVICEKIT_DEVICE, ...:
+  /// core/settings.hpp). Throws config_error on a bad environment value.
+  device_manager() : device_manager(settings{}) {}
 
+  /// Detects with `config`, whose unset fields the environment fills unless it was made with
+  /// settings::without_environment() (settings::with_environment(); config() shows the result):
+  /// `device_manager<> dm(dk::settings{}.set_platforms(...))` still honours DEVICEKIT_DEVICE.
+  /// Throws config_error on a bad value of a variable it reads.
   explicit device_manager(settings config, Detector detector = Detector{}, Strategy strategy = Strategy{},
                           Scheme scheme = Scheme{})
       : detector_(std::move(detector)), strategy_(std::move(strategy)), scheme_(std::move(scheme)) {
+    config = config.with_environment();
     state_.environment = apply_environment_before_detection(config);
     state_.caps = run_detector(detector_, config);
     detail::normalize_capabilities(state_.caps, config);
@@ -111,6 +116,7 @@ class device_manager {
       : device_manager(cfg.config, std::move(detector), dynamic_strategy(cfg.strategy), std::move(scheme)) {}
 
   [[nodiscard]] const devicekit::capabilities& capabilities() const noexcept { return state_.caps; }
+  /// The effective settings: those given, with what the environment filled in.
   [[nodiscard]] const settings& config() const noexcept { return state_.config; }
   [[nodiscard]] const Strategy& strategy() const noexcept { return strategy_; }
   [[nodiscard]] const Scheme& scheme() const noexcept { return scheme_; }
