@@ -109,7 +109,8 @@ TEST_CASE("the global manager is created once and re-initialised on request", "[
 
 TEST_CASE("re-initialising the global manager can change its memory strategy", "[manager][global]") {
   const auto cpu_only = dk::settings::without_environment().set_prefer(dk::device_preference::cpu);
-  auto& dm = dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
+  // Any strategy policy, as it is: no dynamic_strategy{describe_strategy(...)} by hand.
+  auto& dm = dk::default_manager(cpu_only, true, dk::aggressive{});
   CHECK(dm.memory_fraction() == 0.90);
   const std::uint64_t total = dm.budget(dk::device::cpu()).total_bytes;
   CHECK(dm.budget(dk::device::cpu()).budget_bytes ==
@@ -134,8 +135,20 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   CHECK(dm.memory_fraction() == 0.5);
   CHECK(dm.budget(dk::device::cpu()).start_fraction == 0.1);
 
-  // Settings alone go back to the balanced default.
+  // Settings alone change the settings only: the strategy stays.
   dk::default_manager(cpu_only, true);
+  CHECK(dm.memory_fraction() == 0.5);
+  CHECK(dm.budget(dk::device::cpu()).start_fraction == 0.1);
+  CHECK(dm.config().get_prefer() == dk::device_preference::cpu);
+
+  // A strategy alone changes the strategy only: the settings stay (no GPU: cpu was asked for).
+  dk::default_manager(dk::custom_fraction<1, 4>{}, true);
+  CHECK(dm.memory_fraction() == 0.25);
+  CHECK(dm.config().get_prefer() == dk::device_preference::cpu);
+  CHECK_FALSE(dm.has_gpu());
+  (void)dk::default_manager(dk::aggressive{}, false);  // without force_reinit nothing changes
+  CHECK(dm.memory_fraction() == 0.25);
+  dk::default_manager(dk::balanced{}, true);
   CHECK(dm.memory_fraction() == 0.75);
   CHECK(dk::memory_stats(dk::device::cpu()) == dm.memory_stats(dk::device::cpu()));
   CHECK(dk::live_buffers(dk::device::cpu()).empty());
