@@ -230,7 +230,7 @@ TEST_CASE("a cpu stream is inline: always idle, synchronize is a no-op", "[core]
 }
 
 #if DEVICEKIT_HAS_CUDA
-TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[core][stream]") {
+TEST_CASE("a cuda stream without a GPU is the config_error of a missing device, not a crash", "[core][stream]") {
   const auto caps = dk::cuda_detector{}.detect(dk::settings{});
   if (caps.gpu_count > 0) {
     dk::stream s(dk::device::cuda(0));
@@ -238,7 +238,9 @@ TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[
     s.synchronize();
     CHECK(s.idle());
   } else {
-    CHECK_THROWS_AS(dk::stream(dk::device::cuda(0)), dk::cuda_error);
+    CHECK_THROWS_AS(dk::stream(dk::device::cuda(0)), dk::config_error);
+    CHECK_THROWS_WITH(dk::stream(dk::device::cuda(0)),
+                      Catch::StartsWith("stream: cuda:0 does not exist: this process sees 0 CUDA devices"));
   }
 }
 #endif

@@ -194,11 +194,13 @@ class device_manager {
   /// A copy of `tree` on every device of this manager.
   template <class T>
   [[nodiscard]] auto replicate(const T& tree) {
+    detail::check_usable(state_.caps, devices());
     return devicekit::replicate(tree, devices(), [this](device d) -> device_memory& { return placement_memory(d); });
   }
   /// `tree` split along `axis` over this manager's devices (see place/shard.hpp).
   template <class T>
   [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) {
+    detail::check_usable(state_.caps, devices());
     return devicekit::shard(tree, devices(), axis, policy,
                             [this](device d) -> device_memory& { return placement_memory(d); });
   }
@@ -219,6 +221,7 @@ class device_manager {
       devs.push_back(s.dev);
       whole = whole && s.whole;
     }
+    detail::check_usable(state_.caps, devs);
     if constexpr (requires { Scheme::uneven; }) {
       return devicekit::shard(tree, devs, 0, Scheme::uneven, placement_selector());
     } else if constexpr (requires { Scheme::splits_batch; }) {
@@ -277,7 +280,7 @@ class device_manager {
   /// On a GPU the budget is reduced by the settings' collective_memory_size (config_error when the
   /// reserve exceeds the device's memory).
   [[nodiscard]] memory_budget budget(device d) const {
-    const memory_budget b = budget_for(strategy_, d.kind(), total_memory(d));
+    const memory_budget b = budget_for(strategy_, d.kind(), total_memory(d, "budget"));
     if (!d.is_cuda()) return b;
     return reserve_for_collectives(b, state_.config.get_collective_memory_size(), d.str());
   }
@@ -304,9 +307,10 @@ class device_manager {
   /// not have, and for pinned_host where there is no CUDA device to pin memory for, saying what
   /// to use instead.
   [[nodiscard]] device_memory& memory(device d, memory_kind kind) {
-    (void)total_memory(d);  // validates d
+    (void)total_memory(d, "memory");  // validates d
     if (kind == memory_kind::host) d = device::cpu();
     check_usable(d);
+    detail::check_device_exists(d, "memory");  // a detected device need not exist (fixed_detector)
     if (kind == memory_kind::pinned_host) detail::check_pinned(d, has_gpu(), fallback_reason());
     const memory_kind slot_kind = kind == memory_kind::pinned_host ? kind : memory_kind::device;
     return state_.pools.get(d, slot_kind, allocator(), [&] { return pool_config_for(d); });
@@ -330,7 +334,8 @@ class device_manager {
   /// pool. config_error for a device this manager does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
-    out.bytes_limit = budget(d).budget_bytes;  // validates d
+    (void)total_memory(d, "memory_stats");  // validates d
+    out.bytes_limit = budget(d).budget_bytes;
     for (const device_memory* m : state_.pools.pools_of(d)) out += m->stats();
     return out;
   }
@@ -341,7 +346,7 @@ class device_manager {
   [[nodiscard]] device_memory_stats memory_stats(device d, memory_kind kind) const {
     device_memory_stats out;
     const bool host_memory = kind != memory_kind::device || d.is_cpu();
-    if (d.is_cuda()) (void)total_memory(d);  // validates d
+    if (d.is_cuda()) (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(host_memory ? device::cpu() : d).budget_bytes;
     for (const device_memory* m : state_.pools.pools_of(d, kind)) out += m->stats();
     return out;
@@ -350,7 +355,7 @@ class device_manager {
   /// The live allocations on `d` (jaxlib's live_buffers), from the same pools as
   /// memory_stats(d), by address; each with its source location when the pool tracks.
   [[nodiscard]] std::vector<allocation_record> live_buffers(device d) const {
-    (void)total_memory(d);
+    (void)total_memory(d, "live_buffers");
     std::vector<allocation_record> out;
     for (const device_memory* m : state_.pools.pools_of(d)) {
       auto live = m->live_allocations();
@@ -361,7 +366,7 @@ class device_manager {
   }
 
  private:
-  [[nodiscard]] std::uint64_t total_memory(device d) const { return detail::total_memory_of(state_.caps, d); }
+  std::uint64_t total_memory(device d, const char* op) const { return detail::total_memory_of(state_.caps, d, op); }
   void check_usable(device d) const { detail::check_usable(state_.caps, d); }
 
   friend struct detail::global_manager_access;

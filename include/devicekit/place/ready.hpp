@@ -27,6 +27,7 @@
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
@@ -146,6 +147,7 @@ class ready_event {
 inline void wait_ready(stream_ref s, native_event_handle producer) {
   if (producer == nullptr) return;
 #if DEVICEKIT_HAS_CUDA
+  detail::check_device_exists(s.get_device(), "wait_ready");
   if (s.get_device().is_cpu()) {
     DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(producer));
     return;
@@ -197,6 +199,7 @@ requires(!detail::is_per_device_v<T>) [[nodiscard]] ready_event record_ready(con
   const std::optional<device> dev = detail::source_device(placed, "record_ready");
   if (!dev) return {};
   if (s.get_device() != *dev) {
+    detail::check_device_exists(s.get_device(), "record_ready");
     throw device_mismatch("record_ready: the tree is on " + dev->str() + " but the stream is on " +
                               s.get_device().str() + "; record on a stream of " + dev->str() +
                               " (the one its work was queued on)",
