@@ -8,6 +8,7 @@
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/element_type.hpp>

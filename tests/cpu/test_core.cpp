@@ -125,6 +125,91 @@ TEST_CASE("settings::from_environment reads DEVICEKIT_PREFER and DEVICEKIT_DEVIC
   }
 }
 
+TEST_CASE("settings start from the environment: code wins, unset fields are filled, the opt-out reads none",
+          "[core][settings]") {
+  scoped_env prefer("DEVICEKIT_PREFER", "cpu");
+  scoped_env dev("DEVICEKIT_DEVICE", "cuda:1");
+  scoped_env platforms("DEVICEKIT_PLATFORMS", "cuda,cpu");
+  scoped_env allocator("DEVICEKIT_ALLOCATOR", "async");
+  scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "1MiB");
+  scoped_env nvml("DEVICEKIT_NVML_LIBRARY", "/env/libnvidia-ml.so.1");
+
+  // settings{} holds only what code set; the environment is read when the settings are used.
+  const dk::settings built;
+  CHECK(built.reads_environment());
+  CHECK_FALSE(built.has_device());
+  const dk::settings effective = built.with_environment();
+  CHECK_FALSE(effective.reads_environment());
+  CHECK(effective.get_prefer() == dk::device_preference::cpu);
+  CHECK(effective.get_device() == dk::device::cuda(1));
+  CHECK(effective.get_platforms() == std::vector<dk::device_kind>{dk::device_kind::cuda, dk::device_kind::cpu});
+  CHECK(effective.platforms_source() == "DEVICEKIT_PLATFORMS");
+  CHECK(effective.get_allocator() == dk::allocator_kind::async);
+  CHECK(effective.get_collective_memory_size() == (1ull << 20));
+  CHECK(effective.get_nvml_library() == "/env/libnvidia-ml.so.1");
+  CHECK(dk::settings::from_environment().get_device() == dk::device::cuda(1));
+  CHECK_FALSE(dk::settings::from_environment().reads_environment());
+
+  // What code set wins, field by field; the rest still comes from the environment.
+  const auto mixed = dk::settings{}
+                         .set_device(dk::device::cpu())
+                         .set_platforms({dk::device_kind::cpu})
+                         .set_collective_memory_size(0)
+                         .with_environment();
+  CHECK(mixed.get_device() == dk::device::cpu());
+  CHECK(mixed.get_platforms() == std::vector<dk::device_kind>{dk::device_kind::cpu});
+  CHECK(mixed.platforms_source() == "settings");
+  CHECK(mixed.has_collective_memory_size());
+  CHECK(mixed.get_collective_memory_size() == 0u);
+  CHECK(mixed.get_prefer() == dk::device_preference::cpu);  // from DEVICEKIT_PREFER
+  CHECK(mixed.get_allocator() == dk::allocator_kind::async);
+
+  // The opt-out reads nothing, before or after with_environment.
+  const auto none = dk::settings::without_environment().with_environment();
+  CHECK_FALSE(none.reads_environment());
+  CHECK_FALSE(none.has_prefer());
+  CHECK_FALSE(none.has_device());
+  CHECK_FALSE(none.has_platforms());
+  CHECK_FALSE(none.has_allocator());
+  CHECK_FALSE(none.has_collective_memory_size());
+  CHECK_FALSE(none.has_nvml_library());
+  // Reading twice changes nothing: the effective settings no longer read the environment.
+  scoped_env later("DEVICEKIT_DEVICE", "cuda:0");
+  CHECK(effective.with_environment().get_device() == dk::device::cuda(1));
+}
+
+TEST_CASE("a bad environment value is a config_error naming it, unless code set that field", "[core][settings]") {
+  {
+    scoped_env dev("DEVICEKIT_DEVICE", "npu:0");
+    CHECK_THROWS_WITH(dk::settings{}.with_environment(), Catch::StartsWith("DEVICEKIT_DEVICE: cannot parse"));
+    // The program chose the device: the variable is not read, so its value cannot be wrong.
+    CHECK(dk::settings{}.set_device(dk::device::cpu()).with_environment().get_device() == dk::device::cpu());
+    CHECK_NOTHROW(dk::settings::without_environment().with_environment());
+  }
+  {
+    scoped_env prefer("DEVICEKIT_PREFER", "tpu");
+    // A bad value of a variable that is read still fails, whatever else code set.
+    CHECK_THROWS_WITH(dk::settings{}.set_device(dk::device::cpu()).with_environment(),
+                      Catch::Contains("DEVICEKIT_PREFER='tpu'"));
+    CHECK_NOTHROW(dk::settings{}.set_prefer(dk::device_preference::automatic).with_environment());
+  }
+  {
+    scoped_env platforms("DEVICEKIT_PLATFORMS", "cuda,fpga");
+    CHECK_THROWS_WITH(dk::settings{}.with_environment(), Catch::Contains("'fpga' is not a platform"));
+    CHECK_NOTHROW(dk::settings{}.set_platforms({dk::device_kind::cpu}).with_environment());
+  }
+  {
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "bogus");
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", "lots");
+    CHECK_THROWS_WITH(dk::settings{}.set_allocator(dk::allocator_kind::pool).with_environment(),
+                      Catch::Contains("DEVICEKIT_COLLECTIVE_MEMORY_SIZE='lots'"));
+    CHECK_NOTHROW(dk::settings{}
+                      .set_allocator(dk::allocator_kind::pool)
+                      .set_collective_memory_size(1ull << 20)
+                      .with_environment());
+  }
+}
+
 TEST_CASE("settings apply environment variables before detection", "[core][settings]") {
   scoped_env order("DEVICEKIT_TEST_VARIABLE", nullptr);
   dk::settings s;
@@ -145,7 +230,7 @@ TEST_CASE("a cpu stream is inline: always idle, synchronize is a no-op", "[core]
 }
 
 #if DEVICEKIT_HAS_CUDA
-TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[core][stream]") {
+TEST_CASE("a cuda stream without a GPU is the config_error of a missing device, not a crash", "[core][stream]") {
   const auto caps = dk::cuda_detector{}.detect(dk::settings{});
   if (caps.gpu_count > 0) {
     dk::stream s(dk::device::cuda(0));
@@ -153,7 +238,9 @@ TEST_CASE("a cuda stream without a GPU fails with a cuda_error, not a crash", "[
     s.synchronize();
     CHECK(s.idle());
   } else {
-    CHECK_THROWS_AS(dk::stream(dk::device::cuda(0)), dk::cuda_error);
+    CHECK_THROWS_AS(dk::stream(dk::device::cuda(0)), dk::config_error);
+    CHECK_THROWS_WITH(dk::stream(dk::device::cuda(0)),
+                      Catch::StartsWith("stream: cuda:0 does not exist: this process sees 0 CUDA devices"));
   }
 }
 #endif
@@ -332,6 +419,53 @@ TEST_CASE("device lists: addressable devices, process indices, global lists", "[
   dup[1].id = 1;
   dup[1].process_index = 3;
   CHECK_THROWS_WITH((dk::device_list{dup, 0, 1}), Catch::Contains("names process 3"));
+}
+
+TEST_CASE("device lists answer jaxlib's memory kind queries and check a memory kind", "[core][device_list]") {
+  using K = dk::memory_kind;
+  const std::string h100 = "NVIDIA H100 80GB HBM3";
+  const auto gpus = dk::device_list::local({dk::device::cuda(0), dk::device::cuda(1)}, {}, {h100, h100});
+  CHECK(gpus.memory_kinds() == std::vector<K>{K::device, K::pinned_host, K::host});
+  CHECK(gpus.default_memory_kind() == K::device);
+  CHECK(gpus.device_kind() == h100);
+  const auto host = dk::device_list::local({dk::device::cpu()}, {}, {"AMD EPYC 9654"});
+  CHECK(host.memory_kinds() == std::vector<K>{K::device, K::host});
+  CHECK(host.device_kind() == "AMD EPYC 9654");
+  // Mixed: the kinds every addressable device has; no one device kind.
+  const auto mixed = dk::device_list::local({dk::device::cuda(0), dk::device::cpu()}, {}, {h100, "AMD EPYC 9654"});
+  CHECK(mixed.memory_kinds() == std::vector<K>{K::device, K::host});
+  CHECK_THROWS_AS((void)mixed.device_kind(), dk::config_error);
+  CHECK_THROWS_WITH((void)mixed.device_kind(),
+                    Catch::Contains("different kinds") && Catch::Contains(h100) && Catch::Contains("AMD EPYC 9654"));
+  CHECK_THROWS_WITH((void)dk::device_list{}.device_kind(), Catch::Contains("no devices"));
+
+  // check_and_canonicalize_memory_kind: None gives the default; names are canonicalised.
+  CHECK(dk::check_and_canonicalize_memory_kind(std::nullopt, gpus) == K::device);
+  CHECK(dk::check_and_canonicalize_memory_kind(K::pinned_host, gpus) == K::pinned_host);
+  CHECK(dk::check_and_canonicalize_memory_kind("pinned_host", gpus) == K::pinned_host);
+  CHECK(dk::check_and_canonicalize_memory_kind("unpinned_host", gpus) == K::host);
+  CHECK(dk::check_and_canonicalize_memory_kind(std::optional<std::string_view>(), host) == K::device);
+  // A kind the devices do not have, and a name that is no kind: errors listing the valid ones.
+  CHECK_THROWS_AS((void)dk::check_and_canonicalize_memory_kind(K::pinned_host, host), dk::config_error);
+  CHECK_THROWS_WITH((void)dk::check_and_canonicalize_memory_kind(K::pinned_host, host),
+                    Catch::Contains("'pinned_host' is not addressable by device cpu:0") &&
+                        Catch::Contains("can address: device, host"));
+  CHECK_THROWS_WITH(
+      (void)dk::check_and_canonicalize_memory_kind("hbm", gpus),
+      Catch::Contains("'hbm' is not a memory kind") && Catch::Contains("can address: device, pinned_host, host"));
+
+  // Seen from a process that owns none of the devices: nothing to ask (jaxlib: an empty tuple and
+  // None), and any kind is taken as given.
+  const auto others =
+      dk::device_list::gather({dk::device_list::local({dk::device::cpu()}, dk::process_context::make(1, 2)),
+                               dk::device_list::local({dk::device::cuda(0)}, dk::process_context::make(0, 2), {h100})});
+  const dk::device_list theirs(std::vector<dk::process_device>{others.by_id(0)}, 1, 2);
+  CHECK(theirs.addressable_devices().empty());
+  CHECK(theirs.memory_kinds().empty());
+  CHECK_FALSE(theirs.default_memory_kind().has_value());
+  CHECK_FALSE(dk::check_and_canonicalize_memory_kind(std::nullopt, theirs).has_value());
+  CHECK(dk::check_and_canonicalize_memory_kind(K::pinned_host, theirs) == K::pinned_host);
+  CHECK(theirs.device_kind() == h100);
 }
 
 TEST_CASE("a topology serializes to stable JSON and reads back", "[core][topology]") {

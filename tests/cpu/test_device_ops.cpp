@@ -5,13 +5,14 @@
 // GPUs (tests/sim/test_sim_device_ops.cpp).
 #include <catch2/catch.hpp>
 
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/device_ops.hpp>
+#include <devicekit/place/copy.hpp>
 #include <devicekit/place/place.hpp>
 
 #include "../common/test_data.hpp"
 
 #include <cstddef>
-#include <new>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -19,17 +20,6 @@
 namespace dk = devicekit;
 using Catch::Matchers::Contains;
 using devicekit::testing::mismatch_of;
-
-namespace {
-
-struct plain_resource {
-  void* allocate(std::size_t bytes, std::size_t alignment) {
-    return ::operator new (bytes, std::align_val_t{alignment});
-  }
-  void deallocate(void* p, std::size_t, std::size_t alignment) { ::operator delete (p, std::align_val_t{alignment}); }
-};
-
-}  // namespace
 
 TEST_CASE("device-wide calls on a cpu device: synchronize does nothing, is_idle is true", "[core][device_ops]") {
   CHECK_NOTHROW(dk::synchronize(dk::device::cpu()));
@@ -112,13 +102,15 @@ TEST_CASE("device_mismatch carries the expected and actual devices as values", "
     CHECK_THAT(e->what(), Contains("tree 2 is on cuda:0") && Contains("tree 3 is on cuda:2"));
   }
   SECTION("a stream of another device: the target device, then the stream's") {
+    // A destination placed before (a view standing in for it): its device is where the copy goes.
     const dk::stream cpu_stream;
-    plain_resource res;
-    const auto e = mismatch_of([&] { (void)dk::place(std::vector<float>{1.f}, dk::device::cuda(3), cpu_stream, res); });
+    auto on_gpu3 = std::make_tuple(dk::device_array<float>::view(dummy, 4, dk::device::cuda(3)));
+    const auto e = mismatch_of([&] { dk::copy(std::make_tuple(std::vector<float>(4, 1.f)), on_gpu3, cpu_stream); });
     REQUIRE(e.has_value());
     CHECK(e->expected() == dk::device::cuda(3));
     CHECK(e->actual() == dk::device::cpu());
     CHECK_THAT(e->what(), Contains("the stream is on cpu:0 but the target device is cuda:3"));
+    CHECK(dummy[0] == 0.f);
   }
   SECTION("place_view of device leaves: the host, then the leaves' device") {
     std::tuple<dk::device_array<float>> on_gpu{dk::device_array<float>::view(dummy, 4, dk::device::cuda(5))};
@@ -147,11 +139,17 @@ TEST_CASE("placement on the cpu takes a stream_ref, and refuses one of a cuda de
   CHECK(dk::to_host(placed) == source);
 #if DEVICEKIT_HAS_CUDA
   // A reference with an explicit device is trusted without a runtime call, so this runs without
-  // a GPU; the placement is refused before any CUDA work.
+  // a GPU; the placement is refused before any CUDA work: a mismatch where the process has
+  // cuda:0, the error of a device it does not have otherwise (core/device_exists.hpp).
   const dk::stream_ref gpu_stream(dk::device::cuda(0), nullptr);
-  const auto e = mismatch_of([&] { (void)dk::place(source, dk::device::cpu(0), gpu_stream); });
-  REQUIRE(e);
-  CHECK(e->expected() == dk::device::cpu(0));
-  CHECK(e->actual() == dk::device::cuda(0));
+  if (dk::detail::device_exists(dk::device::cuda(0))) {
+    const auto e = mismatch_of([&] { (void)dk::place(source, dk::device::cpu(0), gpu_stream); });
+    REQUIRE(e);
+    CHECK(e->expected() == dk::device::cpu(0));
+    CHECK(e->actual() == dk::device::cuda(0));
+  } else {
+    CHECK_THROWS_WITH((void)dk::place(source, dk::device::cpu(0), gpu_stream),
+                      Catch::StartsWith("place: cuda:0 does not exist: this process sees 0 CUDA devices"));
+  }
 #endif
 }

@@ -593,7 +593,8 @@ TEST_CASE("tree structure hashes: same structure, same hash; other names or leng
 
 TEST_CASE("the manager plans with its scheme and reports the device assignment", "[distribute][manager]") {
   using sharded = dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch>;
-  sharded dm{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{dk::testing::simulated_gpus(3)}};
+  sharded dm{dk::settings::without_environment().set_device(dk::device::cuda(1)),
+             dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   // The default device comes first.
   CHECK(dm.scheme_devices() == std::vector<dk::device>{dk::device::cuda(1), dk::device::cuda(0), dk::device::cuda(2)});
   const auto p = dm.plan({7, 2, 0});
@@ -615,11 +616,11 @@ TEST_CASE("the manager plans with its scheme and reports the device assignment",
   CHECK(j["device_assignment"]["devices"][2][0] == "cuda:2");
 
   using single = dk::device_manager<dk::fixed_detector, dk::balanced, dk::single_device>;
-  single one{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(3)}};
+  single one{dk::settings::without_environment(), dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   CHECK(one.report().assignment.str() == "1 replica x 1 computation: [[cuda:0]]");
 
   using custom = dk::device_manager<dk::fixed_detector, dk::balanced, first_half>;
-  custom half{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(3)}};
+  custom half{dk::settings::without_environment(), dk::fixed_detector{dk::testing::simulated_gpus(3)}};
   CHECK(half.plan({}).shares.size() == 1);
 }
 
@@ -670,14 +671,14 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
   CHECK(dk::summarize_tree(b).total_bytes == 40);
   SECTION("single_device: one copy on the default device") {
     dk::device_manager<dk::fixed_detector, dk::balanced, dk::single_device> dm{
-        dk::settings{}.set_device(dk::device::cpu(1)), dk::fixed_detector{two_cpus()}};
+        dk::settings::without_environment().set_device(dk::device::cpu(1)), dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     REQUIRE(d.size() == 1);
     CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(1)});
     CHECK(host_values(d[0].template get<"x">()) == b.x);
   }
   SECTION("replicate: a copy per device") {
-    dk::device_manager<dk::fixed_detector, dk::balanced, dk::schemes::replicate> dm{dk::settings{},
+    dk::device_manager<dk::fixed_detector, dk::balanced, dk::schemes::replicate> dm{dk::settings::without_environment(),
                                                                                     dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     REQUIRE(d.size() == 2);
@@ -685,7 +686,7 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
     CHECK(host_values(d[1].template get<"y">()) == b.y);
   }
   SECTION("shard_batch (ragged): 5 rows as 3 + 2") {
-    dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch> dm{dk::settings{},
+    dk::device_manager<dk::fixed_detector, dk::balanced, dk::shard_batch> dm{dk::settings::without_environment(),
                                                                              dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     REQUIRE(d.size() == 2);
@@ -696,19 +697,19 @@ TEST_CASE("dm.distribute applies the manager's scheme (on host devices)", "[dist
   SECTION("shard_batch with the error policy refuses 5 rows over 2 devices") {
     dk::device_manager<dk::fixed_detector, dk::balanced,
                        dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::error>>
-        dm{dk::settings{}, dk::fixed_detector{two_cpus()}};
+        dm{dk::settings::without_environment(), dk::fixed_detector{two_cpus()}};
     CHECK_THROWS_WITH((void)dm.distribute(b), Catch::Contains("5 rows does not divide into 2"));
     CHECK(dm.distribute(make_batch(4)).valid == std::vector<std::size_t>{2, 2});
   }
   SECTION("shard_batch with padding") {
     dk::device_manager<dk::fixed_detector, dk::balanced, dk::schemes::basic_shard_batch<dk::schemes::uneven_batch::pad>>
-        dm{dk::settings{}, dk::fixed_detector{two_cpus()}};
+        dm{dk::settings::without_environment(), dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     CHECK(d.pad == 1);
     CHECK(host_values(d[1].template get<"y">()) == std::vector<std::int32_t>{30, 40, 0});
   }
   SECTION("a custom scheme") {
-    dk::device_manager<dk::fixed_detector, dk::balanced, whole_on_second> dm{dk::settings{},
+    dk::device_manager<dk::fixed_detector, dk::balanced, whole_on_second> dm{dk::settings::without_environment(),
                                                                              dk::fixed_detector{two_cpus()}};
     const auto d = dm.distribute(b);
     CHECK(d.devices == std::vector<dk::device>{dk::device::cpu(1)});
@@ -751,7 +752,7 @@ struct swapped_rows {
 
 TEST_CASE("dm.distribute places a custom scheme's own row split", "[distribute][manager][split]") {
   const batch b = make_batch(9);
-  dk::device_manager<dk::fixed_detector, dk::balanced, one_five_three> dm{dk::settings{},
+  dk::device_manager<dk::fixed_detector, dk::balanced, one_five_three> dm{dk::settings::without_environment(),
                                                                           dk::fixed_detector{two_cpus()}};
   const auto d = dm.distribute(b);
   REQUIRE(d.size() == 3);
@@ -761,12 +762,12 @@ TEST_CASE("dm.distribute places a custom scheme's own row split", "[distribute][
   CHECK(host_values(d[1].template get<"y">()) == std::vector<std::int32_t>{10, 20, 30, 40, 50});
   CHECK(host_values(d[2].template get<"x">()) == std::vector<float>{6.5f, 7.5f, 8.5f});
 
-  dk::device_manager<dk::fixed_detector, dk::balanced, drops_rows> short_dm{dk::settings{},
+  dk::device_manager<dk::fixed_detector, dk::balanced, drops_rows> short_dm{dk::settings::without_environment(),
                                                                             dk::fixed_detector{two_cpus()}};
   CHECK_THROWS_AS((void)short_dm.distribute(b), dk::config_error);
   CHECK_THROWS_WITH((void)short_dm.distribute(b),
                     Catch::Contains("'drops_rows'") && Catch::Contains("sum to 4 rows, but the batch has 9"));
-  dk::device_manager<dk::fixed_detector, dk::balanced, swapped_rows> swapped_dm{dk::settings{},
+  dk::device_manager<dk::fixed_detector, dk::balanced, swapped_rows> swapped_dm{dk::settings::without_environment(),
                                                                                 dk::fixed_detector{two_cpus()}};
   CHECK_THROWS_WITH((void)swapped_dm.distribute(b),
                     Catch::Contains("share 0 (cpu:0) starts at row 4 instead of 0") && Catch::Contains("in order"));

@@ -29,7 +29,7 @@ TEST_CASE("a manager with stock policies is exactly as large as its state", "[ma
 }
 
 TEST_CASE("the default manager on this machine: GPU or CPU fallback with a reason", "[manager]") {
-  dk::device_manager<> dm{dk::settings{}};
+  dk::device_manager<> dm{dk::settings::without_environment()};
   CHECK(dm.device_count() >= 1);
   CHECK(dm.memory_fraction() == 0.75);
   CHECK(dm.cpu_devices() == std::vector<dk::device>{dk::device::cpu()});
@@ -47,7 +47,7 @@ TEST_CASE("the default manager on this machine: GPU or CPU fallback with a reaso
 }
 
 TEST_CASE("a simulated multi-GPU machine: devices, default device, properties", "[manager]") {
-  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(4)}};
+  simulated_manager dm{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(4)}};
   CHECK(dm.has_gpu());
   CHECK(dm.gpu_count() == 4);
   CHECK(dm.device_count() == 4);
@@ -59,11 +59,12 @@ TEST_CASE("a simulated multi-GPU machine: devices, default device, properties", 
   CHECK(dm.memory_fraction() == 0.90);
   CHECK_THROWS_WITH(dm.properties(dk::device::cuda(9)), Catch::Contains("cuda:0, cuda:1, cuda:2, cuda:3"));
 
-  simulated_manager second{dk::settings{}.set_device(dk::device::cuda(2)), dk::fixed_detector{simulated_gpus(4)}};
+  simulated_manager second{dk::settings::without_environment().set_device(dk::device::cuda(2)),
+                           dk::fixed_detector{simulated_gpus(4)}};
   CHECK(second.default_device() == dk::device::cuda(2));
-  CHECK_THROWS_WITH(
-      (simulated_manager{dk::settings{}.set_device(dk::device::cuda(7)), dk::fixed_detector{simulated_gpus(2)}}),
-      Catch::Contains("requested default device cuda:7 is not available; available: cuda:0, cuda:1"));
+  CHECK_THROWS_WITH((simulated_manager{dk::settings::without_environment().set_device(dk::device::cuda(7)),
+                                       dk::fixed_detector{simulated_gpus(2)}}),
+                    Catch::Contains("requested default device cuda:7 is not available; available: cuda:0, cuda:1"));
 }
 
 TEST_CASE("a custom detector that only gives counts still yields a device list", "[manager]") {
@@ -71,7 +72,7 @@ TEST_CASE("a custom detector that only gives counts still yields a device list",
   caps.device_type = dk::device_kind::cuda;
   caps.device_count = 2;
   caps.total_memory_bytes = 160ull << 30;
-  dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{caps}};
+  dk::device_manager<dk::fixed_detector> dm{dk::settings::without_environment(), dk::fixed_detector{caps}};
   REQUIRE(dm.devices().size() == 2);
   CHECK(dm.gpu_count() == 2);
   CHECK(dm.properties(dk::device::cuda(1)).total_memory_bytes == (80ull << 30));
@@ -80,13 +81,14 @@ TEST_CASE("a custom detector that only gives counts still yields a device list",
 TEST_CASE("a detector list that finds nothing is a config_error with the reasons", "[manager]") {
   dk::capabilities nothing;
   nothing.fallback_reason = "the lab is closed";
-  CHECK_THROWS_WITH((dk::device_manager<dk::fixed_detector>{dk::settings{}, dk::fixed_detector{nothing}}),
-                    Catch::Contains("the lab is closed") && Catch::Contains("cpu_detector"));
+  CHECK_THROWS_WITH(
+      (dk::device_manager<dk::fixed_detector>{dk::settings::without_environment(), dk::fixed_detector{nothing}}),
+      Catch::Contains("the lab is closed") && Catch::Contains("cpu_detector"));
 }
 
 TEST_CASE("a cuda preference that cannot be met falls back and says it was requested", "[manager]") {
   scoped_env hide("CUDA_VISIBLE_DEVICES", "");
-  dk::device_manager<> dm{dk::settings{}.set_prefer(dk::device_preference::cuda)};
+  dk::device_manager<> dm{dk::settings::without_environment().set_prefer(dk::device_preference::cuda)};
   CHECK_FALSE(dm.has_gpu());
   CHECK_THAT(dm.fallback_reason(), Catch::StartsWith("CUDA was requested"));
 }
@@ -96,9 +98,9 @@ TEST_CASE("the global manager is created once and re-initialised on request", "[
   CHECK(&first == &dk::default_manager());
   CHECK(dk::has_gpu() == first.has_gpu());
   CHECK(dk::default_device() == first.default_device());
-  auto& same = dk::default_manager(dk::settings{}.set_prefer(dk::device_preference::cpu), false);
+  auto& same = dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), false);
   CHECK(&same == &first);
-  auto& reinit = dk::default_manager(dk::settings{}.set_prefer(dk::device_preference::cpu), true);
+  auto& reinit = dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), true);
   CHECK(&reinit == &first);
   CHECK_FALSE(reinit.has_gpu());
   CHECK(reinit.default_device() == dk::device::cpu());
@@ -106,8 +108,9 @@ TEST_CASE("the global manager is created once and re-initialised on request", "[
 }
 
 TEST_CASE("re-initialising the global manager can change its memory strategy", "[manager][global]") {
-  const auto cpu_only = dk::settings{}.set_prefer(dk::device_preference::cpu);
-  auto& dm = dk::default_manager(cpu_only, true, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
+  const auto cpu_only = dk::settings::without_environment().set_prefer(dk::device_preference::cpu);
+  // Any strategy policy, as it is: no dynamic_strategy{describe_strategy(...)} by hand.
+  auto& dm = dk::default_manager(cpu_only, true, dk::aggressive{});
   CHECK(dm.memory_fraction() == 0.90);
   const std::uint64_t total = dm.budget(dk::device::cpu()).total_bytes;
   CHECK(dm.budget(dk::device::cpu()).budget_bytes ==
@@ -132,16 +135,80 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   CHECK(dm.memory_fraction() == 0.5);
   CHECK(dm.budget(dk::device::cpu()).start_fraction == 0.1);
 
-  // Settings alone go back to the balanced default.
+  // Settings alone change the settings only: the strategy stays.
   dk::default_manager(cpu_only, true);
+  CHECK(dm.memory_fraction() == 0.5);
+  CHECK(dm.budget(dk::device::cpu()).start_fraction == 0.1);
+  CHECK(dm.config().get_prefer() == dk::device_preference::cpu);
+
+  // A strategy alone changes the strategy only: the settings stay (no GPU: cpu was asked for).
+  dk::default_manager(dk::custom_fraction<1, 4>{}, true);
+  CHECK(dm.memory_fraction() == 0.25);
+  CHECK(dm.config().get_prefer() == dk::device_preference::cpu);
+  CHECK_FALSE(dm.has_gpu());
+  (void)dk::default_manager(dk::aggressive{}, false);  // without force_reinit nothing changes
+  CHECK(dm.memory_fraction() == 0.25);
+  dk::default_manager(dk::balanced{}, true);
   CHECK(dm.memory_fraction() == 0.75);
   CHECK(dk::memory_stats(dk::device::cpu()) == dm.memory_stats(dk::device::cpu()));
   CHECK(dk::live_buffers(dk::device::cpu()).empty());
   dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
 }
 
+TEST_CASE("settings given to a manager start from the environment, code wins, the opt-out reads none",
+          "[manager][settings]") {
+  using two_gpus = dk::device_manager<dk::fixed_detector>;
+  {
+    scoped_env device("DEVICEKIT_DEVICE", "cuda:1");
+    scoped_env allocator("DEVICEKIT_ALLOCATOR", "async");
+    scoped_env prefer("DEVICEKIT_PREFER", nullptr);
+    scoped_env platforms("DEVICEKIT_PLATFORMS", nullptr);
+    scoped_env reserve("DEVICEKIT_COLLECTIVE_MEMORY_SIZE", nullptr);
+
+    // As docs/detection.md writes it (settings to pass a detector, a platform list): the
+    // environment fills what the code left unset, and config() shows the effective settings.
+    const two_gpus built{dk::settings{}.set_platforms({dk::device_kind::cuda}), dk::fixed_detector{simulated_gpus(2)}};
+    CHECK(built.default_device() == dk::device::cuda(1));
+    CHECK(built.allocator() == dk::allocator_kind::async);
+    CHECK(built.config().get_device() == dk::device::cuda(1));
+    CHECK(built.config().platforms_source() == "settings");
+    CHECK_FALSE(built.config().reads_environment());
+
+    // What the code set wins.
+    const two_gpus chosen{dk::settings{}.set_device(dk::device::cuda(0)).set_allocator(dk::allocator_kind::pool),
+                          dk::fixed_detector{simulated_gpus(2)}};
+    CHECK(chosen.default_device() == dk::device::cuda(0));
+    CHECK(chosen.allocator() == dk::allocator_kind::pool);
+
+    // The opt-out: nothing from the environment.
+    const two_gpus none{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
+    CHECK(none.default_device() == dk::device::cuda(0));
+    CHECK_FALSE(none.config().has_device());
+    CHECK(none.allocator() == dk::allocator_kind::pool);
+
+    // A bad value is a config_error naming the variable, unless the code set that field.
+    {
+      scoped_env bad("DEVICEKIT_DEVICE", "npu:0");
+      CHECK_THROWS_WITH((two_gpus{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}}),
+                        Catch::StartsWith("DEVICEKIT_DEVICE: cannot parse"));
+      const two_gpus set{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{simulated_gpus(2)}};
+      CHECK(set.default_device() == dk::device::cuda(1));
+    }
+
+    // The global manager takes settings the same way.
+    {
+      scoped_env cpu("DEVICEKIT_PREFER", "cpu");
+      scoped_env any_device("DEVICEKIT_DEVICE", nullptr);
+      scoped_env any_allocator("DEVICEKIT_ALLOCATOR", nullptr);
+      CHECK(dk::default_manager(dk::settings{}, true).config().get_prefer() == dk::device_preference::cpu);
+      CHECK_FALSE(dk::default_manager(dk::settings::without_environment(), true).config().has_prefer());
+    }
+  }
+  dk::default_manager(dk::settings{}, true);  // leave it as the environment would have it
+}
+
 TEST_CASE("the text report shows what print_device_info has always shown", "[report]") {
-  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  simulated_manager dm{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
   std::ostringstream os;
   dk::print_device_info(dm, os, true);
   const std::string text = os.str();
@@ -156,7 +223,7 @@ TEST_CASE("the text report shows what print_device_info has always shown", "[rep
 }
 
 TEST_CASE("the JSON report has the documented fields", "[report][json]") {
-  simulated_manager gpu{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  simulated_manager gpu{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
   const auto j = dk::to_json(gpu.report(dk::cost_table{}.set(dk::hardware_type::h100, 2.5)));
   CHECK(j.at("backend") == "cuda");
   CHECK(j.at("device_type") == "cuda");
@@ -179,7 +246,7 @@ TEST_CASE("the JSON report has the documented fields", "[report][json]") {
   CHECK(d1.at("peer_access") == nlohmann::json::array({"cuda:0"}));
   CHECK(j.at("batch_size").at("critical") == 298);
 
-  dk::device_manager<dk::cpu_detector> cpu{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> cpu{dk::settings::without_environment()};
   const auto c = dk::to_json(cpu.report());
   CHECK(c.at("device_type") == "cpu");
   CHECK(c.at("gpu_count") == 0);
@@ -213,7 +280,7 @@ TEST_CASE("the process's memory registry hands out one pool per device and kind"
 
 TEST_CASE("pinned_host memory without a usable GPU is refused with what to do instead", "[manager][memory_kind]") {
   scoped_env hide("CUDA_VISIBLE_DEVICES", "");
-  dk::device_manager<> dm{dk::settings{}.set_prefer(dk::device_preference::cpu)};
+  dk::device_manager<> dm{dk::settings::without_environment().set_prefer(dk::device_preference::cpu)};
   CHECK_THROWS_AS(dm.memory(dk::device::cpu(), dk::memory_kind::pinned_host), dk::config_error);
   CHECK_THROWS_WITH(dm.memory(dk::device::cpu(), dk::memory_kind::pinned_host), Catch::Contains("memory_kind::host"));
   CHECK(&dm.memory(dk::device::cpu(), dk::memory_kind::host) == &dm.memory(dk::device::cpu()));
@@ -236,7 +303,7 @@ TEST_CASE("pinned_host memory without a usable GPU is refused with what to do in
 
 TEST_CASE("the global manager's pools are the process's; re-initialising replaces them",
           "[manager][global][registry]") {
-  const auto cpu_only = dk::settings{}.set_prefer(dk::device_preference::cpu);
+  const auto cpu_only = dk::settings::without_environment().set_prefer(dk::device_preference::cpu);
   auto& dm = dk::default_manager(cpu_only, true);
   dk::device_memory& first = dm.memory(dk::device::cpu());
   CHECK(&first == &dk::default_memory(dk::device::cpu()));
@@ -268,21 +335,22 @@ TEST_CASE("the global manager's pools are the process's; re-initialising replace
 TEST_CASE("the default device follows the local rank as the communicators' assign_device does", "[manager]") {
   {
     scoped_env rank("OMPI_COMM_WORLD_LOCAL_RANK", "3");
-    simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+    simulated_manager dm{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
     CHECK(dm.default_device() == dk::device::cuda(1));  // 3 % 2
-    CHECK(dm.default_device() == dk::assign_device(dm.devices(), dk::settings{}));
+    CHECK(dm.default_device() == dk::assign_device(dm.devices(), dk::settings::without_environment()));
   }
-  simulated_manager one{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  simulated_manager one{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
   if (!dk::local_rank_from_environment()) CHECK(one.default_device() == dk::device::cuda(0));  // one process: unchanged
-  simulated_manager asked{dk::settings{}.set_device(dk::device::cuda(1)), dk::fixed_detector{simulated_gpus(2)}};
+  simulated_manager asked{dk::settings::without_environment().set_device(dk::device::cuda(1)),
+                          dk::fixed_detector{simulated_gpus(2)}};
   CHECK(asked.default_device() == dk::device::cuda(1));
-  CHECK_THROWS_WITH(
-      (simulated_manager{dk::settings{}.set_device(dk::device::cuda(5)), dk::fixed_detector{simulated_gpus(2)}}),
-      Catch::Contains("requested default device cuda:5 is not available"));
+  CHECK_THROWS_WITH((simulated_manager{dk::settings::without_environment().set_device(dk::device::cuda(5)),
+                                       dk::fixed_detector{simulated_gpus(2)}}),
+                    Catch::Contains("requested default device cuda:5 is not available"));
 }
 
 TEST_CASE("the report shows the staging pool and each device's scratch", "[manager][report][registry]") {
-  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  simulated_manager dm{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
   auto r = dm.report();
   REQUIRE(r.memory_of(dk::device::cuda(0)) != nullptr);
   CHECK(r.memory_of(dk::device::cuda(0))->scratch_allocations ==
@@ -307,7 +375,7 @@ TEST_CASE("the report shows the staging pool and each device's scratch", "[manag
 TEST_CASE("a device's memories as jaxlib lists them: kinds, default, spaces, who reaches them",
           "[manager][memory_kind]") {
   using K = dk::memory_kind;
-  simulated_manager dm{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  simulated_manager dm{dk::settings::without_environment(), dk::fixed_detector{simulated_gpus(2)}};
   const dk::device gpu0 = dk::device::cuda(0);
   const dk::device cpu = dk::device::cpu();
   CHECK(dk::default_memory_kind(dm, gpu0) == K::device);
@@ -343,7 +411,8 @@ TEST_CASE("compile-only devices: plans, shard layouts and budgets, but no memory
       dk::device_list::local(eight, {}, std::vector<std::string>(8, "NVIDIA H100 80GB HBM3"))};
   const auto topology = dk::device_topology::deserialize(saved.serialize());
   using described_manager = dk::device_manager<dk::compile_only_detector, dk::balanced, dk::shard_batch>;
-  described_manager dm{dk::settings{}, dk::compile_only_detector::from_topology(topology, 80ull << 30)};
+  described_manager dm{dk::settings::without_environment(),
+                       dk::compile_only_detector::from_topology(topology, 80ull << 30)};
 
   CHECK(dm.devices() == eight);
   CHECK(dm.capabilities().detector == "compile_only");

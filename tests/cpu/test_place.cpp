@@ -5,6 +5,7 @@
 // tests/common/place_cases.hpp.
 #include <catch2/catch.hpp>
 
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/manager.hpp>
 #include <devicekit/place/copy.hpp>
 #include <devicekit/place/prefetch.hpp>
@@ -219,11 +220,14 @@ TEST_CASE("operations mixing devices fail with a device_mismatch naming both", "
   CHECK_THROWS_WITH((void)dk::same_device(a, a, b), Catch::Matchers::Contains("tree 1 is on cuda:0") &&
                                                         Catch::Matchers::Contains("tree 3 is on cuda:2"));
 
-  // A stream of one device used for another.
+  // A stream of one device used for another (without a GPU, cuda:0 is a device the process does
+  // not have, which is said first); nothing is allocated either way.
   const dk::stream cpu_stream;
   counting_resource res;
   CHECK_THROWS_WITH((void)dk::place(std::vector<float>{1.f}, dk::device::cuda(0), cpu_stream, res),
-                    Catch::Matchers::Contains("the stream is on cpu:0 but the target device is cuda:0"));
+                    dk::detail::device_exists(dk::device::cuda(0))
+                        ? Catch::Matchers::Contains("the stream is on cpu:0 but the target device is cuda:0")
+                        : Catch::Matchers::Contains("place: cuda:0 does not exist"));
   CHECK(res.allocations == 0);
 }
 
@@ -368,7 +372,7 @@ TEST_CASE("copy runs merge leaves that lie in one allocation in the same order",
 // ----------------------------------------------------------------------------------
 
 TEST_CASE("the manager places, replicates, shards and prefetches on its devices", "[place][manager]") {
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   const batch b = make_batch(4);
   const auto placed = dm.place(b);
   CHECK(dk::device_of(placed) == dk::device::cpu());
@@ -381,11 +385,15 @@ TEST_CASE("the manager places, replicates, shards and prefetches on its devices"
   int n = 0;
   for (auto& x : dm.prefetch(src)) n += static_cast<int>(x.get<"labels">().size());
   CHECK(n == 8);
-  CHECK_THROWS_AS((void)dm.place(b, dk::device::cuda(7)), dk::device_mismatch);
+  // A device the process does not have; one it has (where it has a GPU) that this manager lacks.
+  CHECK_THROWS_WITH((void)dm.place(b, dk::device::cuda(4096)), Catch::Matchers::Contains("cuda:4096 does not exist"));
+  if (dk::detail::device_exists(dk::device::cuda(0))) {
+    CHECK_THROWS_AS((void)dm.place(b, dk::device::cuda(0)), dk::device_mismatch);
+  }
 }
 
 TEST_CASE("the manager's placement allocates from its pool, one block per tree", "[place][manager][memory]") {
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   auto& mem = dm.memory(dk::device::cpu());
   const auto before = mem.stats();
   {
@@ -411,7 +419,7 @@ TEST_CASE(
     "default_device_scope sets where placement without a device goes, "
     "and nests",
     "[place][default_device]") {
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
   const batch b = make_batch(2);
   REQUIRE(dm.default_device() == dk::device::cpu());
   CHECK_FALSE(dk::scoped_default_device().has_value());
@@ -457,18 +465,25 @@ TEST_CASE("default_device_scope restores on exceptions and is per thread", "[pla
   CHECK(other_scoped == dk::device::cpu(5));
   CHECK(dk::scoped_default_device() == dk::device::cpu(1));  // nor this one the other's
 
-  // A scoped device the manager does not have: device_mismatch naming the
-  // scope.
-  dk::device_manager<dk::cpu_detector> dm{dk::settings{}};
-  dk::default_device_scope gpu(dk::device::cuda(7));
-  try {
-    (void)dm.place(make_batch(1));
-    FAIL("placed on a device the manager does not have");
-  } catch (const dk::device_mismatch& e) {
-    CHECK_THAT(e.what(), Catch::Matchers::Contains("the default_device_scope asks for cuda:7") &&
-                             Catch::Matchers::Contains("not one of this manager's devices"));
-    CHECK(e.actual() == dk::device::cuda(7));
+  // A scoped device the manager does not have: device_mismatch naming the scope (a GPU of this
+  // process, where it has one); a device the process does not have: that config_error, naming the
+  // scope too.
+  dk::device_manager<dk::cpu_detector> dm{dk::settings::without_environment()};
+  if (dk::detail::device_exists(dk::device::cuda(0))) {
+    dk::default_device_scope gpu(dk::device::cuda(0));
+    try {
+      (void)dm.place(make_batch(1));
+      FAIL("placed on a device the manager does not have");
+    } catch (const dk::device_mismatch& e) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("the default_device_scope asks for cuda:0") &&
+                               Catch::Matchers::Contains("not one of this manager's devices"));
+      CHECK(e.actual() == dk::device::cuda(0));
+    }
   }
+  dk::default_device_scope missing(dk::device::cuda(4096));
+  CHECK_THROWS_AS((void)dm.place(make_batch(1)), dk::config_error);
+  CHECK_THROWS_WITH((void)dm.place(make_batch(1)), Catch::Matchers::Contains("place: cuda:4096 does not exist") &&
+                                                       Catch::Matchers::Contains("default_device_scope asks for it"));
 }
 #endif  // DEVICEKIT_HAS_MDSPAN
 

@@ -7,6 +7,8 @@
 #include <devicekit/place/place.hpp>
 #include <devicekit/place/ready.hpp>
 
+#include <array>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -96,4 +98,24 @@ TEST_CASE("record_ready: refusals before any CUDA call", "[ready]") {
     REQUIRE(events.size() == 2);
     for (const auto& ev : events) check_empty(ev);
   }
+}
+
+TEST_CASE("record_ready takes the streams for per-device trees as any range of streams", "[place][ready]") {
+  const std::vector<float> memory(4, 1.f);
+  dk::per_device<std::vector<float>> two;
+  two.devices = {dk::device::cpu(), dk::device::cpu()};
+  two.trees = {memory, memory};
+  // The streams a program made, one per device, as they are: no conversion by hand.
+  std::vector<dk::stream> made(2);
+  const auto from_streams = dk::record_ready(two, made);
+  REQUIRE(from_streams.size() == 2);
+  for (const auto& ev : from_streams) check_empty(ev);
+  const std::array<dk::stream_ref, 2> refs{};
+  CHECK(dk::record_ready(two, refs).size() == 2);
+  CHECK(dk::record_ready(two, std::span<const dk::stream_ref>(refs)).size() == 2);
+  const std::vector<dk::stream_ref> as_refs(2);
+  CHECK(dk::record_ready(two, as_refs).size() == 2);
+  // One stream too few is refused whatever the range.
+  made.pop_back();
+  CHECK_THROWS_WITH((void)dk::record_ready(two, made), Catch::Contains("record_ready: 1 stream(s) for trees on 2"));
 }

@@ -18,7 +18,7 @@ namespace {
 using gpu_chain = dk::first_available<dk::fixed_detector, dk::cpu_detector>;
 using gpu_manager = dk::device_manager<gpu_chain>;
 
-gpu_manager two_h100s(dk::settings s = {}) {
+gpu_manager two_h100s(dk::settings s = dk::settings::without_environment()) {
   return gpu_manager{std::move(s), gpu_chain{dk::fixed_detector{simulated_gpus(2)}, dk::cpu_detector{}}};
 }
 
@@ -36,10 +36,10 @@ TEST_CASE("the report names the routing in force", "[report][routing]") {
   CHECK(plain.routing.mode() == "detector order first_available<fixed, cpu>");
   CHECK(plain.routing.default_device_choice == "the first device found");
 
-  const auto listed =
-      two_h100s(
-          dk::settings{}.set_platforms({dk::device_kind::cpu, dk::device_kind::cuda}).set_device(dk::device::cpu()))
-          .report();
+  const auto listed = two_h100s(dk::settings::without_environment()
+                                    .set_platforms({dk::device_kind::cpu, dk::device_kind::cuda})
+                                    .set_device(dk::device::cpu()))
+                          .report();
   CHECK(listed.caps.device_type == dk::device_kind::cpu);
   CHECK(listed.routing.platforms == std::vector<std::string>{"cpu", "cuda"});
   CHECK(listed.routing.platforms_source == "settings");
@@ -93,7 +93,7 @@ TEST_CASE("recommendations follow the detected hardware", "[report][recommendati
   CHECK(v.hardware == dk::hardware_type::v100);
   CHECK(v.precision == "fp16");
 
-  const auto cpu = dk::device_manager<dk::cpu_detector>{dk::settings{}}.report();
+  const auto cpu = dk::device_manager<dk::cpu_detector>{dk::settings::without_environment()}.report();
   const auto c = dk::recommend_for(cpu.caps);
   CHECK(c.hardware == dk::hardware_type::cpu);
   CHECK(c.precision == "fp32");
@@ -173,7 +173,9 @@ TEST_CASE("a CUDA_* setting made after the runtime started is reported as too la
 TEST_CASE("the report aggregates the platforms and device kinds present", "[report]") {
   auto caps = simulated_gpus(3);
   caps.devices[2].name = "NVIDIA A100-SXM4-80GB";
-  const auto r = gpu_manager{dk::settings{}, gpu_chain{dk::fixed_detector{caps}, dk::cpu_detector{}}}.report();
+  const auto r =
+      gpu_manager{dk::settings::without_environment(), gpu_chain{dk::fixed_detector{caps}, dk::cpu_detector{}}}
+          .report();
   CHECK(r.platforms() == std::vector<std::string>{"cuda"});
   CHECK(r.device_kinds() == std::vector<std::string>{caps.devices[0].name, "NVIDIA A100-SXM4-80GB"});
   const std::string text = text_of(r);

@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -359,4 +361,92 @@ TEST_CASE("a host tree of a few MiB is staged in pieces both ways, up to 4 MiB i
     const pipeline_pieces many(1000);  // counted as max_staging_pipeline_chunks: pieces of 128 KiB
     CHECK(copies_of(eight_mib) == std::vector<std::size_t>{64, 64});
   }
+}
+
+namespace {
+/// The message of the config_error `f` throws, or a note saying what happened instead.
+template <class F>
+std::string config_error_of(F&& f) {
+  try {
+    f();
+  } catch (const dk::config_error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a config_error: ") + e.what();
+  }
+  return "no exception";
+}
+}  // namespace
+
+// A device the process does not have (cuda:n with n simulated GPUs) is one config_error at every
+// door that takes a device (core/device_exists.hpp), where a raw cuda_error, a device_mismatch or
+// the manager's own text came before; a GPU the process has but a manager does not keeps
+// device_mismatch. Once the count is known the check makes no CUDA call.
+TEST_CASE("a device the process does not have is one config_error at every door", "[sim][place][missing_device]") {
+  const int n = sim::device_count();
+  const dk::device missing = dk::device::cuda(n);
+  const dk::device gpu = dk::device::cuda(n - 1);
+  const std::string says =
+      "cuda:" + std::to_string(n) + " does not exist: this process sees " + std::to_string(n) + " CUDA device";
+  const auto check = [&](const std::string& what, const std::string& operation) {
+    INFO(what);
+    CHECK_THAT(what, Catch::StartsWith(operation + ": " + says));
+  };
+  const auto values = ramp(64, 1.f);
+  const std::vector<std::vector<float>> batches(3, values);
+  const dk::stream s(gpu);
+  check(config_error_of([&] { (void)dk::place(values, missing); }), "place");
+  check(config_error_of([&] { (void)dk::place(values, missing, s); }), "place");  // not a stream mismatch
+  check(config_error_of([&] { (void)dk::place(values, missing, s, dk::default_memory(gpu)); }), "place");
+  check(config_error_of([&] { (void)dk::place(values, missing, dk::memory_kind::pinned_host); }), "place");
+  check(config_error_of([&] { (void)dk::replicate(values, {gpu, missing}); }), "replicate");
+  check(config_error_of([&] { (void)dk::shard(values, {gpu, missing}); }), "shard");
+  check(config_error_of([&] { (void)dk::prefetch(batches, missing, 2); }), "prefetch");
+  check(config_error_of([&] { (void)dk::prefetch(batches, missing, 2, s); }), "prefetch");
+  check(config_error_of([&] { (void)dk::zeros_like(values, missing); }), "zeros_like");
+  check(config_error_of([&] { const dk::stream other(missing); }), "stream");
+  check(config_error_of([&] { dk::synchronize(missing); }), "synchronize");
+  check(config_error_of([&] { (void)dk::is_idle(missing); }), "is_idle");
+
+  // A stream_ref made for such a device: the same error, not a mismatch with the tree's device.
+  auto placed = dk::place(values, gpu, s);
+  const dk::ready_event ev = dk::record_ready(placed, s);
+  const dk::stream_ref lying(missing, s.native_handle());
+  check(config_error_of([&] { (void)dk::to_host(placed, lying); }), "to_host");
+  check(config_error_of([&] { dk::copy(values, placed, lying); }), "copy");
+  check(config_error_of([&] { (void)dk::record_ready(placed, lying); }), "record_ready");
+  check(config_error_of([&] { dk::wait_ready(lying, ev); }), "wait_ready");
+  s.synchronize();
+  CHECK(dk::to_host(placed) == values);
+
+  // A manager: the same error, with its devices named.
+  dk::device_manager<dk::cuda_detector> dm{dk::settings::without_environment()};
+  for (const auto& what : {config_error_of([&] { (void)dm.place(values, missing); }),
+                           config_error_of([&] { (void)dm.memory_stats(missing); })}) {
+    CHECK_THAT(what, Catch::Contains(": " + says) &&
+                         Catch::Contains("; it is not one of this manager's devices either (cuda:0"));
+  }
+
+  // The check costs no CUDA call once the process's count is known.
+  const auto counts = sim::api_calls("cudaGetDeviceCount");
+  auto again = dk::place(values, gpu, s);
+  const dk::stream more(gpu);
+  dk::synchronize(gpu);
+  CHECK(sim::api_calls("cudaGetDeviceCount") == counts);
+}
+
+TEST_CASE("a GPU the process has but a manager does not is still a device_mismatch",
+          "[sim][multi][place][missing_device][mismatch]") {
+  auto caps = dk::cuda_detector{}.detect(dk::settings::without_environment());
+  REQUIRE(caps.devices.size() >= 2);
+  caps.devices.resize(1);  // the manager has cuda:0 only; the process has more
+  caps.device_count = caps.gpu_count = 1;
+  dk::device_manager<dk::fixed_detector> first_only{dk::settings::without_environment(), dk::fixed_detector{caps}};
+  const auto values = ramp(64, 1.f);
+  const auto e = mismatch_of([&] { (void)first_only.place(values, dk::device::cuda(1)); });
+  REQUIRE(e.has_value());
+  CHECK(e->actual() == dk::device::cuda(1));
+  CHECK_THAT(e->what(), Catch::Contains("not one of this manager's devices"));
+  CHECK_THROWS_WITH(first_only.memory(dk::device::cuda(1)),
+                    Catch::Contains("not one of this manager's devices") && !Catch::Contains("does not exist"));
 }

@@ -210,6 +210,18 @@ TEST_CASE("ready events: one per device for replicated trees", "[sim][ready][mul
     REQUIRE(cudaStreamSynchronize(theirs.s) == cudaSuccess);
     CHECK(out.values() == values);
   }
+  // The streams as the program made them, a std::vector<dk::stream>, one per device.
+  std::vector<dk::stream> made;
+  for (const auto d : gpus) made.emplace_back(d);
+  const auto from_made = dk::record_ready(copies, made);
+  REQUIRE(from_made.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(from_made[i].get_device() == gpus[i]);
+    from_made[i].synchronize();
+    CHECK(from_made[i].query());
+  }
+  std::swap(made[0], made[1]);
+  CHECK_THROWS_AS((void)dk::record_ready(copies, made), dk::device_mismatch);
 }
 
 // An event recorded on a capturing stream would mark a point of the graph, not data that is ready:

@@ -10,11 +10,22 @@
 ///   // exchange device_topology::serialize() strings across processes (MPI), parse them, then:
 ///   auto global = devicekit::device_list::gather({list_of_rank0, list_of_rank1});
 ///
+/// The queries jaxlib's DeviceList answers about memories and devices (its memory_kinds,
+/// default_memory_kind, and xla_client's check_and_canonicalize_memory_kind), and device_kind:
+///
+///   list.memory_kinds()          the memory kinds every addressable device has, default first
+///   list.default_memory_kind()   `device`; nullopt when this process has no device in the list
+///   list.device_kind()           the model the devices share; config_error when they differ
+///   check_and_canonicalize_memory_kind(kind, list)   nullopt -> the default kind; a kind or
+///                                jaxlib name the devices have -> that kind; else config_error
+///                                listing the kinds they have
+///
 /// The process index comes from the launcher's environment (`process_context::from_environment`:
 /// the MPI world rank that mpirun, srun or torchrun exports), so this layer needs no MPI; without
 /// a launcher it is one process, index 0.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
+#include <devicekit/core/memory_kind.hpp>
 
 #include <algorithm>
 #include <initializer_list>
@@ -111,6 +122,20 @@ class device_list {
   /// The device with global id `id`; config_error if there is none.
   [[nodiscard]] const process_device& by_id(int id) const;
 
+  /// The memory kinds (core/memory_kind.hpp) that every addressable device of the list has, the
+  /// default first (jaxlib's DeviceList.memory_kinds): a cuda device has `device`, `pinned_host`
+  /// and `host`; a cpu device `device` (host memory) and `host`. Empty when this process has no
+  /// device in the list, as jaxlib gives an empty tuple. (The cpu device's `pinned_host` needs a
+  /// GPU to pin memory for, which a list does not know: a manager does, memory_kinds(dm, d).)
+  [[nodiscard]] std::vector<memory_kind> memory_kinds() const;
+  /// The kind placement uses when given none (jaxlib's DeviceList.default_memory_kind):
+  /// `device`; nullopt when this process has no device in the list (jaxlib: None).
+  [[nodiscard]] std::optional<memory_kind> default_memory_kind() const;
+  /// The device kind every device of the list shares, e.g. "NVIDIA H100 80GB HBM3" (jaxlib's
+  /// Device.device_kind). config_error for an empty list, and for devices of different kinds,
+  /// naming each kind and a device of it.
+  [[nodiscard]] const std::string& device_kind() const;
+
   friend bool operator==(const device_list&, const device_list&) = default;
 
  private:
@@ -118,6 +143,25 @@ class device_list {
   int current_ = 0;
   int count_ = 1;
 };
+
+/// jaxlib's check_and_canonicalize_memory_kind(memory_kind, device_list), what a sharding does with
+/// the memory kind it is given: nullopt becomes the list's default memory kind (nullopt when this
+/// process has no device in the list); a kind that every addressable device has is returned as
+/// it is; any other is a config_error naming the devices' kind and the memory kinds they have. A
+/// list without an addressable device accepts any kind: its devices are another process's, as
+/// jaxlib assumes too.
+[[nodiscard]] DEVICEKIT_DECL std::optional<memory_kind> check_and_canonicalize_memory_kind(
+    std::optional<memory_kind> kind, const device_list& devices);
+/// The same for a memory kind's name: "device", "pinned_host", "host", or jaxlib's "unpinned_host"
+/// for host (canonicalised to memory_kind::host). An unknown name is a config_error listing the
+/// kinds the list's devices have.
+[[nodiscard]] DEVICEKIT_DECL std::optional<memory_kind> check_and_canonicalize_memory_kind(
+    std::optional<std::string_view> kind, const device_list& devices);
+/// The default memory kind of `devices` (check_and_canonicalize_memory_kind with no kind).
+[[nodiscard]] inline std::optional<memory_kind> check_and_canonicalize_memory_kind(std::nullopt_t,
+                                                                                   const device_list& devices) {
+  return check_and_canonicalize_memory_kind(std::optional<memory_kind>(), devices);
+}
 
 }  // namespace devicekit
 

@@ -5,6 +5,7 @@
 /// under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/core/device_list.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <set>
@@ -119,6 +120,97 @@ DEVICEKIT_DECL std::vector<process_device> device_list::addressable_devices() co
     if (d.process_index == current_) out.push_back(d);
   }
   return out;
+}
+
+namespace detail {
+/// The memory kinds a device of kind `kind` has, default first (device_list::memory_kinds).
+[[nodiscard]] inline std::vector<memory_kind> memory_kinds_of(device_kind kind) {
+  if (kind == device_kind::cuda) return {memory_kind::device, memory_kind::pinned_host, memory_kind::host};
+  return {memory_kind::device, memory_kind::host};
+}
+
+/// "device, pinned_host, host"
+[[nodiscard]] inline std::string memory_kind_names(const std::vector<memory_kind>& kinds) {
+  std::string s;
+  for (const memory_kind k : kinds) s += (s.empty() ? "" : ", ") + std::string(to_string(k));
+  return s;
+}
+
+/// The devices `kinds` belong to, for messages: "cuda:0 (NVIDIA H100 80GB HBM3)", or the count.
+[[nodiscard]] inline std::string addressable_text(const std::vector<process_device>& devices) {
+  const process_device& first = devices.front();
+  std::string s = devices.size() == 1
+                      ? "device " + first.local.str()
+                      : std::to_string(devices.size()) + " addressable devices (" + first.local.str() + ", ...)";
+  if (!first.device_kind.empty()) s += " of kind '" + first.device_kind + "'";
+  return s;
+}
+}  // namespace detail
+
+DEVICEKIT_DECL std::vector<memory_kind> device_list::memory_kinds() const {
+  std::vector<memory_kind> common;
+  bool first = true;
+  for (const auto& d : devices_) {
+    if (d.process_index != current_) continue;
+    const std::vector<memory_kind> mine = detail::memory_kinds_of(d.local.kind());
+    if (first) {
+      common = mine;
+      first = false;
+    } else {
+      std::erase_if(common, [&](memory_kind k) { return std::find(mine.begin(), mine.end(), k) == mine.end(); });
+    }
+  }
+  return common;
+}
+
+DEVICEKIT_DECL std::optional<memory_kind> device_list::default_memory_kind() const {
+  for (const auto& d : devices_) {
+    if (d.process_index == current_) return memory_kind::device;
+  }
+  return std::nullopt;
+}
+
+DEVICEKIT_DECL const std::string& device_list::device_kind() const {
+  if (devices_.empty()) throw config_error("device_list::device_kind: the list has no devices, so no device kind");
+  const process_device& first = devices_.front();
+  for (const auto& d : devices_) {
+    if (d.device_kind == first.device_kind) continue;
+    const auto name = [](const process_device& p) {
+      return p.device_kind.empty() ? std::string("an unknown kind") : "'" + p.device_kind + "'";
+    };
+    throw config_error("device_list::device_kind: the devices are of different kinds: " + first.str() + " is " +
+                       name(first) + ", " + d.str() + " is " + name(d) +
+                       "; ask each device (process_device::device_kind), or make a list of one kind");
+  }
+  return first.device_kind;
+}
+
+DEVICEKIT_DECL std::optional<memory_kind> check_and_canonicalize_memory_kind(std::optional<memory_kind> kind,
+                                                                             const device_list& devices) {
+  if (!kind) return devices.default_memory_kind();
+  const std::vector<process_device> mine = devices.addressable_devices();
+  if (mine.empty()) return kind;  // another process's devices: nothing here to check against
+  const std::vector<memory_kind> kinds = devices.memory_kinds();
+  if (std::find(kinds.begin(), kinds.end(), *kind) != kinds.end()) return kind;
+  throw config_error("memory kind '" + std::string(to_string(*kind)) + "' is not addressable by " +
+                     detail::addressable_text(mine) + ", which can address: " + detail::memory_kind_names(kinds));
+}
+
+DEVICEKIT_DECL std::optional<memory_kind> check_and_canonicalize_memory_kind(std::optional<std::string_view> kind,
+                                                                             const device_list& devices) {
+  if (!kind) return devices.default_memory_kind();
+  memory_kind parsed{};
+  try {
+    parsed = parse_memory_kind(*kind);
+  } catch (const config_error&) {
+    const std::vector<process_device> mine = devices.addressable_devices();
+    throw config_error("memory kind '" + std::string(*kind) + "' is not a memory kind" +
+                       (mine.empty() ? "; valid kinds: device, pinned_host, host (or unpinned_host)"
+                                     : "; " + detail::addressable_text(mine) +
+                                           " can address: " + detail::memory_kind_names(devices.memory_kinds()) +
+                                           " (host is also spelled unpinned_host)"));
+  }
+  return check_and_canonicalize_memory_kind(std::optional<memory_kind>(parsed), devices);
 }
 
 DEVICEKIT_DECL const process_device& device_list::by_id(int id) const {

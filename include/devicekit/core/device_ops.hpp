@@ -17,6 +17,7 @@
 /// (they work under scoped_device; a thread that had chosen no device keeps `dev` afterwards, as
 /// scoped_device documents).
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 
@@ -25,9 +26,6 @@
 
 namespace devicekit {
 namespace detail {
-
-/// Throws config_error unless `dev` is a cuda device this process sees.
-DEVICEKIT_DECL void check_cuda_ordinal(device dev, const char* operation);
 
 /// Checks the pair for the peer-access calls: two cuda devices this process sees.
 DEVICEKIT_DECL void check_peer_pair(device a, device b, const char* operation);

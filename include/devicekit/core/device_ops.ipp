@@ -16,29 +16,6 @@ namespace devicekit {
 
 namespace detail {
 
-DEVICEKIT_DECL void check_cuda_ordinal(device dev, const char* operation) {
-#if DEVICEKIT_HAS_CUDA
-  int count = 0;
-  const cudaError_t r = cudaGetDeviceCount(&count);
-  std::string why;
-  if (r == cudaErrorNoDevice || r == cudaErrorInsufficientDriver) {
-    (void)cudaGetLastError();
-    count = 0;
-    why = std::string(" (cudaGetDeviceCount: ") + cudaGetErrorName(r) + ")";
-  } else {
-    DEVICEKIT_CUDA_CHECK(r);
-  }
-  if (dev.ordinal() >= 0 && dev.ordinal() < count) return;
-  throw config_error(std::string(operation) + ": " + dev.str() + " does not exist: this process sees " +
-                     std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + why +
-                     (count > 0 ? ", cuda:0 to cuda:" + std::to_string(count - 1) : std::string()) +
-                     " (CUDA_VISIBLE_DEVICES chooses which)");
-#else
-  throw config_error(std::string(operation) + " on " + dev.str() +
-                     ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
-#endif
-}
-
 DEVICEKIT_DECL void check_peer_pair(device a, device b, const char* operation) {
   const std::string call = std::string(operation) + "(" + a.str() + ", " + b.str() + ")";
   for (const device d : {a, b}) {
@@ -47,8 +24,8 @@ DEVICEKIT_DECL void check_peer_pair(device a, device b, const char* operation) {
                          " is the host (device copies reach host memory through pinned staging)");
     }
   }
-  check_cuda_ordinal(a, call.c_str());
-  check_cuda_ordinal(b, call.c_str());
+  check_device_exists(a, call);
+  check_device_exists(b, call);
 }
 
 #if DEVICEKIT_HAS_CUDA
@@ -88,7 +65,7 @@ DEVICEKIT_DECL peer_access_state try_enable_peer_access(int accessor, int owner)
 
 DEVICEKIT_DECL void synchronize(device dev) {
   if (dev.is_cpu()) return;
-  detail::check_cuda_ordinal(dev, "synchronize");
+  detail::check_device_exists(dev, "synchronize");
 #if DEVICEKIT_HAS_CUDA
   scoped_device on(dev.ordinal());
   DEVICEKIT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -97,7 +74,7 @@ DEVICEKIT_DECL void synchronize(device dev) {
 
 DEVICEKIT_DECL bool is_idle(device dev) {
   if (dev.is_cpu()) return true;
-  detail::check_cuda_ordinal(dev, "is_idle");
+  detail::check_device_exists(dev, "is_idle");
 #if DEVICEKIT_HAS_CUDA
   scoped_device on(dev.ordinal());
   const auto done = [](cudaStream_t s) {

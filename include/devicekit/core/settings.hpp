@@ -1,8 +1,15 @@
 #pragma once
 /// \file
 /// `settings`: what a program (or its environment) asks of device selection. Modelled on
-/// Kokkos' InitializationSettings: optional fields with set_x / has_x / get_x, filled either in
-/// code or from the environment by `settings::from_environment()`.
+/// Kokkos' InitializationSettings: optional fields with set_x / has_x / get_x.
+///
+/// Settings a program builds start from the environment: what is set in code wins, and the
+/// environment variables below fill what code left unset when the settings are used (a manager's
+/// constructor, default_manager, or `with_environment()`). `settings::without_environment()`
+/// reads none (tests, and programs that configure everything in code);
+/// `settings::from_environment()` reads them all at once. A variable whose field code set is never
+/// read, so a bad value there is no error; a bad value of one that is read is a config_error
+/// naming the variable.
 ///
 /// Environment variables read:
 ///   DEVICEKIT_PREFER   auto | cuda | cpu   (anything else: config_error listing these)
@@ -61,11 +68,30 @@ namespace detail {
 
 class settings {
  public:
+  /// Nothing set in code; the environment fills every field when the settings are used.
   settings() = default;
 
-  /// Reads DEVICEKIT_PREFER, DEVICEKIT_DEVICE, DEVICEKIT_PLATFORMS and DEVICEKIT_NVML_LIBRARY.
+  /// Reads every variable above now: the settings with_environment() gives for settings{}.
   /// Throws config_error on a bad value.
   [[nodiscard]] static settings from_environment();
+
+  /// Settings that ignore the environment: what is not set in code keeps its default (for tests,
+  /// and for programs that want no variable to change what they configured).
+  [[nodiscard]] static settings without_environment() {
+    settings s;
+    s.use_environment_ = false;
+    return s;
+  }
+
+  /// Whether the environment still fills what code left unset when these settings are used:
+  /// true for settings{} until with_environment() has read it, false for without_environment().
+  [[nodiscard]] bool reads_environment() const noexcept { return use_environment_; }
+
+  /// The effective settings: these, with every field code left unset filled from its environment
+  /// variable (when reads_environment()); variables of fields set in code are not read. What a
+  /// manager does with the settings it is given (its config() shows the result). Throws
+  /// config_error naming the variable on a bad value. The result no longer reads the environment.
+  [[nodiscard]] settings with_environment() const;
 
   settings& set_prefer(device_preference p) {
     prefer_ = p;
@@ -97,7 +123,10 @@ class settings {
     collective_memory_size_ = bytes;
     return *this;
   }
-  [[nodiscard]] std::uint64_t get_collective_memory_size() const noexcept { return collective_memory_size_; }
+  [[nodiscard]] bool has_collective_memory_size() const noexcept { return collective_memory_size_.has_value(); }
+  [[nodiscard]] std::uint64_t get_collective_memory_size() const noexcept {
+    return collective_memory_size_.value_or(0);
+  }
   /// Platform priority at run time: only detectors whose answer is of a listed platform count,
   /// and among those the earliest platform in the list wins, whatever the compile-time order
   /// of `first_available<D...>` (which still orders detectors of the same platform). A list
@@ -148,7 +177,8 @@ class settings {
   std::optional<std::string> nvml_library_;
   std::map<std::string, std::string> environment_;
   std::optional<allocator_kind> allocator_;
-  std::uint64_t collective_memory_size_ = 0;
+  std::optional<std::uint64_t> collective_memory_size_;
+  bool use_environment_ = true;
 
   void read_memory_environment();
 };

@@ -68,25 +68,38 @@ DEVICEKIT_DECL std::optional<std::string> getenv_string(const char* name) {
 }
 }  // namespace detail
 
-DEVICEKIT_DECL settings settings::from_environment() {
-  settings s;
-  if (auto p = detail::getenv_string("DEVICEKIT_PREFER")) {
-    s.set_prefer(parse_device_preference(*p, "DEVICEKIT_PREFER"));
+DEVICEKIT_DECL settings settings::from_environment() { return settings{}.with_environment(); }
+
+DEVICEKIT_DECL settings settings::with_environment() const {
+  settings s = *this;
+  if (!use_environment_) return s;
+  s.use_environment_ = false;
+  // Only the variables of fields code left unset are read: code wins, whatever the variable says.
+  if (!s.prefer_) {
+    if (auto p = detail::getenv_string("DEVICEKIT_PREFER")) {
+      s.set_prefer(parse_device_preference(*p, "DEVICEKIT_PREFER"));
+    }
   }
-  if (auto d = detail::getenv_string("DEVICEKIT_DEVICE"); d && !d->empty()) {
-    try {
-      s.set_device(device::parse(*d));
-    } catch (const config_error& e) {
-      throw config_error(std::string("DEVICEKIT_DEVICE: ") + e.what());
+  if (!s.device_) {
+    if (auto d = detail::getenv_string("DEVICEKIT_DEVICE"); d && !d->empty()) {
+      try {
+        s.set_device(device::parse(*d));
+      } catch (const config_error& e) {
+        throw config_error(std::string("DEVICEKIT_DEVICE: ") + e.what());
+      }
     }
   }
   s.read_memory_environment();
-  if (auto p = detail::getenv_string("DEVICEKIT_PLATFORMS")) {
-    s.set_platforms(parse_platform_list(*p, "DEVICEKIT_PLATFORMS"));
-    s.platforms_source_ = "DEVICEKIT_PLATFORMS";
+  if (!s.platforms_) {
+    if (auto p = detail::getenv_string("DEVICEKIT_PLATFORMS")) {
+      s.set_platforms(parse_platform_list(*p, "DEVICEKIT_PLATFORMS"));
+      s.platforms_source_ = "DEVICEKIT_PLATFORMS";
+    }
   }
-  if (auto lib = detail::getenv_string("DEVICEKIT_NVML_LIBRARY"); lib && !lib->empty()) {
-    s.set_nvml_library(*lib);
+  if (!s.nvml_library_) {
+    if (auto lib = detail::getenv_string("DEVICEKIT_NVML_LIBRARY"); lib && !lib->empty()) {
+      s.set_nvml_library(*lib);
+    }
   }
   return s;
 }
@@ -110,11 +123,15 @@ DEVICEKIT_DECL std::vector<std::string> settings::apply_environment() const {
 }
 
 DEVICEKIT_DECL void settings::read_memory_environment() {
-  if (auto a = detail::getenv_string("DEVICEKIT_ALLOCATOR"); a && !a->empty()) {
-    set_allocator(parse_allocator_kind(*a, "DEVICEKIT_ALLOCATOR"));
+  if (!allocator_) {
+    if (auto a = detail::getenv_string("DEVICEKIT_ALLOCATOR"); a && !a->empty()) {
+      set_allocator(parse_allocator_kind(*a, "DEVICEKIT_ALLOCATOR"));
+    }
   }
-  if (auto c = detail::getenv_string("DEVICEKIT_COLLECTIVE_MEMORY_SIZE"); c && !c->empty()) {
-    set_collective_memory_size(parse_byte_size(*c, "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"));
+  if (!collective_memory_size_) {
+    if (auto c = detail::getenv_string("DEVICEKIT_COLLECTIVE_MEMORY_SIZE"); c && !c->empty()) {
+      set_collective_memory_size(parse_byte_size(*c, "DEVICEKIT_COLLECTIVE_MEMORY_SIZE"));
+    }
   }
 }
 

@@ -101,7 +101,8 @@ class stream {
   /// An inline stream on the CPU.
   stream() noexcept = default;
 
-  /// A new non-blocking stream on `dev` (cuda), or the inline stream (cpu).
+  /// A new non-blocking stream on `dev` (cuda), or the inline stream (cpu). config_error for a cuda
+  /// device this process does not have (core/device_exists.hpp).
   explicit stream(device dev);
 
   stream(const stream&) = delete;

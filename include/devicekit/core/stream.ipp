@@ -5,6 +5,7 @@
 /// DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/detail/driver_entry_point.hpp>
+#include <devicekit/core/device_exists.hpp>
 
 #include <utility>
 
@@ -39,6 +40,7 @@ DEVICEKIT_DECL scoped_device::scoped_device(int ordinal, std::nothrow_t) noexcep
 
 DEVICEKIT_DECL stream::stream(device dev) : device_(dev) {
   if (dev.is_cpu()) return;
+  detail::check_device_exists(dev, "stream");
 #if DEVICEKIT_HAS_CUDA
   scoped_device on(dev.ordinal());
   DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
@@ -49,9 +51,6 @@ DEVICEKIT_DECL stream::stream(device dev) : device_(dev) {
     (void)cudaStreamDestroy(std::exchange(handle_, nullptr));
     throw;
   }
-#else
-  throw config_error("cannot create a stream on " + dev.str() +
-                     ": devicekit was built without CUDA (DEVICEKIT_HAS_CUDA is 0)");
 #endif
 }
 

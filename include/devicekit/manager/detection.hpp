@@ -26,18 +26,34 @@ DEVICEKIT_DECL void normalize_capabilities(capabilities& caps, const settings& c
 /// device is not among those found.
 [[nodiscard]] DEVICEKIT_DECL device choose_default_device(const capabilities& caps, const settings& config);
 
-/// The total memory of `d`, one of the detected devices or cpu:0; config_error otherwise.
-[[nodiscard]] DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d);
+/// The properties of `d`, one of the detected devices; config_error naming them otherwise.
+[[nodiscard]] DEVICEKIT_DECL const device_properties& properties_of(const capabilities& caps, device d);
+
+/// The total memory of `d`, one of the detected devices or cpu:0; config_error otherwise (for a
+/// device this process does not have, the one every call gives, named after `operation`).
+[[nodiscard]] DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d,
+                                                           const char* operation = "device_manager");
 
 /// A device a detector listed but devicekit cannot use (a GPU only NVML sees) is refused here,
 /// before any CUDA call, with the reason, rather than failing deep in the runtime.
 DEVICEKIT_DECL void check_usable(const capabilities& caps, device d);
+/// check_usable for each of `devs`, before placement over several devices places on any: a
+/// described or unusable device says so, rather than that the process lacks it.
+DEVICEKIT_DECL void check_usable(const capabilities& caps, const std::vector<device>& devs);
 
 /// The devices whose device-kind pools a manager reports: its devices and cpu:0.
 [[nodiscard]] DEVICEKIT_DECL std::vector<device> memory_devices_of(const capabilities& caps);
 
-/// Placement goes to the host or to one of the detected devices; device_mismatch otherwise.
-DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev);
+/// Placement goes to the host or to one of the detected devices; device_mismatch otherwise, and
+/// config_error for a device this process does not have (core/device_exists.hpp).
+DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev, const char* operation = "place");
+
+/// Where a manager's placement without a device goes: the innermost default_device_scope's device
+/// (place/default_device.hpp), checked to be the host or one of the detected devices (a
+/// device_mismatch that names the scope and `operation` otherwise; the config_error of a device the
+/// process does not have, naming the scope too), else `fallback` (the manager's default device).
+[[nodiscard]] DEVICEKIT_DECL device placement_default_of(const capabilities& caps, device fallback,
+                                                         const char* operation);
 
 }  // namespace devicekit::detail
 

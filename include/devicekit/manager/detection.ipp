@@ -8,6 +8,7 @@
 #include <devicekit/detect/host.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/manager/errors.hpp>
+#include <devicekit/place/default_device.hpp>
 
 #include <algorithm>
 #include <string>
@@ -48,11 +49,20 @@ DEVICEKIT_DECL device choose_default_device(const capabilities& caps, const sett
   throw unavailable_default_device_error(wanted, caps);
 }
 
-DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d) {
+DEVICEKIT_DECL const device_properties& properties_of(const capabilities& caps, device d) {
+  for (const auto& p : caps.devices) {
+    if (p.id == d) return p;
+  }
+  if (auto missing = missing_device_of_manager(d, "properties", device_names(caps))) throw *missing;
+  throw not_a_device_error(d, device_names(caps));
+}
+
+DEVICEKIT_DECL std::uint64_t total_memory_of(const capabilities& caps, device d, const char* operation) {
   for (const auto& p : caps.devices) {
     if (p.id == d) return p.total_memory_bytes;
   }
   if (d == device::cpu()) return caps.host.total_memory_bytes;
+  if (auto missing = missing_device_of_manager(d, operation, device_names(caps))) throw *missing;
   throw not_a_memory_device_error(d, device_names(caps));
 }
 
@@ -61,6 +71,10 @@ DEVICEKIT_DECL void check_usable(const capabilities& caps, device d) {
     if (p.id == d && p.compile_only) throw compile_only_device_error(d, p);
     if (p.id == d && !p.usable()) throw unusable_device_error(d, p);
   }
+}
+
+DEVICEKIT_DECL void check_usable(const capabilities& caps, const std::vector<device>& devs) {
+  for (const device d : devs) check_usable(caps, d);
 }
 
 DEVICEKIT_DECL std::vector<device> memory_devices_of(const capabilities& caps) {
@@ -73,12 +87,26 @@ DEVICEKIT_DECL std::vector<device> memory_devices_of(const capabilities& caps) {
   return out;
 }
 
-DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev) {
+DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev, const char* operation) {
   if (dev.is_cpu()) return;
   for (const auto& p : caps.devices) {
     if (p.id == dev) return;
   }
+  if (auto missing = missing_device_of_manager(dev, operation, device_names(caps))) throw *missing;
   throw not_a_placement_device_error(dev, device_names(caps));
+}
+
+DEVICEKIT_DECL device placement_default_of(const capabilities& caps, device fallback, const char* operation) {
+  const auto scoped = scoped_default_device();
+  if (!scoped) return fallback;
+  try {
+    check_placement_device(caps, *scoped, operation);
+  } catch (const device_mismatch&) {
+    throw scoped_device_mismatch_error(operation, *scoped, device_names(caps));
+  } catch (const config_error& e) {  // a device the process does not have: that error, naming the scope
+    throw config_error(std::string(e.what()) + "; the default_device_scope asks for it");
+  }
+  return *scoped;
 }
 
 }  // namespace devicekit::detail

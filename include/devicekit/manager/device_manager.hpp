@@ -87,13 +87,18 @@ class device_manager {
   using strategy_type = Strategy;
   using scheme_type = Scheme;
 
-  /// Detects with settings read from the environment (DEVICEKIT_PREFER, DEVICEKIT_DEVICE).
-  /// Throws config_error on a bad environment value.
-  device_manager() : device_manager(settings::from_environment()) {}
+  /// Detects with settings read from the environment (DEVICEKIT_PREFER, DEVICEKIT_DEVICE, ...:
+  /// core/settings.hpp). Throws config_error on a bad environment value.
+  device_manager() : device_manager(settings{}) {}
 
+  /// Detects with `config`, whose unset fields the environment fills unless it was made with
+  /// settings::without_environment() (settings::with_environment(); config() shows the result):
+  /// `device_manager<> dm(dk::settings{}.set_platforms(...))` still honours DEVICEKIT_DEVICE.
+  /// Throws config_error on a bad value of a variable it reads.
   explicit device_manager(settings config, Detector detector = Detector{}, Strategy strategy = Strategy{},
                           Scheme scheme = Scheme{})
       : detector_(std::move(detector)), strategy_(std::move(strategy)), scheme_(std::move(scheme)) {
+    config = config.with_environment();
     state_.environment = apply_environment_before_detection(config);
     state_.caps = run_detector(detector_, config);
     detail::normalize_capabilities(state_.caps, config);
@@ -111,6 +116,7 @@ class device_manager {
       : device_manager(cfg.config, std::move(detector), dynamic_strategy(cfg.strategy), std::move(scheme)) {}
 
   [[nodiscard]] const devicekit::capabilities& capabilities() const noexcept { return state_.caps; }
+  /// The effective settings: those given, with what the environment filled in.
   [[nodiscard]] const settings& config() const noexcept { return state_.config; }
   [[nodiscard]] const Strategy& strategy() const noexcept { return strategy_; }
   [[nodiscard]] const Scheme& scheme() const noexcept { return scheme_; }
@@ -138,12 +144,7 @@ class device_manager {
   [[nodiscard]] const std::string& fallback_reason() const noexcept { return state_.caps.fallback_reason; }
 
   /// Properties of one of this manager's devices; config_error if it has no such device.
-  [[nodiscard]] const device_properties& properties(device d) const {
-    for (const auto& p : state_.caps.devices) {
-      if (p.id == d) return p;
-    }
-    throw detail::not_a_device_error(d, device_names());
-  }
+  [[nodiscard]] const device_properties& properties(device d) const { return detail::properties_of(state_.caps, d); }
 
   /// This process's devices as a device_list (global ids, process index, local hardware ids,
   /// device kinds) under process context `p` (default: the launcher's environment; one process
@@ -193,11 +194,13 @@ class device_manager {
   /// A copy of `tree` on every device of this manager.
   template <class T>
   [[nodiscard]] auto replicate(const T& tree) {
+    detail::check_usable(state_.caps, devices());
     return devicekit::replicate(tree, devices(), [this](device d) -> device_memory& { return placement_memory(d); });
   }
   /// `tree` split along `axis` over this manager's devices (see place/shard.hpp).
   template <class T>
   [[nodiscard]] auto shard(const T& tree, std::size_t axis = 0, uneven policy = uneven::error) {
+    detail::check_usable(state_.caps, devices());
     return devicekit::shard(tree, devices(), axis, policy,
                             [this](device d) -> device_memory& { return placement_memory(d); });
   }
@@ -218,6 +221,7 @@ class device_manager {
       devs.push_back(s.dev);
       whole = whole && s.whole;
     }
+    detail::check_usable(state_.caps, devs);
     if constexpr (requires { Scheme::uneven; }) {
       return devicekit::shard(tree, devs, 0, Scheme::uneven, placement_selector());
     } else if constexpr (requires { Scheme::splits_batch; }) {
@@ -276,7 +280,7 @@ class device_manager {
   /// On a GPU the budget is reduced by the settings' collective_memory_size (config_error when the
   /// reserve exceeds the device's memory).
   [[nodiscard]] memory_budget budget(device d) const {
-    const memory_budget b = budget_for(strategy_, d.kind(), total_memory(d));
+    const memory_budget b = budget_for(strategy_, d.kind(), total_memory(d, "budget"));
     if (!d.is_cuda()) return b;
     return reserve_for_collectives(b, state_.config.get_collective_memory_size(), d.str());
   }
@@ -303,9 +307,10 @@ class device_manager {
   /// not have, and for pinned_host where there is no CUDA device to pin memory for, saying what
   /// to use instead.
   [[nodiscard]] device_memory& memory(device d, memory_kind kind) {
-    (void)total_memory(d);  // validates d
+    (void)total_memory(d, "memory");  // validates d
     if (kind == memory_kind::host) d = device::cpu();
     check_usable(d);
+    detail::check_device_exists(d, "memory");  // a detected device need not exist (fixed_detector)
     if (kind == memory_kind::pinned_host) detail::check_pinned(d, has_gpu(), fallback_reason());
     const memory_kind slot_kind = kind == memory_kind::pinned_host ? kind : memory_kind::device;
     return state_.pools.get(d, slot_kind, allocator(), [&] { return pool_config_for(d); });
@@ -329,7 +334,8 @@ class device_manager {
   /// pool. config_error for a device this manager does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
-    out.bytes_limit = budget(d).budget_bytes;  // validates d
+    (void)total_memory(d, "memory_stats");  // validates d
+    out.bytes_limit = budget(d).budget_bytes;
     for (const device_memory* m : state_.pools.pools_of(d)) out += m->stats();
     return out;
   }
@@ -340,7 +346,7 @@ class device_manager {
   [[nodiscard]] device_memory_stats memory_stats(device d, memory_kind kind) const {
     device_memory_stats out;
     const bool host_memory = kind != memory_kind::device || d.is_cpu();
-    if (d.is_cuda()) (void)total_memory(d);  // validates d
+    if (d.is_cuda()) (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(host_memory ? device::cpu() : d).budget_bytes;
     for (const device_memory* m : state_.pools.pools_of(d, kind)) out += m->stats();
     return out;
@@ -349,7 +355,7 @@ class device_manager {
   /// The live allocations on `d` (jaxlib's live_buffers), from the same pools as
   /// memory_stats(d), by address; each with its source location when the pool tracks.
   [[nodiscard]] std::vector<allocation_record> live_buffers(device d) const {
-    (void)total_memory(d);
+    (void)total_memory(d, "live_buffers");
     std::vector<allocation_record> out;
     for (const device_memory* m : state_.pools.pools_of(d)) {
       auto live = m->live_allocations();
@@ -360,7 +366,7 @@ class device_manager {
   }
 
  private:
-  [[nodiscard]] std::uint64_t total_memory(device d) const { return detail::total_memory_of(state_.caps, d); }
+  std::uint64_t total_memory(device d, const char* op) const { return detail::total_memory_of(state_.caps, d, op); }
   void check_usable(device d) const { detail::check_usable(state_.caps, d); }
 
   friend struct detail::global_manager_access;
@@ -376,17 +382,9 @@ class device_manager {
   /// The pool placement on `d` allocates from (every cpu ordinal is the host).
   [[nodiscard]] device_memory& placement_memory(device d) { return memory(d.is_cpu() ? device::cpu() : d); }
 
-  /// Where placement without a device goes: the innermost default_device_scope's device (checked
-  /// to be one of this manager's), else the manager's default device.
+  /// Where placement without a device goes (detail::placement_default_of).
   [[nodiscard]] device placement_default(const char* operation) const {
-    const auto scoped = scoped_default_device();
-    if (!scoped) return state_.default_device;
-    try {
-      check_placement_device(*scoped);
-    } catch (const device_mismatch&) {
-      throw detail::scoped_device_mismatch_error(operation, *scoped, device_names());
-    }
-    return *scoped;
+    return detail::placement_default_of(state_.caps, state_.default_device, operation);
   }
 
   void check_placement_device(device dev) const { detail::check_placement_device(state_.caps, dev); }

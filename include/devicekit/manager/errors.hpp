@@ -12,6 +12,7 @@
 #include <devicekit/distribute/scheme.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,12 @@ namespace devicekit::detail {
 
 /// The ids of the devices a detector found ("cuda:0, cuda:1"), or "none".
 [[nodiscard]] DEVICEKIT_DECL std::string device_names(const capabilities& caps);
+
+/// A device that is not one of the manager's devices and that this process does not have at all:
+/// the config_error every public call gives for it (core/device_exists.hpp), with the manager's
+/// devices named too; nullopt when the process has `d` (the caller then gives its own error).
+[[nodiscard]] DEVICEKIT_DECL std::optional<config_error> missing_device_of_manager(device d, const char* operation,
+                                                                                   const std::string& names);
 
 /// `d` is not one of the manager's devices (properties(d)).
 [[nodiscard]] DEVICEKIT_DECL config_error not_a_device_error(device d, const std::string& names);

@@ -4,6 +4,7 @@
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/manager/errors.hpp>
 
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/detect/detectors.hpp>
 
 #include <optional>
@@ -15,6 +16,13 @@ DEVICEKIT_DECL std::string device_names(const capabilities& caps) {
   std::string s;
   for (const auto& p : caps.devices) s += (s.empty() ? "" : ", ") + p.id.str();
   return s.empty() ? "none" : s;
+}
+
+DEVICEKIT_DECL std::optional<config_error> missing_device_of_manager(device d, const char* operation,
+                                                                     const std::string& names) {
+  if (device_exists(d)) return std::nullopt;
+  return config_error(missing_device_error(d, operation).what() +
+                      ("; it is not one of this manager's devices either (" + names + ")"));
 }
 
 DEVICEKIT_DECL config_error not_a_device_error(device d, const std::string& names) {

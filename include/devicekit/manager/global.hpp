@@ -18,8 +18,10 @@
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/report/report.hpp>
 
+#include <concepts>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -49,20 +51,49 @@ inline global_manager& global() {
   static global_manager* g = new global_manager;
   return *g;
 }
+
+/// default_manager's body: the global manager, made from `config` and `strategy` if there is none
+/// yet, else re-initialised from them in place when `force_reinit`. What is not given is kept from
+/// the current manager (its effective settings, its strategy); on first creation it is the
+/// environment's settings and the balanced strategy.
+DEVICEKIT_DECL default_manager_type& make_default_manager(std::optional<settings> config,
+                                                          std::optional<dynamic_strategy> strategy, bool force_reinit);
 }  // namespace detail
 
 /// The process-wide manager, created on first use from the environment.
 DEVICEKIT_DECL default_manager_type& default_manager();
 
-/// The process-wide manager under `config` and memory `strategy`. With `force_reinit` an
-/// existing manager is re-detected under the new settings and strategy in place (references to
-/// it stay valid); without it, an existing manager is returned unchanged. Re-initialising while
-/// other threads use the manager is a data race: do it at start-up. Its pools are the process's
+/// The process-wide manager under `config` (its unset fields filled from the environment, as any
+/// manager's: settings::with_environment) and memory `strategy`. With `force_reinit` an existing
+/// manager is re-detected under the new settings and strategy in place (references to it stay
+/// valid); without it, an existing manager is returned unchanged. Re-initialising while other
+/// threads use the manager is a data race: do it at start-up. Its pools are the process's
 /// (memory/registry.hpp): those of the old configuration are replaced on the next memory(dev)
 /// and kept alive for what is still allocated from them.
 DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy);
-/// The same with the balanced strategy (a re-initialisation goes back to it).
+
+/// The same with any memory strategy policy: `default_manager(settings, true, dk::aggressive{})`,
+/// `dk::custom_fraction<1, 2>{}`, a `runtime_fraction` (described by describe_strategy).
+template <memory_strategy S>
+requires(!std::same_as<S, dynamic_strategy>) default_manager_type& default_manager(settings config, bool force_reinit,
+                                                                                   const S& strategy) {
+  return default_manager(std::move(config), force_reinit, dynamic_strategy(describe_strategy(strategy)));
+}
+
+/// The same with settings alone. A re-initialisation changes the settings only and keeps the
+/// manager's current memory strategy (pass one to change it too); a manager made by this call
+/// gets the balanced strategy.
 DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit);
+
+/// The same with a memory strategy alone (`default_manager(dk::aggressive{}, true)`). A
+/// re-initialisation changes the strategy only and re-detects under the manager's current settings
+/// (its config(): what it was given, with what the environment filled in then); a manager made by
+/// this call reads its settings from the environment.
+template <memory_strategy S>
+default_manager_type& default_manager(const S& strategy, bool force_reinit) {
+  return detail::make_default_manager(std::nullopt, dynamic_strategy(describe_strategy(strategy)), force_reinit);
+}
+
 /// The same with settings and strategy from `cfg` (e.g. generative_model_preset().manager()).
 DEVICEKIT_DECL default_manager_type& default_manager(const manager_config& cfg, bool force_reinit);
 

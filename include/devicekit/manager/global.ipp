@@ -19,20 +19,31 @@ DEVICEKIT_DECL default_manager_type& default_manager() {
   return *g.instance;
 }
 
-DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy) {
-  auto& g = detail::global();
+namespace detail {
+DEVICEKIT_DECL default_manager_type& make_default_manager(std::optional<settings> config,
+                                                          std::optional<dynamic_strategy> strategy, bool force_reinit) {
+  auto& g = global();
   std::lock_guard lock(g.mutex);
   if (g.instance == nullptr) {
-    g.instance = new default_manager_type(std::move(config), {}, std::move(strategy));
+    g.instance = new default_manager_type(config ? std::move(*config) : settings{}, {},
+                                          strategy ? std::move(*strategy) : dynamic_strategy{});
   } else if (force_reinit) {
-    *g.instance = default_manager_type(std::move(config), {}, std::move(strategy));
+    // What was not given stays as it is: read before the manager is replaced.
+    settings next_config = config ? std::move(*config) : g.instance->config();
+    dynamic_strategy next_strategy = strategy ? std::move(*strategy) : g.instance->strategy();
+    *g.instance = default_manager_type(std::move(next_config), {}, std::move(next_strategy));
   }
-  detail::global_manager_access::share_process_pools(*g.instance);
+  global_manager_access::share_process_pools(*g.instance);
   return *g.instance;
+}
+}  // namespace detail
+
+DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit, dynamic_strategy strategy) {
+  return detail::make_default_manager(std::move(config), std::move(strategy), force_reinit);
 }
 
 DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit) {
-  return default_manager(std::move(config), force_reinit, dynamic_strategy{});
+  return detail::make_default_manager(std::move(config), std::nullopt, force_reinit);
 }
 
 DEVICEKIT_DECL default_manager_type& default_manager(const manager_config& cfg, bool force_reinit) {

@@ -43,7 +43,7 @@ struct memory_space {
 /// accepts them). config_error for a device `m` does not have.
 template <class Manager>
 [[nodiscard]] std::vector<memory_kind> memory_kinds(const Manager& m, device d) {
-  (void)detail::total_memory_of(m.capabilities(), d);  // config_error naming the manager's devices
+  (void)detail::total_memory_of(m.capabilities(), d, "memory_kinds");  // config_error naming the manager's devices
   std::vector<memory_kind> kinds{memory_kind::device};
   if (detail::pinned_available(d, m.has_gpu())) kinds.push_back(memory_kind::pinned_host);
   kinds.push_back(memory_kind::host);
@@ -54,7 +54,7 @@ template <class Manager>
 /// cpu device that is host memory).
 template <class Manager>
 [[nodiscard]] memory_kind default_memory_kind(const Manager& m, device d) {
-  (void)detail::total_memory_of(m.capabilities(), d);
+  (void)detail::total_memory_of(m.capabilities(), d, "default_memory_kind");
   return memory_kind::device;
 }
 

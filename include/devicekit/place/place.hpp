@@ -23,6 +23,7 @@
 /// allows it, staging otherwise). A placed source must be ready: work that produces it on another
 /// stream must have finished (the stream-less overloads finish their copies before returning).
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/stream.hpp>
@@ -68,6 +69,7 @@ template <class T, placement_resource R>
 [[nodiscard]] auto place(const T& tree, device dev, R& resource) {
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
+    detail::check_device_exists(dev, "place");  // before the stream of `dev` is made
     const auto from = detail::source_device(tree, "place");
     stream_ref s = detail::default_ordered_stream(dev, from);
     auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished);

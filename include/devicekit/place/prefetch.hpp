@@ -279,6 +279,7 @@ class prefetch_view : public std::ranges::view_interface<prefetch_view<R, Res>> 
 template <std::ranges::viewable_range R, placement_resource Res>
 [[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth, Res& resource,
                             native_stream_handle consumer = nullptr) {
+  detail::check_device_exists(dev, "prefetch");
   return prefetch_view<std::views::all_t<R>, Res>(std::views::all(std::forward<R>(source)), dev, depth, resource,
                                                   consumer);
 }
@@ -287,12 +288,14 @@ template <std::ranges::viewable_range R, placement_resource Res>
 /// copy (cuda; the legacy default stream if none).
 template <std::ranges::viewable_range R>
 [[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth = 2, native_stream_handle consumer = nullptr) {
+  detail::check_device_exists(dev, "prefetch");
   return prefetch(std::forward<R>(source), dev, depth, default_placement_resource(dev), consumer);
 }
 
 /// prefetch for kernels on `consumer` (a stream of `dev`).
 template <std::ranges::viewable_range R>
 [[nodiscard]] auto prefetch(R&& source, device dev, std::size_t depth, stream_ref consumer) {
+  detail::check_device_exists(dev, "prefetch");
   detail::check_stream(consumer, dev, "prefetch");
   return prefetch(std::forward<R>(source), dev, depth, default_placement_resource(dev), consumer.native_handle());
 }

@@ -8,7 +8,8 @@
 ///                               (the copy that filled `placed`): other code makes its own stream
 ///                               wait for it (`cudaStreamWaitEvent(theirs, ev.native_handle(), 0)`
 ///                               or `ev.wait(stream_ref(theirs))`) and then reads the tree there
-///   record_ready(shards, {s...})  one event per device for what replicate and shard return
+///   record_ready(shards, streams) one event per device for what replicate and shard return
+///                               (`streams`: {s...}, a std::vector<stream>, any range of streams)
 ///   wait_ready(s, producer)     devicekit's work queued on `s` after this call waits for the work
 ///                               an external producer recorded in its event `producer`
 ///
@@ -26,6 +27,7 @@
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
@@ -34,8 +36,11 @@
 #include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 
+#include <concepts>
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -142,6 +147,7 @@ class ready_event {
 inline void wait_ready(stream_ref s, native_event_handle producer) {
   if (producer == nullptr) return;
 #if DEVICEKIT_HAS_CUDA
+  detail::check_device_exists(s.get_device(), "wait_ready");
   if (s.get_device().is_cpu()) {
     DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(producer));
     return;
@@ -193,6 +199,7 @@ requires(!detail::is_per_device_v<T>) [[nodiscard]] ready_event record_ready(con
   const std::optional<device> dev = detail::source_device(placed, "record_ready");
   if (!dev) return {};
   if (s.get_device() != *dev) {
+    detail::check_device_exists(s.get_device(), "record_ready");
     throw device_mismatch("record_ready: the tree is on " + dev->str() + " but the stream is on " +
                               s.get_device().str() + "; record on a stream of " + dev->str() +
                               " (the one its work was queued on)",
@@ -205,21 +212,32 @@ requires(!detail::is_per_device_v<T>) [[nodiscard]] ready_event record_ready(con
 #endif
 }
 
-/// One event per device for what replicate and shard return: `streams[i]`, a stream of
-/// `placed.devices[i]`, records the event of `placed[i]` (record_ready). config_error unless
-/// there is one stream per tree. A consumer waits for each event it needs.
-template <class Tree>
-[[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed,
-                                                    const std::vector<stream_ref>& streams) {
-  if (streams.size() != placed.size()) {
-    throw config_error("record_ready: " + std::to_string(streams.size()) + " stream(s) for trees on " +
+/// One event per device for what replicate and shard return: the i-th of `streams`, a stream of
+/// `placed.devices[i]`, records the event of `placed[i]` (record_ready). `streams` is any range
+/// of things that convert to stream_ref: a `std::vector<stream>` (the streams you made, one per
+/// device), `stream_ref`s, an array, a span. config_error unless there is one stream per tree. A
+/// consumer waits for each event it needs.
+template <class Tree, std::ranges::forward_range Streams>
+requires std::convertible_to<std::ranges::range_reference_t<const Streams&>, stream_ref>
+[[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed, const Streams& streams) {
+  const auto count = static_cast<std::size_t>(std::ranges::distance(streams));
+  if (count != placed.size()) {
+    throw config_error("record_ready: " + std::to_string(count) + " stream(s) for trees on " +
                        std::to_string(placed.size()) +
                        " device(s); pass one stream per device, in the order of placed.devices");
   }
   std::vector<ready_event> out;
   out.reserve(placed.size());
-  for (std::size_t i = 0; i < placed.size(); ++i) out.push_back(record_ready(placed[i], streams[i]));
+  std::size_t i = 0;
+  for (const auto& s : streams) out.push_back(record_ready(placed[i++], stream_ref(s)));
   return out;
+}
+
+/// The same for a braced list of streams: `record_ready(shards, {s0, s1})`.
+template <class Tree>
+[[nodiscard]] std::vector<ready_event> record_ready(const per_device<Tree>& placed,
+                                                    std::initializer_list<stream_ref> streams) {
+  return record_ready<Tree, std::initializer_list<stream_ref>>(placed, streams);
 }
 
 }  // namespace devicekit

@@ -11,6 +11,7 @@
 /// process's pool of that device and memory kind (default_memory, memory/registry.hpp), whose
 /// `stats()` and `live_allocations()` see the placements.
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/registry.hpp>
@@ -31,8 +32,10 @@ concept placement_resource = requires(R& r, void* p, std::size_t bytes, std::siz
 inline constexpr std::size_t placement_alignment = 256;
 
 /// The resource placement uses for `dev` (and memory `kind`) when none is given: the process's
-/// pool (default_memory). Lives until the process exits.
+/// pool (default_memory). Lives until the process exits. config_error for a device this process
+/// does not have (core/device_exists.hpp), before any pool is made for it.
 [[nodiscard]] inline device_memory& default_placement_resource(device dev, memory_kind kind = memory_kind::device) {
+  detail::check_device_exists(dev, "place");
   return default_memory(dev, kind);
 }
 

@@ -78,6 +78,7 @@ requires detail::resource_selector<F>
   static_assert(require_tree<T>(), "replicate(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   detail::scoped_range range("devicekit.replicate");
   if (devices.empty()) throw config_error("replicate: no devices given");
+  detail::check_devices_exist(devices, "replicate");
   using placed = decltype(place(tree, devices[0], resource_for(devices[0])));
   per_device<placed> out;
   out.trees.push_back(place(tree, devices[0], resource_for(devices[0])));

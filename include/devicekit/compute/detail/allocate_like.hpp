@@ -10,6 +10,7 @@
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/device_memory.hpp>
@@ -54,6 +55,7 @@ template <class T, class L>
 template <class T, class Tree>
 [[nodiscard]] auto allocate_like(const Tree& tree, device dev, [[maybe_unused]] const stream_ref* s = nullptr) {
   static_assert(require_tree<Tree>(), "zeros_like/tree_cast: tree must be a tree (see devicekit/tree/tree.hpp)");
+  check_device_exists(dev, "zeros_like");
   if (s != nullptr) check_stream(*s, dev, "zeros_like");
   std::vector<std::size_t> offsets;
   std::size_t total = 0;

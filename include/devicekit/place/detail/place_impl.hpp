@@ -6,6 +6,7 @@
 /// their parts through place_impl too.
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/block.hpp>
@@ -38,6 +39,7 @@ template <class T, placement_resource R>
                               [[maybe_unused]] copy_completion completion, bool in_host_memory = false) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.place");
+  check_device_exists(dev, "place");
   if (!in_host_memory) check_stream(s, dev, "place");
   (void)source_device(tree, "place");
 
@@ -144,6 +146,7 @@ template <class T>
                       "inside the capture, and read it after the graph's launch has completed");
   }
   if (s != nullptr && from && s->get_device() != *from) {
+    check_device_exists(s->get_device(), "to_host");
     throw device_mismatch("to_host: the tree is on " + from->str() + " but the stream is on " + s->get_device().str() +
                               "; pass a stream of " + from->str(),
                           *from, s->get_device());

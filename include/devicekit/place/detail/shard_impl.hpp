@@ -8,6 +8,7 @@
 /// (place/detail/shard_device.hpp). Both give the same result type.
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/uneven.hpp>
 #include <devicekit/transfer/copy.hpp>
@@ -101,6 +102,7 @@ template <class T, class F>
                               std::span<const std::size_t> batch_counts = {}) {
   static_assert(require_tree<T>(), "shard(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.shard");
+  check_devices_exist(m.devices(), "shard");
   const auto src = source_device(tree, "shard");
   if (!src) {
     return shard_from_host(tree, shard_plan::make(tree, m, spec, policy, strict_axis, batch_counts), resource_for);
