@@ -84,10 +84,19 @@ TEST_CASE("a budget is the fraction of total memory less the context headroom", 
   CHECK(b.start_bytes == 0);
   // Headroom larger than the fraction: nothing left, never negative.
   CHECK(dk::compute_budget(1ull << 20, 0.5, 1ull << 20).budget_bytes == 0);
-  // Default headroom: 512 MiB on a GPU, an eighth of a small one, none on the host.
+  // Default headroom: 512 MiB on a GPU, an eighth of a small one, none on the host; on a GPU it
+  // is the one rule for a context's cost, which the simulator charges too.
   CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 80ull << 30) == (512ull << 20));
   CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 2ull << 30) == (256ull << 20));
+  CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 256ull << 20) == (32ull << 20));
   CHECK(dk::default_headroom_bytes(dk::device_kind::cpu, 64ull << 30) == 0);
+  for (const std::uint64_t total : {256ull << 20, 1ull << 30, 4ull << 30, 141ull << 30}) {
+    CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, total) == dk::cuda_context_headroom_bytes(total));
+    // Whatever the size, the balanced budget leaves room for the context.
+    CHECK(dk::budget_for(dk::balanced{}, dk::device_kind::cuda, total).budget_bytes +
+              dk::cuda_context_headroom_bytes(total) <=
+          total);
+  }
   CHECK(dk::budget_for(dk::aggressive{}, dk::device_kind::cuda, 80ull << 30).headroom_bytes == (512ull << 20));
   CHECK(dk::budget_for(dk::with_headroom<dk::balanced, (1ull << 30)>{}, dk::device_kind::cuda, 80ull << 30)
             .budget_bytes == (59ull << 30));

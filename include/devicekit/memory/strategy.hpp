@@ -14,17 +14,19 @@
 ///                            up to the cap
 ///
 /// The **budget** of a device is its fraction of total memory less a headroom for the CUDA
-/// context (100-800 MB on current drivers, not counted by the fraction; otherwise nvidia-smi
-/// shows more than the fraction and users rightly complain). `memory_budget` carries the whole
-/// basis (total, headroom, fraction, budget) so that reports can show how it was reached.
+/// context (memory/context_headroom.hpp: 512 MiB, at most an eighth of a small device; not
+/// counted by the fraction, otherwise nvidia-smi shows more than the fraction and users rightly
+/// complain). `memory_budget` carries the whole basis (total, headroom, fraction, budget) so that
+/// reports can show how it was reached.
 /// A strategy may add, all optional:
-///   std::uint64_t headroom_bytes() const      the headroom (default: 512 MiB on cuda, 0 on cpu)
+///   std::uint64_t headroom_bytes() const      the headroom (default: default_headroom_bytes)
 ///   double start_fraction() const             preallocate this fraction (the XLA start)
 ///   void configure_pool(pool_config&, const memory_budget&) const
 ///                                             adjust the per-device pool (memory/device_memory.hpp)
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/settings.hpp>
+#include <devicekit/memory/context_headroom.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -113,11 +115,12 @@ struct with_headroom : S {
   static constexpr std::uint64_t headroom_bytes() noexcept { return Bytes; }
 };
 
-/// The default headroom for the CUDA context: 512 MiB on a GPU (the middle of the 100-800 MB that
-/// contexts take), at most an eighth of a small device; nothing on the host.
+/// The default headroom for the CUDA context: on a GPU cuda_context_headroom_bytes (512 MiB, at
+/// most an eighth of a small device; memory/context_headroom.hpp says why, and the simulated GPUs
+/// charge the same); nothing on the host.
 [[nodiscard]] constexpr std::uint64_t default_headroom_bytes(device_kind kind, std::uint64_t total_bytes) noexcept {
   if (kind == device_kind::cpu) return 0;
-  return std::min<std::uint64_t>(512ull << 20, total_bytes / 8);
+  return cuda_context_headroom_bytes(total_bytes);
 }
 
 /// How a device's budget was reached: the figures a report shows.
