@@ -103,6 +103,35 @@ TEST_CASE("a budget is the fraction of total memory less the context headroom", 
   CHECK(dk::budget_for(dk::balanced{}, dk::device_kind::cpu, 64ull << 30).budget_bytes == (48ull << 30));
 }
 
+TEST_CASE("a budget capped to what a device has available says so", "[memory][strategy]") {
+  const dk::memory_budget share = dk::compute_budget(1ull << 30, 0.75, 128ull << 20, 0.5);
+  REQUIRE(share.budget_bytes == (640ull << 20));
+  REQUIRE(share.start_bytes == (384ull << 20));
+  CHECK_FALSE(share.available_bytes.has_value());  // nothing measured
+  CHECK_FALSE(share.capped_to_available);
+
+  const dk::memory_budget capped = dk::cap_to_available(share, 300ull << 20);
+  CHECK(capped.budget_bytes == (300ull << 20));
+  CHECK(capped.start_bytes == (300ull << 20));  // the start never exceeds the budget
+  CHECK(capped.available_bytes == std::optional<std::uint64_t>(300ull << 20));
+  CHECK(capped.capped_to_available);
+  CHECK(capped.total_bytes == share.total_bytes);
+  CHECK(capped.fraction == share.fraction);
+  CHECK_THAT(dk::detail::budget_text(capped), Catch::Contains("capped to the 300.00 MiB the device had available"));
+
+  const dk::memory_budget roomy = dk::cap_to_available(share, 2ull << 30);
+  CHECK(roomy.budget_bytes == share.budget_bytes);
+  CHECK(roomy.start_bytes == share.start_bytes);
+  CHECK(roomy.available_bytes == std::optional<std::uint64_t>(2ull << 30));
+  CHECK_FALSE(roomy.capped_to_available);
+  CHECK_THAT(dk::detail::budget_text(roomy), !Catch::Contains("capped"));
+
+  CHECK(dk::cap_to_available(share, 0).budget_bytes == 0);  // a full device: no budget at all
+
+  // The collective reserve comes out of what is left after the cap.
+  CHECK(dk::reserve_for_collectives(capped, 100ull << 20, "cuda:0").budget_bytes == (200ull << 20));
+}
+
 TEST_CASE("the start/cap form preallocates the start and grows to the cap", "[memory][strategy]") {
   using range = dk::fraction_range<3, 4, 9, 10>;
   STATIC_REQUIRE(range::start_fraction() == 0.75);

@@ -78,6 +78,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -217,8 +218,11 @@ class device_memory : private detail::graph_memory_holder {
  protected:
   device_memory(device dev, pool_config config);
 
-  /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
-  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes);
+  /// Called by the concrete pool once its upstream exists: sets the budget (by default the
+  /// balanced strategy's of `default_total_bytes`, capped to `default_available_bytes` where
+  /// measured), preallocates, and counts the pool in pool_held_bytes.
+  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes,
+             std::optional<std::uint64_t> default_available_bytes = std::nullopt);
 
   /// Called by the concrete pool's destructor, while the upstream still exists.
   void release_everything() noexcept;
@@ -323,6 +327,12 @@ class device_memory : private detail::graph_memory_holder {
   detail::observer_list observers_;
   detail::graph_blocks graph_blocks_;
 };
+
+/// The bytes of `dev`'s memory that this process's devicekit pools hold now: of every pool alive
+/// on `dev` (the process's, every manager's, a program's own), what it reserved from its upstream
+/// and what its captured graphs hold. A pool keeps that memory to reuse it, so it does not count
+/// as taken when a budget is measured (device_available_bytes, memory/pool.hpp).
+[[nodiscard]] DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev);
 
 }  // namespace devicekit
 

@@ -7,11 +7,40 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace devicekit {
+
+namespace detail {
+/// Every pool alive in the process (pool_held_bytes). Its lock is taken before a pool's, never
+/// after: a pool joins once it is made and leaves before its destructor takes its own lock.
+struct pool_census {
+  std::mutex mutex;
+  std::vector<const device_memory*> pools;
+
+  [[nodiscard]] static pool_census& instance() {
+    static auto* census = new pool_census();  // never destroyed: pools may outlive static destructors
+    return *census;
+  }
+};
+}  // namespace detail
+
+DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev) {
+  auto& census = detail::pool_census::instance();
+  std::lock_guard lock(census.mutex);
+  std::uint64_t held = 0;
+  for (const device_memory* p : census.pools) {
+    if (p->get_device() != dev) continue;
+    const pool_stats s = p->stats();
+    held += s.reserved_bytes + s.graph_bytes;
+  }
+  return held;
+}
 
 DEVICEKIT_DECL std::size_t device_memory::trim() {
   std::lock_guard lock(mutex_);
@@ -55,19 +84,30 @@ DEVICEKIT_DECL device_memory::device_memory(device dev, pool_config config)
                                        : detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
 }
 
-DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::size_t default_total_bytes) {
+DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::size_t default_total_bytes,
+                                         std::optional<std::uint64_t> default_available_bytes) {
   upstream_ = &upstream;
   events_ = upstream.has_events();
   heap_.configure(upstream_, min_chunk_, detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule),
                   config_.growth_factor);
   streams_.configure(upstream_, slabs_.class_count());
-  budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes);
+  budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes, default_available_bytes);
   max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
-  std::lock_guard lock(mutex_);
-  heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
+  {
+    std::lock_guard lock(mutex_);
+    heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
+  }
+  auto& census = detail::pool_census::instance();
+  std::lock_guard lock(census.mutex);
+  census.pools.push_back(this);
 }
 
 DEVICEKIT_DECL void device_memory::release_everything() noexcept {
+  {
+    auto& census = detail::pool_census::instance();
+    std::lock_guard lock(census.mutex);
+    std::erase(census.pools, this);
+  }
   // First, and without the pool's lock: the ledger calls holders under its own lock.
   detail::graph_memory_ledger::instance().withdraw(this);
   std::lock_guard lock(mutex_);

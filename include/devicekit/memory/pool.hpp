@@ -22,13 +22,27 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace devicekit {
 
+/// What `dev` has available for a budget now. On a GPU: the free memory cudaMemGetInfo reports
+/// (which creates the device's CUDA context if there is none) plus pool_held_bytes(dev), what
+/// this process's devicekit pools hold there. Memory that other processes, other libraries or the
+/// program's own cudaMalloc took is not available; memory a devicekit pool holds is, to that pool,
+/// which reuses it (another manager's pool on the same device does not make a new manager's
+/// budget smaller). nullopt for the host, without CUDA, and where the runtime cannot answer.
+[[nodiscard]] DEVICEKIT_DECL std::optional<std::uint64_t> device_available_bytes(device dev);
+
 namespace detail {
-/// Total memory of the device an upstream serves: the basis of a pool's default budget.
-[[nodiscard]] DEVICEKIT_DECL std::uint64_t total_memory_of(device dev);
+/// A device's total memory and what it has available (device_available_bytes), from one
+/// cudaMemGetInfo on a GPU: the basis of a pool's default budget.
+struct device_memory_figures {
+  std::uint64_t total_bytes = 0;
+  std::optional<std::uint64_t> available_bytes;
+};
+[[nodiscard]] DEVICEKIT_DECL device_memory_figures memory_figures_of(device dev);
 }  // namespace detail
 
 template <class Upstream>
@@ -47,8 +61,10 @@ class memory_pool final : public device_memory {
 
   explicit memory_pool(Upstream upstream, pool_config config = {})
       : device_memory(upstream.get_device(), std::move(config)), upstream_(std::move(upstream)) {
-    const bool need_total = !this->config().budget && !this->config().max_size;
-    start(upstream_, need_total ? detail::total_memory_of(get_device()) : 0);
+    const bool default_budget = !this->config().budget && !this->config().max_size;
+    const detail::device_memory_figures f =
+        default_budget ? detail::memory_figures_of(get_device()) : detail::device_memory_figures{};
+    start(upstream_, f.total_bytes, f.available_bytes);
   }
 
   ~memory_pool() override { release_everything(); }

@@ -134,7 +134,18 @@ struct memory_budget {
   /// Kept out of the budget for collectives (settings::set_collective_memory_size): the budget
   /// above is already reduced by it.
   std::uint64_t collective_reserve_bytes = 0;
+  /// What the device had available when the budget was measured (cap_to_available): unset where
+  /// nothing was measured (host memory, a budget worked out from a total alone).
+  std::optional<std::uint64_t> available_bytes;
+  /// The budget was cut to available_bytes: fraction x total - headroom would have been more.
+  bool capped_to_available = false;
 };
+
+/// `b` capped to `available_bytes`, what the device has available now: the budget (and the start,
+/// which never exceeds it) become at most that, and `b` records the figure and whether the cap
+/// applied. A budget must not promise memory that another process or another library already
+/// holds. What "available" is on a GPU: device_available_bytes (memory/device_memory.hpp).
+[[nodiscard]] DEVICEKIT_DECL memory_budget cap_to_available(memory_budget b, std::uint64_t available_bytes);
 
 /// `b` less a reserve for collectives: the budget (and the start, which never exceeds it)
 /// shrink by `reserve_bytes`. config_error when the reserve exceeds the device's total memory.
