@@ -387,8 +387,48 @@ TEST_CASE("a request over the budget is out_of_memory with the figures and advic
   after.oom_count = 0;
   CHECK(after == before);
   pool.check_consistency();
-  CHECK_THROWS_AS(pool.allocate(std::numeric_limits<std::size_t>::max()), dk::out_of_memory);
   pool.deallocate(keep, 1 * MiB);
+}
+
+TEST_CASE("a size that overflows the pool's arithmetic is invalid_request and changes nothing",
+          "[memory][pool][bad-input]") {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  dk::pool_config unlimited;
+  unlimited.max_size = top;  // no budget to catch the size first
+  dk::memory_pool<dk::host_resource> budgeted;
+  dk::memory_pool<dk::host_resource> open(unlimited);
+  for (dk::device_memory* pool : {static_cast<dk::device_memory*>(&budgeted), static_cast<dk::device_memory*>(&open)}) {
+    void* keep = pool->allocate(3000);
+    const auto before = pool->stats();
+    const std::size_t largest = dk::detail::largest_request(256, pool->config().min_chunk_size);
+    struct request {
+      std::size_t bytes;
+      std::size_t alignment;
+    };
+    for (const request r :
+         {request{top, 256}, request{top - 100, 256}, request{top - 255, 256}, request{largest + 1, 256},
+          request{std::size_t{1} << 63, std::size_t{1} << 63}, request{top - 100, 4096}}) {
+      INFO(r.bytes << " bytes aligned to " << r.alignment);
+      try {
+        (void)pool->allocate(r.bytes, r.alignment);
+        FAIL("allocated");
+      } catch (const dk::invalid_request& e) {
+        const std::string m = e.what();
+        CHECK_THAT(m, Catch::Contains(std::to_string(r.bytes) + " bytes") && Catch::Contains("overflows") &&
+                          Catch::Contains("Nothing was allocated"));
+      }
+      CHECK_THROWS_AS(pool->allocate_async(r.bytes, r.alignment, dk::stream{}), dk::invalid_request);
+      CHECK(pool->stats() == before);  // not even an out_of_memory counted
+      pool->check_consistency();
+    }
+    // The largest size that fits is a real request, refused for want of memory, not as malformed.
+    CHECK_THROWS_AS(pool->allocate(largest), dk::out_of_memory);
+    CHECK(pool->live_allocations().size() == 1);
+    void* more = pool->allocate(5000);  // and the pool serves on
+    pool->deallocate(more, 5000);
+    pool->deallocate(keep, 3000);
+    pool->check_consistency();
+  }
 }
 
 TEST_CASE("out of memory: cached blocks are released and the request retried before failing", "[memory][pool][oom]") {

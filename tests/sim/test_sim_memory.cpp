@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -351,4 +352,43 @@ TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim]
   }
   CHECK(dm.memory_stats(gpu).bytes_in_use == before.bytes_in_use);
   CHECK(dm.live_buffers(gpu).size() == live_before);
+}
+
+TEST_CASE("a size that overflows the pool's arithmetic is invalid_request on a GPU, before any CUDA call",
+          "[sim][memory][bad-input]") {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config unlimited = small_pool();
+  unlimited.max_size = top;  // no budget to catch the size first
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), unlimited};
+  const dk::stream s(gpu);
+  void* keep = pool.allocate(3000, s);
+  const auto before = pool.stats();
+  const std::size_t in_use = sim::device_bytes_in_use(0);
+  const std::size_t calls = sim::api_calls_total();
+  for (const std::size_t bytes : {top, top - 100, top - 255}) {
+    INFO(bytes);
+    CHECK_THROWS_AS(pool.allocate(bytes), dk::invalid_request);
+    CHECK_THROWS_WITH(pool.allocate(bytes, s), Catch::Contains("overflows") && Catch::Contains("cuda:0"));
+    CHECK_THROWS_AS(pool.allocate_async(bytes, 4096, s), dk::invalid_request);
+  }
+  CHECK(sim::api_calls_total() == calls);  // refused before the capture query or any allocation
+  CHECK(pool.stats() == before);
+  CHECK(sim::device_bytes_in_use(0) == in_use);
+  pool.check_consistency();
+
+  // On a stream being captured into a graph: refused before a graph memory node is recorded.
+  REQUIRE(cudaStreamBeginCapture(s.native_handle(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK_THROWS_AS(pool.allocate(top - 100, s), dk::invalid_request);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s.native_handle(), &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(pool.stats() == before);
+
+  // The manager's pools and the process's placement pool refuse it the same way.
+  dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>> dm{dk::settings{}};
+  CHECK_THROWS_AS(dm.memory(gpu).allocate(top - 100), dk::invalid_request);
+  CHECK_THROWS_AS(dk::default_memory(gpu).allocate(top - 100, s), dk::invalid_request);
+  pool.deallocate(keep, 3000, s);
+  s.synchronize();
 }

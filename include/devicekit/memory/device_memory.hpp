@@ -24,10 +24,12 @@
 ///
 /// Bad input, defined behaviour (the pool is intact after each):
 ///   allocate(0) returns nullptr and counts nothing; deallocate(nullptr, n) does nothing;
-///   an alignment that is not a power of two is invalid_request; a request over the budget is
-///   out_of_memory; a double free, a foreign pointer and a free with the wrong size are
-///   invalid_free. These checks are always on (the pool keeps a record of every live allocation
-///   anyway).
+///   an alignment that is not a power of two is invalid_request, and so is a size that overflows
+///   the pool's arithmetic (rounding to the granule, alignment padding, growth by whole chunks:
+///   near SIZE_MAX, usually a negative value converted to size_t), refused before it is used and
+///   not counted in the stats; a request over the budget is out_of_memory; a double free, a
+///   foreign pointer and a free with the wrong size are invalid_free. These checks are always on
+///   (the pool keeps a record of every live allocation anyway).
 ///
 /// Tracking (opt-in: pool_config::tracking, the `tracked<Strategy>` policy, or
 /// DEVICEKIT_MEMORY_DEBUG=1): each live allocation keeps the std::source_location of the
@@ -102,7 +104,9 @@ class device_memory : private detail::graph_memory_holder {
 
   // --- synchronous ------------------------------------------------------------------------------
   /// `bytes` bytes aligned to `alignment` (a power of two; at least 256 is always given).
-  /// Returns nullptr for 0 bytes. Throws out_of_memory, invalid_request.
+  /// Returns nullptr for 0 bytes. Throws out_of_memory (over the budget, or the upstream has no
+  /// more), invalid_request (an alignment that is not a power of two, a size that overflows the
+  /// pool's arithmetic); the pool is unchanged by either.
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = detail::pool_granule,
                                std::source_location where = std::source_location::current()) {
     return allocate_impl(bytes, alignment, false, native_stream_handle{}, where);
@@ -283,6 +287,8 @@ class device_memory : private detail::graph_memory_holder {
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause);
+  /// invalid_request for a size past detail::largest_request, saying what was asked and the limit.
+  [[noreturn]] void throw_overflowing_request(std::size_t bytes, std::size_t alignment) const;
 
   void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s);
 

@@ -6,7 +6,6 @@
 #include <devicekit/memory/device_memory.hpp>
 
 #include <algorithm>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -126,6 +125,8 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
                                                   native_stream_handle s, const std::source_location& where) {
   detail::check_alignment(alignment);
   if (bytes == 0) return nullptr;
+  // Before anything rounds it: a size past this wraps around in the pool's arithmetic.
+  if (bytes > detail::largest_request(alignment, min_chunk_)) throw_overflowing_request(bytes, alignment);
   if (ordered && events_) {
     if (const capture_state c = upstream_->capture_of(s); c.active)
       return allocate_in_capture(bytes, alignment, s, c.id);
@@ -133,10 +134,7 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   std::unique_lock lock(mutex_);
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s) : 0;
   if (sid != 0) streams_.before_allocate(streams_.at(sid));  // may throw: nothing changed yet
-  // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
-  const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
-                          alignment > std::numeric_limits<std::size_t>::max() / 4;
-  if (impossible) {
+  if (bytes > max_size_) {
     throw_oom(bytes, "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
   }
   // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
@@ -183,10 +181,24 @@ DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<deta
   std::string cause;
   if (!heap_.last_upstream_error().empty()) {
     cause = "the upstream refused more memory (" + heap_.last_upstream_error() + ")";
-  } else if (heap_.reserved() + graph_blocks_.reserved() + need > max_size_) {
+  } else if (need > max_size_ - std::min(max_size_, heap_.reserved() + graph_blocks_.reserved())) {
     cause = "growing by " + detail::human_bytes(need) + " would pass the budget";
   }
   throw_oom(bytes, cause);
+}
+
+DEVICEKIT_DECL void device_memory::throw_overflowing_request(std::size_t bytes, std::size_t alignment) const {
+  const std::string request =
+      std::to_string(bytes) + " bytes" +
+      (alignment > detail::pool_granule ? " aligned to " + std::to_string(alignment) + " bytes" : std::string());
+  throw invalid_request("allocate: " + request + " on " + device_.str() +
+                        " overflows the pool's size arithmetic (a block is the size rounded up to " +
+                        std::to_string(detail::pool_granule) +
+                        " bytes, plus the padding a larger alignment needs, grown by whole chunks of " +
+                        std::to_string(min_chunk_) + " bytes); the most it can be asked for at this alignment is " +
+                        std::to_string(detail::largest_request(alignment, min_chunk_)) +
+                        " bytes, far beyond any device. A size this large is usually a negative or wrapped value "
+                        "converted to size_t: check how it was computed. Nothing was allocated.");
 }
 
 DEVICEKIT_DECL void device_memory::throw_oom(std::size_t bytes, const std::string& cause) {
