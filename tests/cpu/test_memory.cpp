@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -1159,6 +1160,41 @@ TEST_CASE("a pool that releases on free gives every allocation back upstream", "
   CHECK(s.upstream_frees == 2u);
   CHECK(s.largest_allocation_bytes == 3 * MiB);  // a high-water mark: stays after the free
   pool.check_consistency();
+}
+
+TEST_CASE("make_device_pool makes the pool a manager would, from your own configuration", "[memory][pool][manager]") {
+  const dk::device cpu = dk::device::cpu();
+  dk::pool_config config;
+  config.max_size = 8 * MiB;
+  config.small_size_limit = 0;  // no size classes: every block is its request, rounded
+  config.tracking = dk::tracking_mode::on;
+  std::unique_ptr<dk::device_memory> pool = dk::make_device_pool(cpu, config);
+  REQUIRE(dynamic_cast<dk::memory_pool<dk::host_resource>*>(pool.get()) != nullptr);
+  CHECK(pool->get_device() == cpu);
+  CHECK(pool->config().max_size == 8 * MiB);
+  CHECK(pool->stats().max_size == 8 * MiB);
+  CHECK(pool->tracking());
+  void* p = pool->allocate(1000);
+  CHECK(pool->stats().in_use_bytes == 1024);  // 1000 rounded to the granule: no size class
+  REQUIRE(pool->live_allocations().size() == 1);
+  CHECK(pool->live_allocations().front().where.line() != 0);  // tracked
+  CHECK_THROWS_AS(pool->allocate(9 * MiB), dk::out_of_memory);
+  pool->deallocate(p, 1000);
+
+  // A manager's pool is exactly this from its configuration (pool_config_for: the strategy's).
+  dk::device_manager<dk::fixed_detector, dk::conservative> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  const std::unique_ptr<dk::device_memory> same = dk::make_device_pool(cpu, dm.pool_config_for(cpu), dm.allocator());
+  CHECK(same->stats().max_size == dm.memory(cpu).stats().max_size);
+  CHECK(same->budget().budget_bytes == dm.memory(cpu).budget().budget_bytes);
+  CHECK(same->budget().fraction == 0.60);
+
+  // Without a budget or max_size: the balanced strategy's budget of the host.
+  const std::unique_ptr<dk::device_memory> plain = dk::make_device_pool(cpu);
+  CHECK(plain->budget().fraction == 0.75);
+  CHECK(plain->stats().max_size == plain->budget().budget_bytes);
+
+  config.growth_factor = 0.5;  // a bad configuration is refused when the pool is made
+  CHECK_THROWS_WITH(dk::make_device_pool(cpu, config), Catch::Contains("growth_factor"));
 }
 
 TEST_CASE("memory_stats(dev) has jaxlib's keys and follows allocations; live_buffers lists them",

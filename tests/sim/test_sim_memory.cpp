@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -391,4 +392,55 @@ TEST_CASE("a size that overflows the pool's arithmetic is invalid_request on a G
   CHECK_THROWS_AS(dk::default_memory(gpu).allocate(top - 100, s), dk::invalid_request);
   pool.deallocate(keep, 3000, s);
   s.synchronize();
+}
+
+TEST_CASE("make_device_pool makes a GPU pool of each allocator kind from your configuration",
+          "[sim][memory][allocator]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config config = small_pool();  // at most 64 MiB
+  config.tracking = dk::tracking_mode::on;
+  constexpr std::size_t bytes = std::size_t{4} << 20;
+  struct expectation {
+    dk::allocator_kind kind;
+    const char* api;
+    bool driver_pool;
+    bool default_pool;
+  };
+  const expectation cases[] = {{dk::allocator_kind::pool, "cudaMallocFromPoolAsync", true, false},
+                               {dk::allocator_kind::async, "cudaMallocAsync", true, true},
+                               {dk::allocator_kind::platform, "cudaMalloc", false, false}};
+  for (const auto& e : cases) {
+    INFO("allocator " << dk::to_string(e.kind));
+    const std::unique_ptr<dk::device_memory> m = dk::make_device_pool(gpu, config, e.kind);
+    auto* typed = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(m.get());
+    REQUIRE(typed != nullptr);
+    CHECK(typed->upstream().uses_driver_pool() == e.driver_pool);
+    CHECK(typed->upstream().uses_device_default_pool() == e.default_pool);
+    CHECK(typed->upstream().release_threshold() == config.max_size);  // the driver pool keeps the budget
+    CHECK(m->stats().max_size == *config.max_size);
+    CHECK(m->tracking());
+    CHECK(m->config().release_on_free == (e.kind != dk::allocator_kind::pool));  // only pool caches
+    const std::size_t calls = sim::api_calls(e.api);
+    void* p = m->allocate(bytes);
+    CHECK(sim::api_calls(e.api) == calls + 1);
+    m->deallocate(p, bytes);
+    CHECK((m->stats().reserved_bytes > 0) == (e.kind == dk::allocator_kind::pool));
+  }
+
+  // Without a budget or max_size: the balanced budget of the device, which the driver pool keeps.
+  const std::unique_ptr<dk::device_memory> plain = dk::make_device_pool(gpu);
+  auto& plain_typed = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(*plain);
+  CHECK(plain->budget().fraction == 0.75);
+  REQUIRE(plain->budget().available_bytes.has_value());
+  CHECK(plain->stats().max_size == plain->budget().budget_bytes);
+  CHECK(plain_typed.upstream().release_threshold() == plain->budget().budget_bytes);
+
+  // A manager's pool is what make_device_pool makes from the manager's configuration.
+  manager dm{dk::settings{}.set_allocator(dk::allocator_kind::async)};
+  const std::unique_ptr<dk::device_memory> same = dk::make_device_pool(gpu, dm.pool_config_for(gpu), dm.allocator());
+  CHECK(same->stats().max_size == dm.memory(gpu).stats().max_size);
+  CHECK(same->config().release_on_free == dm.memory(gpu).config().release_on_free);
+  CHECK(dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(*same).upstream().uses_device_default_pool());
+  CHECK(dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(dm.memory(gpu)).upstream().uses_device_default_pool());
 }
