@@ -1162,6 +1162,35 @@ TEST_CASE("a pool that releases on free gives every allocation back upstream", "
   pool.check_consistency();
 }
 
+TEST_CASE("a manager's memory_stats and live_buffers of cpu:0 include what dk::place put there",
+          "[memory][manager][stats]") {
+  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  const dk::device cpu = dk::device::cpu();
+  const auto before = dm.memory_stats(cpu);
+  const auto host_before = dm.memory_stats(cpu, dk::memory_kind::host);
+  const std::size_t live_before = dm.live_buffers(cpu).size();
+  constexpr std::size_t count = std::size_t{1} << 16;
+  {
+    const auto placed = dk::place(std::vector<float>(count, 1.f), cpu);  // the process's host pool, not dm's
+    const auto during = dm.memory_stats(cpu);
+    CHECK(during.bytes_in_use >= before.bytes_in_use + count * sizeof(float));
+    CHECK(during.num_allocs > before.num_allocs);
+    CHECK(during.bytes_reserved >= count * sizeof(float));
+    CHECK(during.bytes_limit == dm.budget(cpu).budget_bytes);
+    CHECK(dm.memory_stats(cpu, dk::memory_kind::host).bytes_in_use >= host_before.bytes_in_use + count * sizeof(float));
+    const auto live = dm.live_buffers(cpu);
+    CHECK(live.size() == live_before + 1);
+    CHECK(std::any_of(live.begin(), live.end(), [&](const auto& r) { return r.bytes >= count * sizeof(float); }));
+    // dm's own pool is counted alongside it.
+    void* own = dm.memory(cpu).allocate(4096);
+    CHECK(dm.memory_stats(cpu).bytes_in_use == during.bytes_in_use + 4096);
+    CHECK(dm.live_buffers(cpu).size() == live_before + 2);
+    dm.memory(cpu).deallocate(own, 4096);
+  }
+  CHECK(dm.memory_stats(cpu).bytes_in_use == before.bytes_in_use);
+  CHECK(dm.live_buffers(cpu).size() == live_before);
+}
+
 TEST_CASE("make_device_pool makes the pool a manager would, from your own configuration", "[memory][pool][manager]") {
   const dk::device cpu = dk::device::cpu();
   dk::pool_config config;
@@ -1201,46 +1230,50 @@ TEST_CASE("memory_stats(dev) has jaxlib's keys and follows allocations; live_buf
           "[memory][manager][stats]") {
   dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
   const dk::device cpu = dk::device::cpu();
-  const auto empty = dm.memory_stats(cpu);  // no pool made yet, none made by asking
-  CHECK(empty.bytes_in_use == 0u);
-  CHECK(empty.num_allocs == 0u);
-  CHECK(empty.bytes_reserved == 0u);
-  CHECK(empty.bytes_limit == dm.budget(cpu).budget_bytes);
+  // The process's host pool (what dk::place(tree, cpu) uses) counts too: what it holds from
+  // earlier cases in this process is the base.
+  const auto base = dm.memory_stats(cpu);  // no pool of dm's made yet, none made by asking
+  const std::size_t live_base = dm.live_buffers(cpu).size();
+  CHECK(base.bytes_limit == dm.budget(cpu).budget_bytes);
   CHECK(dm.memory_stats().empty());
 
   auto& pool = dm.memory(cpu);
   void* small = pool.allocate(1000);
   void* large = pool.allocate(5 * MiB);
   auto s = dm.memory_stats(cpu);
-  CHECK(s.bytes_in_use == 1000 + 5 * MiB);
-  CHECK(s.peak_bytes_in_use == 1000 + 5 * MiB);
-  CHECK(s.num_allocs == 2u);
-  CHECK(s.largest_alloc_size == 5 * MiB);
+  CHECK(s.bytes_in_use == base.bytes_in_use + 1000 + 5 * MiB);
+  CHECK(s.peak_bytes_in_use == base.peak_bytes_in_use + 1000 + 5 * MiB);
+  CHECK(s.num_allocs == base.num_allocs + 2);
+  CHECK(s.largest_alloc_size == std::max<std::uint64_t>(base.largest_alloc_size, 5 * MiB));
   CHECK(s.bytes_limit == dm.budget(cpu).budget_bytes);
-  CHECK(s.bytes_reserved == pool.stats().reserved_bytes);
+  CHECK(s.bytes_reserved == base.bytes_reserved + pool.stats().reserved_bytes);
   CHECK(s.bytes_reserved >= s.bytes_in_use);
-  CHECK(s.largest_free_block_bytes == pool.stats().largest_free_block);
+  CHECK(s.largest_free_block_bytes ==
+        std::max<std::uint64_t>(base.largest_free_block_bytes, pool.stats().largest_free_block));
 
   const auto live = dm.live_buffers(cpu);
-  REQUIRE(live.size() == 2);
-  std::vector<void*> ptrs{live[0].ptr, live[1].ptr};
+  REQUIRE(live.size() == live_base + 2);
+  std::vector<void*> ptrs;
+  for (const auto& r : live) ptrs.push_back(r.ptr);
   CHECK(std::find(ptrs.begin(), ptrs.end(), small) != ptrs.end());
   CHECK(std::find(ptrs.begin(), ptrs.end(), large) != ptrs.end());
 
   pool.deallocate(large, 5 * MiB);
   s = dm.memory_stats(cpu);
-  CHECK(s.bytes_in_use == 1000);
-  CHECK(s.peak_bytes_in_use == 1000 + 5 * MiB);
-  CHECK(dm.live_buffers(cpu).size() == 1);
+  CHECK(s.bytes_in_use == base.bytes_in_use + 1000);
+  CHECK(s.peak_bytes_in_use == base.peak_bytes_in_use + 1000 + 5 * MiB);
+  CHECK(dm.live_buffers(cpu).size() == live_base + 1);
 
   const auto map = s.as_map();
   std::vector<std::string> keys;
   for (const auto& [k, v] : map) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"bytes_in_use", "bytes_limit", "bytes_reserved", "largest_alloc_size",
                                          "largest_free_block_bytes", "num_allocs", "peak_bytes_in_use"});
-  CHECK(map.at("bytes_in_use") == 1000);
-  CHECK(map.at("num_allocs") == 2);
-  CHECK_THAT(s.to_json(), Catch::StartsWith("{\"bytes_in_use\": 1000, \"bytes_limit\": ") && Catch::EndsWith("}"));
+  CHECK(map.at("bytes_in_use") == static_cast<std::int64_t>(base.bytes_in_use + 1000));
+  CHECK(map.at("num_allocs") == static_cast<std::int64_t>(base.num_allocs + 2));
+  CHECK_THAT(s.to_json(), Catch::StartsWith("{\"bytes_in_use\": " + std::to_string(base.bytes_in_use + 1000) +
+                                            ", \"bytes_limit\": ") &&
+                              Catch::EndsWith("}"));
   pool.deallocate(small, 1000);
 
   CHECK_THROWS_WITH(dm.memory_stats(dk::device::cuda(3)), Catch::Contains("not one of this manager's devices"));

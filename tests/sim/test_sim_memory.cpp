@@ -338,7 +338,8 @@ TEST_CASE("the collective reserve is kept out of what a GPU's pool may take", "[
                     Catch::Contains("collective_memory_size") && Catch::Contains("cuda:0"));
 }
 
-TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim][memory][stats]") {
+TEST_CASE("memory_stats and live_buffers see the default placement pool, on a GPU and on the host",
+          "[sim][memory][stats]") {
   using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
   manager dm{dk::settings{}};
   const dk::device gpu = dk::device::cuda(0);
@@ -353,6 +354,20 @@ TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim]
   }
   CHECK(dm.memory_stats(gpu).bytes_in_use == before.bytes_in_use);
   CHECK(dm.live_buffers(gpu).size() == live_before);
+
+  // The same on the host of a manager with GPUs: dk::place(tree, cpu) uses the process's host pool.
+  const dk::device cpu = dk::device::cpu();
+  const auto host_before = dm.memory_stats(cpu);
+  const std::size_t host_live_before = dm.live_buffers(cpu).size();
+  {
+    const auto placed = dk::place(ramp(1 << 16, 0.0f), cpu);
+    const auto during = dm.memory_stats(cpu);
+    CHECK(during.bytes_in_use >= host_before.bytes_in_use + (std::size_t{1} << 16) * sizeof(float));
+    CHECK(during.num_allocs > host_before.num_allocs);
+    CHECK(dm.live_buffers(cpu).size() == host_live_before + 1);
+  }
+  CHECK(dm.memory_stats(cpu).bytes_in_use == host_before.bytes_in_use);
+  CHECK(dm.live_buffers(cpu).size() == host_live_before);
 }
 
 TEST_CASE("a size that overflows the pool's arithmetic is invalid_request on a GPU, before any CUDA call",

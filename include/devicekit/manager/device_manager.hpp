@@ -323,10 +323,10 @@ class device_manager {
   /// memory of `d`, where they have been made. On a GPU: this manager's pool of `d` and the
   /// process's (what devicekit::place uses without a resource; it also lends the scratch of CUB
   /// batched copies and NCCL collectives, see scratch_memory_stats). For cpu:0: this manager's
-  /// host pool (the process's for the global manager) and every pinned pool (placements of kind
-  /// pinned_host, this manager's and the process's, and the copy engine's staging, see
-  /// staging_memory_stats): pinned memory is host memory. bytes_limit is budget(d). Makes no
-  /// pool. config_error for a device this manager does not have.
+  /// host pool and the process's (what devicekit::place(tree, cpu) uses), and every pinned pool
+  /// (placements of kind pinned_host, this manager's and the process's, and the copy engine's
+  /// staging, see staging_memory_stats): pinned memory is host memory. bytes_limit is budget(d).
+  /// Makes no pool. config_error for a device this manager does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
     out.bytes_limit = budget(d).budget_bytes;  // validates d

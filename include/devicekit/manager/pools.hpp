@@ -62,7 +62,8 @@ class manager_pools {
   [[nodiscard]] std::vector<std::pair<device, pool_stats>> device_stats(const std::vector<device>& devices) const;
 
   /// The pools that hold memory of `d` (see device_manager::memory_stats(d)), each once: those of
-  /// the device kind, and for cpu:0 the pinned ones too (pinned memory is host memory).
+  /// the device kind (this manager's and the process's, which dk::place uses without a resource),
+  /// and for cpu:0 the pinned ones too (pinned memory is host memory).
   [[nodiscard]] std::vector<const device_memory*> pools_of(device d) const;
 
   /// The pools of `kind` memory for `d` (see device_manager::memory_stats(d, kind)), each once:

@@ -129,12 +129,10 @@ DEVICEKIT_DECL std::vector<const device_memory*> manager_pools::pools_of(device 
   };
   [[maybe_unused]] auto& registry = process_memory::instance();
   if (kind == memory_kind::host || (d.is_cpu() && kind == memory_kind::device)) {
-    // The manager's host pool (for the global manager the process's, with those it retired); a
-    // user's manager does not count the process's host pool.
+    // The manager's host pool and the process's (with those the global manager retired): where
+    // dk::place(tree, cpu) puts a tree without a resource, as it does on a GPU.
     add(find(device::cpu()));
-    if (process_) {
-      for (const device_memory* m : registry.pools(device::cpu(), memory_kind::host)) add(m);
-    }
+    for (const device_memory* m : registry.pools(device::cpu(), memory_kind::host)) add(m);
     return out;
   }
 #if DEVICEKIT_HAS_CUDA
