@@ -587,6 +587,56 @@ TEST_CASE("bad inputs are refused with their own error and leave the pool intact
   pool.check_consistency();
 }
 
+TEST_CASE("release_cached hands every cached block back now; trim, defragment and clear keep what they say",
+          "[memory][pool][trim]") {
+  event_upstream up;
+  dk::pool_config c = test_config(64 * MiB);
+  c.initial_size = 4 * MiB;
+  c.defrag_threshold = 0.9;
+  dk::memory_pool<event_upstream> pool(up, c);
+  const auto s = fake_stream(1);
+  void* live = pool.allocate(1 * MiB);                   // in the preallocated chunk, kept
+  void* big = pool.allocate(6 * MiB);                    // a chunk of its own
+  void* small = pool.allocate(100);                      // a size-class slot
+  void* pending = pool.allocate_async(8 * MiB, 256, s);  // another chunk
+  pool.deallocate(big, 6 * MiB);
+  pool.deallocate(small, 100);
+  pool.deallocate_async(pending, 8 * MiB, 256, s);  // pending until s's event completes
+  REQUIRE(pool.stats().reserved_bytes == 18 * MiB);
+  REQUIRE(pool.stats().pending_stream_frees == 1);
+
+  // Below its threshold defragment() hands nothing back; trim() takes no pending free.
+  const dk::defragment_result d = pool.defragment();
+  CHECK(d.released_bytes == 0);
+  CHECK(d.fragmentation_after <= 0.9);
+  CHECK(pool.stats().reserved_bytes == 18 * MiB);
+  CHECK(up.state().waits == 0);
+
+  // release_cached waits for s's free and returns every chunk without a live block.
+  CHECK(pool.release_cached() == 14 * MiB);
+  CHECK(pool.stats().reserved_bytes == 4 * MiB);  // the chunk with the live block stays
+  CHECK(up.outstanding() == 4 * MiB);
+  CHECK(pool.stats().pending_stream_frees == 0);
+  CHECK(up.state().waits >= 1);
+  CHECK(pool.stats().allocated_bytes == 1 * MiB);
+  std::memset(live, 7, 1 * MiB);  // still the caller's
+  pool.check_consistency();
+
+  // trim() keeps the preallocated chunk, release_cached() does not; clear() is release_cached().
+  pool.deallocate(live, 1 * MiB);
+  CHECK(pool.trim() == 0);
+  CHECK(pool.stats().reserved_bytes == 4 * MiB);
+  CHECK(pool.release_cached() == 4 * MiB);
+  CHECK(pool.stats().reserved_bytes == 0);
+  CHECK(up.outstanding() == 0);
+  CHECK(pool.release_cached() == 0);
+  void* again = pool.allocate(2 * MiB);  // the pool grows again as needed
+  pool.deallocate(again, 2 * MiB);
+  pool.clear();
+  CHECK(pool.stats().reserved_bytes == 0);
+  pool.check_consistency();
+}
+
 // --- streams ----------------------------------------------------------------------------------------
 
 TEST_CASE("stream-ordered frees are reused at once on their stream and elsewhere only after an event",

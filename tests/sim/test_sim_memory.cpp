@@ -459,3 +459,29 @@ TEST_CASE("make_device_pool makes a GPU pool of each allocator kind from your co
   CHECK(dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(*same).upstream().uses_device_default_pool());
   CHECK(dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(dm.memory(gpu)).upstream().uses_device_default_pool());
 }
+
+TEST_CASE("release_cached gives a GPU pool's cached memory back to the device, as torch.cuda.empty_cache",
+          "[sim][memory][trim]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config config = small_pool();
+  config.initial_size = std::size_t{4} << 20;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), config};
+  const std::size_t base = sim::device_bytes_in_use(0) - (std::size_t{4} << 20);
+  const dk::stream s(gpu);
+  void* live = pool.allocate(MiB, s);                    // in the preallocated chunk
+  void* freed = pool.allocate(std::size_t{8} << 20, s);  // a chunk of its own
+  pool.deallocate(freed, std::size_t{8} << 20, s);       // cached, for s at once, others later
+  CHECK(sim::device_bytes_in_use(0) == base + (std::size_t{12} << 20));
+  CHECK(pool.defragment().released_bytes == 0);  // below its threshold
+  CHECK(sim::device_bytes_in_use(0) == base + (std::size_t{12} << 20));
+
+  CHECK(pool.release_cached() == std::size_t{8} << 20);
+  CHECK(sim::device_bytes_in_use(0) == base + (std::size_t{4} << 20));       // the driver has it back
+  REQUIRE(cudaMemsetAsync(live, 1, MiB, s.native_handle()) == cudaSuccess);  // still valid
+  s.synchronize();
+  pool.deallocate(live, MiB, s);
+  CHECK(pool.release_cached() == std::size_t{4} << 20);
+  CHECK(sim::device_bytes_in_use(0) == base);
+  CHECK(pool.stats().reserved_bytes == 0);
+  pool.check_consistency();
+}

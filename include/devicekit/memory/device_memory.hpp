@@ -152,13 +152,29 @@ class device_memory : private detail::graph_memory_holder {
 #endif
 
   // --- maintenance ------------------------------------------------------------------------------
+  // Which call hands cached memory back: release_cached() all of it, now (torch.cuda.empty_cache);
+  // trim() what it can without waiting, keeping the preallocated chunk; defragment() only past its
+  // threshold. None frees a live allocation, and a chunk that holds one stays, free parts and all
+  // (live pointers never move): the pool gives memory back by whole chunks, as PyTorch's caching
+  // allocator releases whole segments.
+
+  /// Every cached free block back to the upstream now, as PyTorch's torch.cuda.empty_cache() and
+  /// CuPy's free_all_blocks() do: waits for every stream's pending frees (their events, then the
+  /// device fence for frees no event covers), returns the empty size-class slabs to the heap, and
+  /// releases every chunk without a live block, the preallocated initial one too (the next
+  /// allocations grow the pool again); a driver pool under it is trimmed as well. Live allocations
+  /// stay valid and keep their chunks. Blocks the calling thread. Returns the bytes of the chunks
+  /// released.
+  std::size_t release_cached();
+
   /// Returns empty chunks (except the preallocated initial one) to the upstream, after taking in
-  /// other streams' completed frees. Never blocks on a stream. Returns the bytes released.
+  /// other streams' completed frees. Never blocks on a stream, so frees still pending on a stream
+  /// stay cached (release_cached() waits for them). Returns the bytes released.
   std::size_t trim();
 
-  /// Waits for every stream's pending frees, then returns all unused memory (the initial chunk
-  /// too) to the upstream. Live allocations stay valid: clear() never frees them.
-  void clear();
+  /// release_cached() without the count: despite its name it frees no live allocation, only what
+  /// the pool caches.
+  void clear() { (void)release_cached(); }
 
   /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
   /// event only: `s` itself may already be destroyed), makes those blocks ready for every stream,
@@ -174,9 +190,11 @@ class device_memory : private detail::graph_memory_holder {
   }
   void release_stream(stream_ref s) { release_stream(s.native_handle()); }
 
-  /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, when
-  /// fragmentation then exceeds `defrag_threshold` (or `force`), returns empty chunks upstream.
-  /// Live pointers never move.
+  /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, only when
+  /// fragmentation then exceeds `defrag_threshold` (pool_config, default 0.5) or `force` is true,
+  /// returns empty chunks upstream, the preallocated one excepted. Below the threshold and without
+  /// `force` it hands nothing back: to empty the cache, call release_cached(). Never blocks on a
+  /// stream. Live pointers never move.
   defragment_result defragment(bool force = false);
 
   // --- observation ------------------------------------------------------------------------------

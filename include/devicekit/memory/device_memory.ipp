@@ -50,12 +50,13 @@ DEVICEKIT_DECL std::size_t device_memory::trim() {
   return released;
 }
 
-DEVICEKIT_DECL void device_memory::clear() {
+DEVICEKIT_DECL std::size_t device_memory::release_cached() {
   std::lock_guard lock(mutex_);
   take_in_frees(true);
-  heap_.release_empty_chunks(false);
+  const std::size_t released = heap_.release_empty_chunks(false).first;
   notify(detail::pool_event::other, 0);
   upstream_->trim();
+  return released;
 }
 
 DEVICEKIT_DECL defragment_result device_memory::defragment(bool force) {

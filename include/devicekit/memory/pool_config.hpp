@@ -37,7 +37,8 @@ struct pool_config {
   /// The most the pool may reserve. Unset: the balanced strategy's budget for the device, capped to
   /// what the device has available when the pool is made (device_available_bytes).
   std::optional<std::size_t> max_size;
-  /// defragment() releases empty chunks when fragmentation (1 - largest free / free) exceeds this.
+  /// defragment() releases empty chunks only when fragmentation (1 - largest free / free) exceeds
+  /// this (or it is forced); release_cached() releases them whatever the fragmentation.
   double defrag_threshold = 0.5;
   std::size_t min_chunk_size = 2u << 20;
   std::size_t max_chunk_size = 1u << 30;
