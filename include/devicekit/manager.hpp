@@ -5,6 +5,7 @@
 /// free functions (manager/global.hpp: `default_manager()`, `has_gpu()`, `default_device()`,
 /// `print_device_info()`) and a device's memories as jaxlib lists them (manager/memories.hpp). The
 /// public path; its parts live under manager/, one job per header.
+#include <devicekit/manager/budget.hpp>
 #include <devicekit/manager/detection.hpp>
 #include <devicekit/manager/device_manager.hpp>
 #include <devicekit/manager/errors.hpp>

@@ -28,7 +28,7 @@ using lookup_fn = std::function<std::optional<std::string>(const std::string&)>;
 constexpr const char* gpus_accepted = "a whole number of simulated devices, 0 to 64 (default 1)";
 constexpr const char* device_accepted =
     "comma-separated key=value items: name=<1 to 255 characters>, memory=<bytes, or a whole number with "
-    "KiB, MiB or GiB; 1GiB to 1048576GiB>, cc=<major.minor, 1.0 to 99.9>, sms=<1 to 1024>, pci_bus=<0 to 255, "
+    "KiB, MiB or GiB; 1MiB to 1048576GiB>, cc=<major.minor, 1.0 to 99.9>, sms=<1 to 1024>, pci_bus=<0 to 255, "
     "or 0x0 to 0xff>, uuid=<GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx in hex digits>; no two devices with one "
     "pci_bus or uuid";
 constexpr const char* peer_accepted =
@@ -140,7 +140,8 @@ bool parse_uuid(std::string_view text, device_spec& d) {
   return true;
 }
 
-/// A byte size: a whole number, optionally with KiB, MiB or GiB, from 1 GiB to 1 PiB.
+/// A byte size: a whole number, optionally with KiB, MiB or GiB, from 1 MiB to 1 PiB. A context
+/// costs an eighth of a small device (cuda_context_headroom_bytes), so any size leaves it memory.
 std::optional<std::uint64_t> byte_size(std::string_view text, std::string& problem) {
   std::uint64_t unit = 1;
   for (const auto& [suffix, bytes] :
@@ -151,7 +152,7 @@ std::optional<std::uint64_t> byte_size(std::string_view text, std::string& probl
       break;
     }
   }
-  constexpr std::uint64_t lo = 1ull << 30;
+  constexpr std::uint64_t lo = 1ull << 20;
   constexpr std::uint64_t hi = 1ull << 50;
   const auto n = whole(text, 0, UINT64_MAX, problem);
   if (!n) return std::nullopt;

@@ -145,7 +145,7 @@ cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   bind_current(g);
   const device_spec& d = g.devices[static_cast<std::size_t>(tl_device)];
   *total = d.total_memory;
-  *free_bytes = d.total_memory - context_bytes - g.bytes_in_use[static_cast<std::size_t>(tl_device)];
+  *free_bytes = free_device_bytes(d, g.bytes_in_use[static_cast<std::size_t>(tl_device)]);
   return cudaSuccess;
 }
 

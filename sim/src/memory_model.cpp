@@ -38,7 +38,8 @@ cudaError_t device_alloc(state& g, void** out, std::size_t size, int device, boo
   ensure_context(g, device);
   const device_spec& d = g.devices[static_cast<std::size_t>(device)];
   const std::size_t n = std::max<std::size_t>(size, 1);
-  if (g.bytes_in_use[static_cast<std::size_t>(device)] + n + context_bytes > d.total_memory) {
+  // Compared, not added: a size near SIZE_MAX would wrap the sum and pass.
+  if (n > free_device_bytes(d, g.bytes_in_use[static_cast<std::size_t>(device)])) {
     *out = nullptr;
     return cudaErrorMemoryAllocation;
   }

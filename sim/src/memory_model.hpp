@@ -4,6 +4,8 @@
 // a while (memory_model.cpp).
 #include "state.hpp"
 
+#include <devicekit/memory/context_headroom.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -11,9 +13,21 @@
 
 namespace devicekit::cuda_sim::detail {
 
-inline constexpr unsigned char poison_new = 0xA5;                         ///< never-written device memory reads as this
-inline constexpr unsigned char poison_freed = 0xDE;                       ///< freed device memory reads as this
-inline constexpr std::uint64_t context_bytes = std::uint64_t{512} << 20;  // what a primary context costs
+inline constexpr unsigned char poison_new = 0xA5;    ///< never-written device memory reads as this
+inline constexpr unsigned char poison_freed = 0xDE;  ///< freed device memory reads as this
+
+/// What the primary context of device `d` takes of its memory: devicekit's own rule for the CUDA
+/// context (devicekit/memory/context_headroom.hpp, which says where the figure comes from), so
+/// that a budget devicekit works out for a device of any size fits on the simulated one.
+inline std::uint64_t context_bytes(const device_spec& d) { return cuda_context_headroom_bytes(d.total_memory); }
+
+/// Device memory a program may still allocate on `d` when `in_use` bytes are allocated: total
+/// less the context and `in_use`, never below zero.
+inline std::uint64_t free_device_bytes(const device_spec& d, std::uint64_t in_use) {
+  const std::uint64_t context = context_bytes(d);
+  const std::uint64_t usable = d.total_memory > context ? d.total_memory - context : 0;
+  return usable > in_use ? usable - in_use : 0;
+}
 
 /// The live allocation (device or pinned host) that holds `p`, or nullptr.
 allocation* find_allocation(state& g, const void* p);

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -84,14 +85,52 @@ TEST_CASE("a budget is the fraction of total memory less the context headroom", 
   CHECK(b.start_bytes == 0);
   // Headroom larger than the fraction: nothing left, never negative.
   CHECK(dk::compute_budget(1ull << 20, 0.5, 1ull << 20).budget_bytes == 0);
-  // Default headroom: 512 MiB on a GPU, an eighth of a small one, none on the host.
+  // Default headroom: 512 MiB on a GPU, an eighth of a small one, none on the host; on a GPU it
+  // is the one rule for a context's cost, which the simulator charges too.
   CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 80ull << 30) == (512ull << 20));
   CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 2ull << 30) == (256ull << 20));
+  CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, 256ull << 20) == (32ull << 20));
   CHECK(dk::default_headroom_bytes(dk::device_kind::cpu, 64ull << 30) == 0);
+  for (const std::uint64_t total : {256ull << 20, 1ull << 30, 4ull << 30, 141ull << 30}) {
+    CHECK(dk::default_headroom_bytes(dk::device_kind::cuda, total) == dk::cuda_context_headroom_bytes(total));
+    // Whatever the size, the balanced budget leaves room for the context.
+    CHECK(dk::budget_for(dk::balanced{}, dk::device_kind::cuda, total).budget_bytes +
+              dk::cuda_context_headroom_bytes(total) <=
+          total);
+  }
   CHECK(dk::budget_for(dk::aggressive{}, dk::device_kind::cuda, 80ull << 30).headroom_bytes == (512ull << 20));
   CHECK(dk::budget_for(dk::with_headroom<dk::balanced, (1ull << 30)>{}, dk::device_kind::cuda, 80ull << 30)
             .budget_bytes == (59ull << 30));
   CHECK(dk::budget_for(dk::balanced{}, dk::device_kind::cpu, 64ull << 30).budget_bytes == (48ull << 30));
+}
+
+TEST_CASE("a budget capped to what a device has available says so", "[memory][strategy]") {
+  const dk::memory_budget share = dk::compute_budget(1ull << 30, 0.75, 128ull << 20, 0.5);
+  REQUIRE(share.budget_bytes == (640ull << 20));
+  REQUIRE(share.start_bytes == (384ull << 20));
+  CHECK_FALSE(share.available_bytes.has_value());  // nothing measured
+  CHECK_FALSE(share.capped_to_available);
+
+  const dk::memory_budget capped = dk::cap_to_available(share, 300ull << 20);
+  CHECK(capped.budget_bytes == (300ull << 20));
+  CHECK(capped.start_bytes == (300ull << 20));  // the start never exceeds the budget
+  CHECK(capped.available_bytes == std::optional<std::uint64_t>(300ull << 20));
+  CHECK(capped.capped_to_available);
+  CHECK(capped.total_bytes == share.total_bytes);
+  CHECK(capped.fraction == share.fraction);
+  CHECK_THAT(dk::detail::budget_text(capped), Catch::Contains("capped to the 300.00 MiB the device had available"));
+
+  const dk::memory_budget roomy = dk::cap_to_available(share, 2ull << 30);
+  CHECK(roomy.budget_bytes == share.budget_bytes);
+  CHECK(roomy.start_bytes == share.start_bytes);
+  CHECK(roomy.available_bytes == std::optional<std::uint64_t>(2ull << 30));
+  CHECK_FALSE(roomy.capped_to_available);
+  CHECK_THAT(dk::detail::budget_text(roomy), !Catch::Contains("capped"));
+
+  CHECK(dk::cap_to_available(share, 0).budget_bytes == 0);  // a full device: no budget at all
+
+  // The collective reserve comes out of what is left after the cap.
+  CHECK(dk::reserve_for_collectives(capped, 100ull << 20, "cuda:0").budget_bytes == (200ull << 20));
 }
 
 TEST_CASE("the start/cap form preallocates the start and grows to the cap", "[memory][strategy]") {
@@ -349,8 +388,48 @@ TEST_CASE("a request over the budget is out_of_memory with the figures and advic
   after.oom_count = 0;
   CHECK(after == before);
   pool.check_consistency();
-  CHECK_THROWS_AS(pool.allocate(std::numeric_limits<std::size_t>::max()), dk::out_of_memory);
   pool.deallocate(keep, 1 * MiB);
+}
+
+TEST_CASE("a size that overflows the pool's arithmetic is invalid_request and changes nothing",
+          "[memory][pool][bad-input]") {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  dk::pool_config unlimited;
+  unlimited.max_size = top;  // no budget to catch the size first
+  dk::memory_pool<dk::host_resource> budgeted;
+  dk::memory_pool<dk::host_resource> open(unlimited);
+  for (dk::device_memory* pool : {static_cast<dk::device_memory*>(&budgeted), static_cast<dk::device_memory*>(&open)}) {
+    void* keep = pool->allocate(3000);
+    const auto before = pool->stats();
+    const std::size_t largest = dk::detail::largest_request(256, pool->config().min_chunk_size);
+    struct request {
+      std::size_t bytes;
+      std::size_t alignment;
+    };
+    for (const request r :
+         {request{top, 256}, request{top - 100, 256}, request{top - 255, 256}, request{largest + 1, 256},
+          request{std::size_t{1} << 63, std::size_t{1} << 63}, request{top - 100, 4096}}) {
+      INFO(r.bytes << " bytes aligned to " << r.alignment);
+      try {
+        (void)pool->allocate(r.bytes, r.alignment);
+        FAIL("allocated");
+      } catch (const dk::invalid_request& e) {
+        const std::string m = e.what();
+        CHECK_THAT(m, Catch::Contains(std::to_string(r.bytes) + " bytes") && Catch::Contains("overflows") &&
+                          Catch::Contains("Nothing was allocated"));
+      }
+      CHECK_THROWS_AS(pool->allocate_async(r.bytes, r.alignment, dk::stream{}), dk::invalid_request);
+      CHECK(pool->stats() == before);  // not even an out_of_memory counted
+      pool->check_consistency();
+    }
+    // The largest size that fits is a real request, refused for want of memory, not as malformed.
+    CHECK_THROWS_AS(pool->allocate(largest), dk::out_of_memory);
+    CHECK(pool->live_allocations().size() == 1);
+    void* more = pool->allocate(5000);  // and the pool serves on
+    pool->deallocate(more, 5000);
+    pool->deallocate(keep, 3000);
+    pool->check_consistency();
+  }
 }
 
 TEST_CASE("out of memory: cached blocks are released and the request retried before failing", "[memory][pool][oom]") {
@@ -505,6 +584,56 @@ TEST_CASE("bad inputs are refused with their own error and leave the pool intact
   }
   pool.deallocate(big, 1 * MiB);
   pool.deallocate(small, 300);
+  pool.check_consistency();
+}
+
+TEST_CASE("release_cached hands every cached block back now; trim, defragment and clear keep what they say",
+          "[memory][pool][trim]") {
+  event_upstream up;
+  dk::pool_config c = test_config(64 * MiB);
+  c.initial_size = 4 * MiB;
+  c.defrag_threshold = 0.9;
+  dk::memory_pool<event_upstream> pool(up, c);
+  const auto s = fake_stream(1);
+  void* live = pool.allocate(1 * MiB);                   // in the preallocated chunk, kept
+  void* big = pool.allocate(6 * MiB);                    // a chunk of its own
+  void* small = pool.allocate(100);                      // a size-class slot
+  void* pending = pool.allocate_async(8 * MiB, 256, s);  // another chunk
+  pool.deallocate(big, 6 * MiB);
+  pool.deallocate(small, 100);
+  pool.deallocate_async(pending, 8 * MiB, 256, s);  // pending until s's event completes
+  REQUIRE(pool.stats().reserved_bytes == 18 * MiB);
+  REQUIRE(pool.stats().pending_stream_frees == 1);
+
+  // Below its threshold defragment() hands nothing back; trim() takes no pending free.
+  const dk::defragment_result d = pool.defragment();
+  CHECK(d.released_bytes == 0);
+  CHECK(d.fragmentation_after <= 0.9);
+  CHECK(pool.stats().reserved_bytes == 18 * MiB);
+  CHECK(up.state().waits == 0);
+
+  // release_cached waits for s's free and returns every chunk without a live block.
+  CHECK(pool.release_cached() == 14 * MiB);
+  CHECK(pool.stats().reserved_bytes == 4 * MiB);  // the chunk with the live block stays
+  CHECK(up.outstanding() == 4 * MiB);
+  CHECK(pool.stats().pending_stream_frees == 0);
+  CHECK(up.state().waits >= 1);
+  CHECK(pool.stats().allocated_bytes == 1 * MiB);
+  std::memset(live, 7, 1 * MiB);  // still the caller's
+  pool.check_consistency();
+
+  // trim() keeps the preallocated chunk, release_cached() does not; clear() is release_cached().
+  pool.deallocate(live, 1 * MiB);
+  CHECK(pool.trim() == 0);
+  CHECK(pool.stats().reserved_bytes == 4 * MiB);
+  CHECK(pool.release_cached() == 4 * MiB);
+  CHECK(pool.stats().reserved_bytes == 0);
+  CHECK(up.outstanding() == 0);
+  CHECK(pool.release_cached() == 0);
+  void* again = pool.allocate(2 * MiB);  // the pool grows again as needed
+  pool.deallocate(again, 2 * MiB);
+  pool.clear();
+  CHECK(pool.stats().reserved_bytes == 0);
   pool.check_consistency();
 }
 
@@ -1083,50 +1212,118 @@ TEST_CASE("a pool that releases on free gives every allocation back upstream", "
   pool.check_consistency();
 }
 
+TEST_CASE("a manager's memory_stats and live_buffers of cpu:0 include what dk::place put there",
+          "[memory][manager][stats]") {
+  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  const dk::device cpu = dk::device::cpu();
+  const auto before = dm.memory_stats(cpu);
+  const auto host_before = dm.memory_stats(cpu, dk::memory_kind::host);
+  const std::size_t live_before = dm.live_buffers(cpu).size();
+  constexpr std::size_t count = std::size_t{1} << 16;
+  {
+    const auto placed = dk::place(std::vector<float>(count, 1.f), cpu);  // the process's host pool, not dm's
+    const auto during = dm.memory_stats(cpu);
+    CHECK(during.bytes_in_use >= before.bytes_in_use + count * sizeof(float));
+    CHECK(during.num_allocs > before.num_allocs);
+    CHECK(during.bytes_reserved >= count * sizeof(float));
+    CHECK(during.bytes_limit == dm.budget(cpu).budget_bytes);
+    CHECK(dm.memory_stats(cpu, dk::memory_kind::host).bytes_in_use >= host_before.bytes_in_use + count * sizeof(float));
+    const auto live = dm.live_buffers(cpu);
+    CHECK(live.size() == live_before + 1);
+    CHECK(std::any_of(live.begin(), live.end(), [&](const auto& r) { return r.bytes >= count * sizeof(float); }));
+    // dm's own pool is counted alongside it.
+    void* own = dm.memory(cpu).allocate(4096);
+    CHECK(dm.memory_stats(cpu).bytes_in_use == during.bytes_in_use + 4096);
+    CHECK(dm.live_buffers(cpu).size() == live_before + 2);
+    dm.memory(cpu).deallocate(own, 4096);
+  }
+  CHECK(dm.memory_stats(cpu).bytes_in_use == before.bytes_in_use);
+  CHECK(dm.live_buffers(cpu).size() == live_before);
+}
+
+TEST_CASE("make_device_pool makes the pool a manager would, from your own configuration", "[memory][pool][manager]") {
+  const dk::device cpu = dk::device::cpu();
+  dk::pool_config config;
+  config.max_size = 8 * MiB;
+  config.small_size_limit = 0;  // no size classes: every block is its request, rounded
+  config.tracking = dk::tracking_mode::on;
+  std::unique_ptr<dk::device_memory> pool = dk::make_device_pool(cpu, config);
+  REQUIRE(dynamic_cast<dk::memory_pool<dk::host_resource>*>(pool.get()) != nullptr);
+  CHECK(pool->get_device() == cpu);
+  CHECK(pool->config().max_size == 8 * MiB);
+  CHECK(pool->stats().max_size == 8 * MiB);
+  CHECK(pool->tracking());
+  void* p = pool->allocate(1000);
+  CHECK(pool->stats().in_use_bytes == 1024);  // 1000 rounded to the granule: no size class
+  REQUIRE(pool->live_allocations().size() == 1);
+  CHECK(pool->live_allocations().front().where.line() != 0);  // tracked
+  CHECK_THROWS_AS(pool->allocate(9 * MiB), dk::out_of_memory);
+  pool->deallocate(p, 1000);
+
+  // A manager's pool is exactly this from its configuration (pool_config_for: the strategy's).
+  dk::device_manager<dk::fixed_detector, dk::conservative> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  const std::unique_ptr<dk::device_memory> same = dk::make_device_pool(cpu, dm.pool_config_for(cpu), dm.allocator());
+  CHECK(same->stats().max_size == dm.memory(cpu).stats().max_size);
+  CHECK(same->budget().budget_bytes == dm.memory(cpu).budget().budget_bytes);
+  CHECK(same->budget().fraction == 0.60);
+
+  // Without a budget or max_size: the balanced strategy's budget of the host.
+  const std::unique_ptr<dk::device_memory> plain = dk::make_device_pool(cpu);
+  CHECK(plain->budget().fraction == 0.75);
+  CHECK(plain->stats().max_size == plain->budget().budget_bytes);
+
+  config.growth_factor = 0.5;  // a bad configuration is refused when the pool is made
+  CHECK_THROWS_WITH(dk::make_device_pool(cpu, config), Catch::Contains("growth_factor"));
+}
+
 TEST_CASE("memory_stats(dev) has jaxlib's keys and follows allocations; live_buffers lists them",
           "[memory][manager][stats]") {
   dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
   const dk::device cpu = dk::device::cpu();
-  const auto empty = dm.memory_stats(cpu);  // no pool made yet, none made by asking
-  CHECK(empty.bytes_in_use == 0u);
-  CHECK(empty.num_allocs == 0u);
-  CHECK(empty.bytes_reserved == 0u);
-  CHECK(empty.bytes_limit == dm.budget(cpu).budget_bytes);
+  // The process's host pool (what dk::place(tree, cpu) uses) counts too: what it holds from
+  // earlier cases in this process is the base.
+  const auto base = dm.memory_stats(cpu);  // no pool of dm's made yet, none made by asking
+  const std::size_t live_base = dm.live_buffers(cpu).size();
+  CHECK(base.bytes_limit == dm.budget(cpu).budget_bytes);
   CHECK(dm.memory_stats().empty());
 
   auto& pool = dm.memory(cpu);
   void* small = pool.allocate(1000);
   void* large = pool.allocate(5 * MiB);
   auto s = dm.memory_stats(cpu);
-  CHECK(s.bytes_in_use == 1000 + 5 * MiB);
-  CHECK(s.peak_bytes_in_use == 1000 + 5 * MiB);
-  CHECK(s.num_allocs == 2u);
-  CHECK(s.largest_alloc_size == 5 * MiB);
+  CHECK(s.bytes_in_use == base.bytes_in_use + 1000 + 5 * MiB);
+  CHECK(s.peak_bytes_in_use == base.peak_bytes_in_use + 1000 + 5 * MiB);
+  CHECK(s.num_allocs == base.num_allocs + 2);
+  CHECK(s.largest_alloc_size == std::max<std::uint64_t>(base.largest_alloc_size, 5 * MiB));
   CHECK(s.bytes_limit == dm.budget(cpu).budget_bytes);
-  CHECK(s.bytes_reserved == pool.stats().reserved_bytes);
+  CHECK(s.bytes_reserved == base.bytes_reserved + pool.stats().reserved_bytes);
   CHECK(s.bytes_reserved >= s.bytes_in_use);
-  CHECK(s.largest_free_block_bytes == pool.stats().largest_free_block);
+  CHECK(s.largest_free_block_bytes ==
+        std::max<std::uint64_t>(base.largest_free_block_bytes, pool.stats().largest_free_block));
 
   const auto live = dm.live_buffers(cpu);
-  REQUIRE(live.size() == 2);
-  std::vector<void*> ptrs{live[0].ptr, live[1].ptr};
+  REQUIRE(live.size() == live_base + 2);
+  std::vector<void*> ptrs;
+  for (const auto& r : live) ptrs.push_back(r.ptr);
   CHECK(std::find(ptrs.begin(), ptrs.end(), small) != ptrs.end());
   CHECK(std::find(ptrs.begin(), ptrs.end(), large) != ptrs.end());
 
   pool.deallocate(large, 5 * MiB);
   s = dm.memory_stats(cpu);
-  CHECK(s.bytes_in_use == 1000);
-  CHECK(s.peak_bytes_in_use == 1000 + 5 * MiB);
-  CHECK(dm.live_buffers(cpu).size() == 1);
+  CHECK(s.bytes_in_use == base.bytes_in_use + 1000);
+  CHECK(s.peak_bytes_in_use == base.peak_bytes_in_use + 1000 + 5 * MiB);
+  CHECK(dm.live_buffers(cpu).size() == live_base + 1);
 
   const auto map = s.as_map();
   std::vector<std::string> keys;
   for (const auto& [k, v] : map) keys.push_back(k);
   CHECK(keys == std::vector<std::string>{"bytes_in_use", "bytes_limit", "bytes_reserved", "largest_alloc_size",
                                          "largest_free_block_bytes", "num_allocs", "peak_bytes_in_use"});
-  CHECK(map.at("bytes_in_use") == 1000);
-  CHECK(map.at("num_allocs") == 2);
-  CHECK_THAT(s.to_json(), Catch::StartsWith("{\"bytes_in_use\": 1000, \"bytes_limit\": ") && Catch::EndsWith("}"));
+  CHECK(map.at("bytes_in_use") == static_cast<std::int64_t>(base.bytes_in_use + 1000));
+  CHECK(map.at("num_allocs") == static_cast<std::int64_t>(base.num_allocs + 2));
+  CHECK_THAT(s.to_json(), Catch::StartsWith("{\"bytes_in_use\": " + std::to_string(base.bytes_in_use + 1000) +
+                                            ", \"bytes_limit\": ") &&
+                              Catch::EndsWith("}"));
   pool.deallocate(small, 1000);
 
   CHECK_THROWS_WITH(dm.memory_stats(dk::device::cuda(3)), Catch::Contains("not one of this manager's devices"));

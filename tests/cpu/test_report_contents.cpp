@@ -187,3 +187,27 @@ TEST_CASE("the report aggregates the platforms and device kinds present", "[repo
   CHECK(host.platforms() == std::vector<std::string>{"cpu"});
   CHECK(dk::to_json(host).at("platforms") == nlohmann::json::array({"cpu"}));
 }
+
+TEST_CASE("the report shows when a budget was capped to what the device had available", "[report][memory]") {
+  dk::device_report r = two_h100s().report();
+  const dk::memory_budget share = r.memory.at(0).budget;
+  CHECK_FALSE(share.available_bytes.has_value());  // a described device: nothing measured
+  auto j = dk::to_json(r).at("devices").at(0).at("memory");
+  CHECK(j.at("available_bytes").is_null());
+  CHECK(j.at("capped_to_available") == false);
+  CHECK_THAT(text_of(r), Catch::Contains("budget 59.5 GiB = 0.75 x 80.0 GiB - 512.0 MiB headroom;"));
+
+  r.memory.at(0).budget = dk::cap_to_available(share, 10ull << 30);
+  j = dk::to_json(r).at("devices").at(0).at("memory");
+  CHECK(j.at("available_bytes") == (10ull << 30));
+  CHECK(j.at("capped_to_available") == true);
+  CHECK(j.at("budget_bytes") == (10ull << 30));
+  CHECK_THAT(text_of(r),
+             Catch::Contains("budget 10.0 GiB = min(0.75 x 80.0 GiB - 512.0 MiB headroom, 10.0 GiB available);"));
+
+  r.memory.at(0).budget = dk::cap_to_available(share, 70ull << 30);  // measured, with room to spare
+  j = dk::to_json(r).at("devices").at(0).at("memory");
+  CHECK(j.at("available_bytes") == (70ull << 30));
+  CHECK(j.at("capped_to_available") == false);
+  CHECK_THAT(text_of(r), Catch::Contains("budget 59.5 GiB = 0.75 x 80.0 GiB - 512.0 MiB headroom;"));
+}

@@ -44,7 +44,7 @@ void check_ranges(const sim::configuration& c, const std::map<std::string, std::
   for (const auto& row : c.peer_possible) fuzz::check(row.size() == n, "a peer row is not one entry per device");
   for (std::size_t i = 0; i < n; ++i) {
     const sim::device_spec& d = c.devices[i];
-    fuzz::check(d.total_memory > 0, "a device with no memory accepted");
+    fuzz::check(d.total_memory >= (std::uint64_t{1} << 20), "a device of less than 1 MiB accepted");
     fuzz::check(d.total_memory <= (std::uint64_t{1} << 50), "a device of more than 1 PiB accepted");
     fuzz::check(d.cc_major >= 1 && d.cc_major <= 99 && d.cc_minor >= 0 && d.cc_minor <= 9,
                 "a compute capability outside 1.0-99.9 accepted");

@@ -116,6 +116,8 @@ TEST_CASE("config: every variable takes its documented values", "[sim][config]")
   CHECK(parse({{"DEVICEKIT_SIM_GPUS", "64"}}).devices.size() == 64);
   CHECK(parse({{"DEVICEKIT_SIM_GPU0", "memory=1048576GiB"}}).devices[0].total_memory == 1ull << 50);
   CHECK(parse({{"DEVICEKIT_SIM_GPU0", "memory=1048576KiB"}}).devices[0].total_memory == 1ull << 30);
+  CHECK(parse({{"DEVICEKIT_SIM_GPU0", "memory=256MiB"}}).devices[0].total_memory == 256ull << 20);
+  CHECK(parse({{"DEVICEKIT_SIM_GPU0", "memory=1MiB"}}).devices[0].total_memory == 1ull << 20);
   CHECK(parse({{"DEVICEKIT_SIM_GPU0", "pci_bus=200"}}).devices[0].pci_bus == 200);
   CHECK(parse({{"DEVICEKIT_SIM_NCCL_TIMEOUT_S", "0.001"}}).nccl_timeout == std::chrono::milliseconds(1));
 }
@@ -149,7 +151,7 @@ TEST_CASE("config: a bad value is refused with the variable, the value and what 
       {{{"DEVICEKIT_SIM_GPU0", "memory=18446744073709551615"}}, "DEVICEKIT_SIM_GPU0='memory=18446744073709551615'"},
       {{{"DEVICEKIT_SIM_GPU0", "memory=1.5GiB"}}, "DEVICEKIT_SIM_GPU0='memory=1.5GiB'"},
       {{{"DEVICEKIT_SIM_GPU0", "memory=80TiB"}}, "DEVICEKIT_SIM_GPU0='memory=80TiB'"},
-      {{{"DEVICEKIT_SIM_GPU0", "memory=1MiB"}}, "DEVICEKIT_SIM_GPU0='memory=1MiB': memory: "},
+      {{{"DEVICEKIT_SIM_GPU0", "memory=1023KiB"}}, "DEVICEKIT_SIM_GPU0='memory=1023KiB': memory: "},
       {{{"DEVICEKIT_SIM_GPU0", "memory=-1GiB"}}, "DEVICEKIT_SIM_GPU0='memory=-1GiB'"},
       {{{"DEVICEKIT_SIM_GPU0", "cc=9"}}, "DEVICEKIT_SIM_GPU0='cc=9': cc: '9' is not major.minor"},
       {{{"DEVICEKIT_SIM_GPU0", "cc=9.0.1"}}, "DEVICEKIT_SIM_GPU0='cc=9.0.1'"},

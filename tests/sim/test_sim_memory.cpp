@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -336,7 +338,8 @@ TEST_CASE("the collective reserve is kept out of what a GPU's pool may take", "[
                     Catch::Contains("collective_memory_size") && Catch::Contains("cuda:0"));
 }
 
-TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim][memory][stats]") {
+TEST_CASE("memory_stats and live_buffers see the default placement pool, on a GPU and on the host",
+          "[sim][memory][stats]") {
   using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
   manager dm{dk::settings{}};
   const dk::device gpu = dk::device::cuda(0);
@@ -351,4 +354,134 @@ TEST_CASE("memory_stats and live_buffers see the default placement pool", "[sim]
   }
   CHECK(dm.memory_stats(gpu).bytes_in_use == before.bytes_in_use);
   CHECK(dm.live_buffers(gpu).size() == live_before);
+
+  // The same on the host of a manager with GPUs: dk::place(tree, cpu) uses the process's host pool.
+  const dk::device cpu = dk::device::cpu();
+  const auto host_before = dm.memory_stats(cpu);
+  const std::size_t host_live_before = dm.live_buffers(cpu).size();
+  {
+    const auto placed = dk::place(ramp(1 << 16, 0.0f), cpu);
+    const auto during = dm.memory_stats(cpu);
+    CHECK(during.bytes_in_use >= host_before.bytes_in_use + (std::size_t{1} << 16) * sizeof(float));
+    CHECK(during.num_allocs > host_before.num_allocs);
+    CHECK(dm.live_buffers(cpu).size() == host_live_before + 1);
+  }
+  CHECK(dm.memory_stats(cpu).bytes_in_use == host_before.bytes_in_use);
+  CHECK(dm.live_buffers(cpu).size() == host_live_before);
+}
+
+TEST_CASE("a size that overflows the pool's arithmetic is invalid_request on a GPU, before any CUDA call",
+          "[sim][memory][bad-input]") {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config unlimited = small_pool();
+  unlimited.max_size = top;  // no budget to catch the size first
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), unlimited};
+  const dk::stream s(gpu);
+  void* keep = pool.allocate(3000, s);
+  const auto before = pool.stats();
+  const std::size_t in_use = sim::device_bytes_in_use(0);
+  const std::size_t calls = sim::api_calls_total();
+  for (const std::size_t bytes : {top, top - 100, top - 255}) {
+    INFO(bytes);
+    CHECK_THROWS_AS(pool.allocate(bytes), dk::invalid_request);
+    CHECK_THROWS_WITH(pool.allocate(bytes, s), Catch::Contains("overflows") && Catch::Contains("cuda:0"));
+    CHECK_THROWS_AS(pool.allocate_async(bytes, 4096, s), dk::invalid_request);
+  }
+  CHECK(sim::api_calls_total() == calls);  // refused before the capture query or any allocation
+  CHECK(pool.stats() == before);
+  CHECK(sim::device_bytes_in_use(0) == in_use);
+  pool.check_consistency();
+
+  // On a stream being captured into a graph: refused before a graph memory node is recorded.
+  REQUIRE(cudaStreamBeginCapture(s.native_handle(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK_THROWS_AS(pool.allocate(top - 100, s), dk::invalid_request);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s.native_handle(), &graph) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(pool.stats() == before);
+
+  // The manager's pools and the process's placement pool refuse it the same way.
+  dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>> dm{dk::settings{}};
+  CHECK_THROWS_AS(dm.memory(gpu).allocate(top - 100), dk::invalid_request);
+  CHECK_THROWS_AS(dk::default_memory(gpu).allocate(top - 100, s), dk::invalid_request);
+  pool.deallocate(keep, 3000, s);
+  s.synchronize();
+}
+
+TEST_CASE("make_device_pool makes a GPU pool of each allocator kind from your configuration",
+          "[sim][memory][allocator]") {
+  using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config config = small_pool();  // at most 64 MiB
+  config.tracking = dk::tracking_mode::on;
+  constexpr std::size_t bytes = std::size_t{4} << 20;
+  struct expectation {
+    dk::allocator_kind kind;
+    const char* api;
+    bool driver_pool;
+    bool default_pool;
+  };
+  const expectation cases[] = {{dk::allocator_kind::pool, "cudaMallocFromPoolAsync", true, false},
+                               {dk::allocator_kind::async, "cudaMallocAsync", true, true},
+                               {dk::allocator_kind::platform, "cudaMalloc", false, false}};
+  for (const auto& e : cases) {
+    INFO("allocator " << dk::to_string(e.kind));
+    const std::unique_ptr<dk::device_memory> m = dk::make_device_pool(gpu, config, e.kind);
+    auto* typed = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>*>(m.get());
+    REQUIRE(typed != nullptr);
+    CHECK(typed->upstream().uses_driver_pool() == e.driver_pool);
+    CHECK(typed->upstream().uses_device_default_pool() == e.default_pool);
+    CHECK(typed->upstream().release_threshold() == config.max_size);  // the driver pool keeps the budget
+    CHECK(m->stats().max_size == *config.max_size);
+    CHECK(m->tracking());
+    CHECK(m->config().release_on_free == (e.kind != dk::allocator_kind::pool));  // only pool caches
+    const std::size_t calls = sim::api_calls(e.api);
+    void* p = m->allocate(bytes);
+    CHECK(sim::api_calls(e.api) == calls + 1);
+    m->deallocate(p, bytes);
+    CHECK((m->stats().reserved_bytes > 0) == (e.kind == dk::allocator_kind::pool));
+  }
+
+  // Without a budget or max_size: the balanced budget of the device, which the driver pool keeps.
+  const std::unique_ptr<dk::device_memory> plain = dk::make_device_pool(gpu);
+  auto& plain_typed = dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(*plain);
+  CHECK(plain->budget().fraction == 0.75);
+  REQUIRE(plain->budget().available_bytes.has_value());
+  CHECK(plain->stats().max_size == plain->budget().budget_bytes);
+  CHECK(plain_typed.upstream().release_threshold() == plain->budget().budget_bytes);
+
+  // A manager's pool is what make_device_pool makes from the manager's configuration.
+  manager dm{dk::settings{}.set_allocator(dk::allocator_kind::async)};
+  const std::unique_ptr<dk::device_memory> same = dk::make_device_pool(gpu, dm.pool_config_for(gpu), dm.allocator());
+  CHECK(same->stats().max_size == dm.memory(gpu).stats().max_size);
+  CHECK(same->config().release_on_free == dm.memory(gpu).config().release_on_free);
+  CHECK(dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(*same).upstream().uses_device_default_pool());
+  CHECK(dynamic_cast<dk::memory_pool<dk::cuda_device_resource>&>(dm.memory(gpu)).upstream().uses_device_default_pool());
+}
+
+TEST_CASE("release_cached gives a GPU pool's cached memory back to the device, as torch.cuda.empty_cache",
+          "[sim][memory][trim]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config config = small_pool();
+  config.initial_size = std::size_t{4} << 20;
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), config};
+  const std::size_t base = sim::device_bytes_in_use(0) - (std::size_t{4} << 20);
+  const dk::stream s(gpu);
+  void* live = pool.allocate(MiB, s);                    // in the preallocated chunk
+  void* freed = pool.allocate(std::size_t{8} << 20, s);  // a chunk of its own
+  pool.deallocate(freed, std::size_t{8} << 20, s);       // cached, for s at once, others later
+  CHECK(sim::device_bytes_in_use(0) == base + (std::size_t{12} << 20));
+  CHECK(pool.defragment().released_bytes == 0);  // below its threshold
+  CHECK(sim::device_bytes_in_use(0) == base + (std::size_t{12} << 20));
+
+  CHECK(pool.release_cached() == std::size_t{8} << 20);
+  CHECK(sim::device_bytes_in_use(0) == base + (std::size_t{4} << 20));       // the driver has it back
+  REQUIRE(cudaMemsetAsync(live, 1, MiB, s.native_handle()) == cudaSuccess);  // still valid
+  s.synchronize();
+  pool.deallocate(live, MiB, s);
+  CHECK(pool.release_cached() == std::size_t{4} << 20);
+  CHECK(sim::device_bytes_in_use(0) == base);
+  CHECK(pool.stats().reserved_bytes == 0);
+  pool.check_consistency();
 }

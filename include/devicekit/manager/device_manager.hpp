@@ -3,18 +3,19 @@
 /// `device_manager<Detector, Strategy, Scheme>`, the façade: detects devices once, at
 /// construction, and answers questions about them; places trees on them (place/), spreads trees
 /// as its scheme plans (distribute/), and hands out its pools (memory/). Each of those jobs lives
-/// in its own header under manager/ (detection.hpp, pools.hpp, strategy.hpp, row_shares.hpp,
-/// report.hpp, errors.hpp); this class only forwards, so a reader stops at the level they need.
+/// in its own header under manager/ (detection.hpp, budget.hpp, pools.hpp, strategy.hpp,
+/// row_shares.hpp, report.hpp, errors.hpp); this class only forwards, so a reader stops at the
+/// level they need.
 ///
 /// Policies are checked where they are used, with one line that says what is missing. Stock
 /// policies are empty and stored with [[no_unique_address]], so a manager is exactly as large as
 /// its runtime state (`detail::manager_state`).
 ///
 /// Memory: the manager owns one caching pool per device and memory kind (`memory(dev, kind)`, kinds as jaxlib has them:
-/// core/memory_kind.hpp), the device kind sized by its strategy (fraction of total memory less the context headroom).
-/// Pools are made on first use, so a manager is cheap to construct and makes no CUDA call for memory until asked. A
-/// manager is move-only; destroying it releases its pools, so memory from them must be freed first. The global manager
-/// (manager/global.hpp) owns none: it uses the process's pools (memory/registry.hpp).
+/// core/memory_kind.hpp), the device kind sized by its strategy (fraction of total memory less the context headroom,
+/// capped to what the device has available). Pools are made on first use, so a manager is cheap to construct and makes
+/// no CUDA call for memory until asked. A manager is move-only; destroying it releases its pools, so memory from them
+/// must be freed first. The global manager (manager/global.hpp) owns none: it uses the process's pools.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/error.hpp>
@@ -29,6 +30,7 @@
 #include <devicekit/detect/start_environment.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
+#include <devicekit/manager/budget.hpp>
 #include <devicekit/manager/detection.hpp>
 #include <devicekit/manager/errors.hpp>
 #include <devicekit/manager/pools.hpp>
@@ -64,6 +66,7 @@ struct manager_state {
   device default_device;
   environment_outcome environment;
   manager_pools pools;
+  available_memory available;  ///< what each GPU had available when its budget was first needed
 };
 
 struct global_manager_access;
@@ -105,7 +108,7 @@ class device_manager {
     state_.default_device = detail::choose_default_device(state_.caps, config);
     state_.config = std::move(config);
     for (const auto& p : state_.caps.devices) {
-      if (p.id.is_cuda()) (void)budget(p.id);  // a collective reserve larger than a GPU: config_error now
+      if (p.id.is_cuda()) (void)budget_of(p.id, false);  // a collective reserve larger than a GPU: config_error now
     }
   }
 
@@ -254,7 +257,8 @@ class device_manager {
 
   /// The device report (report/report.hpp) of this manager; `costs` as the caller measured them.
   [[nodiscard]] device_report report(cost_table costs = {}) const {
-    return detail::build_report(*this, state_.environment, state_.pools, std::move(costs));
+    return detail::build_report(*this, state_.environment, state_.pools, std::move(costs),
+                                [this](device d) { return budget_of(d, false); });
   }
 
   /// The devices a scheme plans over: the default device first, then the others in order.
@@ -275,15 +279,11 @@ class device_manager {
   }
 
   // --- memory -------------------------------------------------------------------------------------
-  /// How the budget of `d` is reached: its total memory, the headroom, the strategy's fraction.
-  /// `d` is one of devices() or cpu:0 (config_error otherwise).
-  /// On a GPU the budget is reduced by the settings' collective_memory_size (config_error when the
-  /// reserve exceeds the device's memory).
-  [[nodiscard]] memory_budget budget(device d) const {
-    const memory_budget b = budget_for(strategy_, d.kind(), total_memory(d, "budget"));
-    if (!d.is_cuda()) return b;
-    return reserve_for_collectives(b, state_.config.get_collective_memory_size(), d.str());
-  }
+  /// How the budget of `d` is reached: total memory, headroom, the strategy's fraction; on a GPU
+  /// capped to what `d` had available when first needed (this call, memory(d), memory_stats(d):
+  /// manager/budget.hpp), less the settings' collective_memory_size (config_error if more than the
+  /// device has). `d` is one of devices() or cpu:0 (config_error otherwise).
+  [[nodiscard]] memory_budget budget(device d) const { return budget_of(d, true, "budget"); }
 
   /// The allocator that serves this manager's GPUs (settings::set_allocator, DEVICEKIT_ALLOCATOR).
   [[nodiscard]] allocator_kind allocator() const noexcept { return state_.config.get_allocator(); }
@@ -328,10 +328,10 @@ class device_manager {
   /// memory of `d`, where they have been made. On a GPU: this manager's pool of `d` and the
   /// process's (what devicekit::place uses without a resource; it also lends the scratch of CUB
   /// batched copies and NCCL collectives, see scratch_memory_stats). For cpu:0: this manager's
-  /// host pool (the process's for the global manager) and every pinned pool (placements of kind
-  /// pinned_host, this manager's and the process's, and the copy engine's staging, see
-  /// staging_memory_stats): pinned memory is host memory. bytes_limit is budget(d). Makes no
-  /// pool. config_error for a device this manager does not have.
+  /// host pool and the process's (what devicekit::place(tree, cpu) uses), and every pinned pool
+  /// (placements of kind pinned_host, this manager's and the process's, and the copy engine's
+  /// staging, see staging_memory_stats): pinned memory is host memory. bytes_limit is budget(d).
+  /// Makes no pool. config_error for a device this manager does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
     (void)total_memory(d, "memory_stats");  // validates d
@@ -367,18 +367,18 @@ class device_manager {
 
  private:
   std::uint64_t total_memory(device d, const char* op) const { return detail::total_memory_of(state_.caps, d, op); }
+  /// budget(d); what `d` has available is measured only when `measure` (a report does not measure).
+  [[nodiscard]] memory_budget budget_of(device d, bool measure, const char* op = "budget") const {
+    return detail::manager_budget(budget_for(strategy_, d.kind(), total_memory(d, op)), d,
+                                  state_.config.get_collective_memory_size(), state_.caps, state_.available, measure);
+  }
   void check_usable(device d) const { detail::check_usable(state_.caps, d); }
-
   friend struct detail::global_manager_access;
-
   [[nodiscard]] std::vector<device> memory_devices() const { return detail::memory_devices_of(state_.caps); }
-
   [[nodiscard]] std::string device_names() const { return detail::device_names(state_.caps); }
-
   [[nodiscard]] auto placement_selector() {
     return [this](device d) -> device_memory& { return placement_memory(d); };
   }
-
   /// The pool placement on `d` allocates from (every cpu ordinal is the host).
   [[nodiscard]] device_memory& placement_memory(device d) { return memory(d.is_cpu() ? device::cpu() : d); }
 

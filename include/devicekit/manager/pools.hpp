@@ -12,6 +12,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/pool_config.hpp>
 
 #include <memory>
@@ -26,11 +27,6 @@ namespace devicekit::detail {
 /// A text that identifies a pool's configuration (with the allocator kind behind it): the global
 /// manager's pools are the process's, replaced when this changes (detail::process_memory::adopt).
 [[nodiscard]] DEVICEKIT_DECL std::string pool_signature(const pool_config& c, allocator_kind a);
-
-/// A new device-kind pool of `d` under `c`: host memory for a cpu device; for a GPU by the
-/// allocator kind (`pool` a caching pool over a driver pool of its own, `async` cudaMallocAsync
-/// from the device's default pool, `platform` cudaMalloc).
-[[nodiscard]] DEVICEKIT_DECL std::unique_ptr<device_memory> make_device_pool(device d, pool_config c, allocator_kind a);
 
 /// Whether `d` can have pinned_host memory: it needs the CUDA runtime and a device it is pinned
 /// for (a GPU, or the cpu device of a manager that has one).
@@ -48,8 +44,8 @@ class manager_pools {
   void use_process_pools() noexcept { process_ = true; }
 
   /// The pool of `slot_kind` (device or pinned_host) for `d`, made on first use. A device-kind
-  /// pool is made by make_device_pool(d, config(), a); a pinned pool is sized exactly
-  /// (exact_pinned_config). `config` is called only when a pool is made or adopted.
+  /// pool is made by devicekit::make_device_pool(d, config(), a) (memory/pool.hpp); a pinned pool
+  /// is sized exactly (exact_pinned_config). `config` is called only when a pool is made or adopted.
   template <class Config>
   [[nodiscard]] device_memory& get(device d, memory_kind slot_kind, allocator_kind a, Config&& config) {
     using callable = std::remove_reference_t<Config>;
@@ -66,7 +62,8 @@ class manager_pools {
   [[nodiscard]] std::vector<std::pair<device, pool_stats>> device_stats(const std::vector<device>& devices) const;
 
   /// The pools that hold memory of `d` (see device_manager::memory_stats(d)), each once: those of
-  /// the device kind, and for cpu:0 the pinned ones too (pinned memory is host memory).
+  /// the device kind (this manager's and the process's, which dk::place uses without a resource),
+  /// and for cpu:0 the pinned ones too (pinned memory is host memory).
   [[nodiscard]] std::vector<const device_memory*> pools_of(device d) const;
 
   /// The pools of `kind` memory for `d` (see device_manager::memory_stats(d, kind)), each once:

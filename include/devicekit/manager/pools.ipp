@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The definitions behind manager/pools.hpp: pool signatures, making pools, and finding a manager's pools.
+/// The definitions behind manager/pools.hpp: pool signatures, and making and finding a manager's pools.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/manager/pools.hpp>
 
@@ -36,18 +36,6 @@ DEVICEKIT_DECL std::string pool_signature(const pool_config& c, allocator_kind a
     add(c.budget->fraction);
   }
   return s;
-}
-
-DEVICEKIT_DECL std::unique_ptr<device_memory> make_device_pool(device d, pool_config c, allocator_kind a) {
-  if (d.is_cpu()) return std::make_unique<memory_pool<host_resource>>(host_resource{}, std::move(c));
-  // The driver pool keeps up to the budget when idle: its default threshold (0) would hand
-  // memory back at every synchronisation.
-  const std::uint64_t threshold = c.max_size.value_or(0);
-  const auto mode = a == allocator_kind::platform ? cuda_device_resource::mode::synchronous
-                    : a == allocator_kind::async  ? cuda_device_resource::mode::device_default_pool
-                                                  : cuda_device_resource::mode::async_pool;
-  return std::make_unique<memory_pool<cuda_device_resource>>(cuda_device_resource(d.ordinal(), threshold, mode),
-                                                             std::move(c));
 }
 
 DEVICEKIT_DECL void check_pinned(device d, bool has_gpu, const std::string& fallback_reason) {
@@ -141,12 +129,10 @@ DEVICEKIT_DECL std::vector<const device_memory*> manager_pools::pools_of(device 
   };
   [[maybe_unused]] auto& registry = process_memory::instance();
   if (kind == memory_kind::host || (d.is_cpu() && kind == memory_kind::device)) {
-    // The manager's host pool (for the global manager the process's, with those it retired); a
-    // user's manager does not count the process's host pool.
+    // The manager's host pool and the process's (with those the global manager retired): where
+    // dk::place(tree, cpu) puts a tree without a resource, as it does on a GPU.
     add(find(device::cpu()));
-    if (process_) {
-      for (const device_memory* m : registry.pools(device::cpu(), memory_kind::host)) add(m);
-    }
+    for (const device_memory* m : registry.pools(device::cpu(), memory_kind::host)) add(m);
     return out;
   }
 #if DEVICEKIT_HAS_CUDA

@@ -35,10 +35,11 @@ DEVICEKIT_DECL void fill_report_routing(routing_info& routing, const settings& c
 DEVICEKIT_DECL void fill_report_clocks(device_report& r);
 
 /// The report of manager `m`, whose pools are `pools` and whose settings' environment variables
-/// did `environment`; `costs` as the caller measured them.
-template <class Manager>
+/// did `environment`; `costs` as the caller measured them; `budget_of(d)` the budget of `d` as far
+/// as it is known (a report measures no device's free memory: manager/budget.hpp).
+template <class Manager, class BudgetOf>
 [[nodiscard]] device_report build_report(const Manager& m, const environment_outcome& environment,
-                                         const manager_pools& pools, cost_table costs) {
+                                         const manager_pools& pools, cost_table costs, BudgetOf&& budget_of) {
   device_report r;
   r.caps = m.capabilities();
   r.strategy = devicekit::describe_strategy(m.strategy());
@@ -54,7 +55,7 @@ template <class Manager>
   r.costs = std::move(costs);
   r.routing.detector = devicekit::describe_detector<typename Manager::detector_type>();
   fill_report_routing(r.routing, m.config());
-  auto add = [&](device d) { r.memory.push_back(report_memory_info(d, m.budget(d), pools)); };
+  auto add = [&](device d) { r.memory.push_back(report_memory_info(d, budget_of(d), pools)); };
   for (const auto& p : r.caps.devices) add(p.id);
   if (!r.memory.empty() && r.memory.front().id.is_cuda() && pools.find(device::cpu()) != nullptr) add(device::cpu());
   fill_report_clocks(r);

@@ -24,10 +24,12 @@
 ///
 /// Bad input, defined behaviour (the pool is intact after each):
 ///   allocate(0) returns nullptr and counts nothing; deallocate(nullptr, n) does nothing;
-///   an alignment that is not a power of two is invalid_request; a request over the budget is
-///   out_of_memory; a double free, a foreign pointer and a free with the wrong size are
-///   invalid_free. These checks are always on (the pool keeps a record of every live allocation
-///   anyway).
+///   an alignment that is not a power of two is invalid_request, and so is a size that overflows
+///   the pool's arithmetic (rounding to the granule, alignment padding, growth by whole chunks:
+///   near SIZE_MAX, usually a negative value converted to size_t), refused before it is used and
+///   not counted in the stats; a request over the budget is out_of_memory; a double free, a
+///   foreign pointer and a free with the wrong size are invalid_free. These checks are always on
+///   (the pool keeps a record of every live allocation anyway).
 ///
 /// Tracking (opt-in: pool_config::tracking, the `tracked<Strategy>` policy, or
 /// DEVICEKIT_MEMORY_DEBUG=1): each live allocation keeps the std::source_location of the
@@ -78,6 +80,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -101,7 +104,9 @@ class device_memory : private detail::graph_memory_holder {
 
   // --- synchronous ------------------------------------------------------------------------------
   /// `bytes` bytes aligned to `alignment` (a power of two; at least 256 is always given).
-  /// Returns nullptr for 0 bytes. Throws out_of_memory, invalid_request.
+  /// Returns nullptr for 0 bytes. Throws out_of_memory (over the budget, or the upstream has no
+  /// more), invalid_request (an alignment that is not a power of two, a size that overflows the
+  /// pool's arithmetic); the pool is unchanged by either.
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment = detail::pool_granule,
                                std::source_location where = std::source_location::current()) {
     return allocate_impl(bytes, alignment, false, native_stream_handle{}, where);
@@ -147,13 +152,29 @@ class device_memory : private detail::graph_memory_holder {
 #endif
 
   // --- maintenance ------------------------------------------------------------------------------
+  // Which call hands cached memory back: release_cached() all of it, now (torch.cuda.empty_cache);
+  // trim() what it can without waiting, keeping the preallocated chunk; defragment() only past its
+  // threshold. None frees a live allocation, and a chunk that holds one stays, free parts and all
+  // (live pointers never move): the pool gives memory back by whole chunks, as PyTorch's caching
+  // allocator releases whole segments.
+
+  /// Every cached free block back to the upstream now, as PyTorch's torch.cuda.empty_cache() and
+  /// CuPy's free_all_blocks() do: waits for every stream's pending frees (their events, then the
+  /// device fence for frees no event covers), returns the empty size-class slabs to the heap, and
+  /// releases every chunk without a live block, the preallocated initial one too (the next
+  /// allocations grow the pool again); a driver pool under it is trimmed as well. Live allocations
+  /// stay valid and keep their chunks. Blocks the calling thread. Returns the bytes of the chunks
+  /// released.
+  std::size_t release_cached();
+
   /// Returns empty chunks (except the preallocated initial one) to the upstream, after taking in
-  /// other streams' completed frees. Never blocks on a stream. Returns the bytes released.
+  /// other streams' completed frees. Never blocks on a stream, so frees still pending on a stream
+  /// stay cached (release_cached() waits for them). Returns the bytes released.
   std::size_t trim();
 
-  /// Waits for every stream's pending frees, then returns all unused memory (the initial chunk
-  /// too) to the upstream. Live allocations stay valid: clear() never frees them.
-  void clear();
+  /// release_cached() without the count: despite its name it frees no live allocation, only what
+  /// the pool caches.
+  void clear() { (void)release_cached(); }
 
   /// Forgets stream `s`: waits for the event that covers its pending frees (a host wait, on the
   /// event only: `s` itself may already be destroyed), makes those blocks ready for every stream,
@@ -169,9 +190,11 @@ class device_memory : private detail::graph_memory_holder {
   }
   void release_stream(stream_ref s) { release_stream(s.native_handle()); }
 
-  /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, when
-  /// fragmentation then exceeds `defrag_threshold` (or `force`), returns empty chunks upstream.
-  /// Live pointers never move.
+  /// Coalesces what can be coalesced (other streams' completed frees, empty slabs) and, only when
+  /// fragmentation then exceeds `defrag_threshold` (pool_config, default 0.5) or `force` is true,
+  /// returns empty chunks upstream, the preallocated one excepted. Below the threshold and without
+  /// `force` it hands nothing back: to empty the cache, call release_cached(). Never blocks on a
+  /// stream. Live pointers never move.
   defragment_result defragment(bool force = false);
 
   // --- observation ------------------------------------------------------------------------------
@@ -217,8 +240,11 @@ class device_memory : private detail::graph_memory_holder {
  protected:
   device_memory(device dev, pool_config config);
 
-  /// Called by the concrete pool once its upstream exists: sets the budget and preallocates.
-  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes);
+  /// Called by the concrete pool once its upstream exists: sets the budget (by default the
+  /// balanced strategy's of `default_total_bytes`, capped to `default_available_bytes` where
+  /// measured), preallocates, and counts the pool in pool_held_bytes.
+  void start(detail::pool_upstream& upstream, std::size_t default_total_bytes,
+             std::optional<std::uint64_t> default_available_bytes = std::nullopt);
 
   /// Called by the concrete pool's destructor, while the upstream still exists.
   void release_everything() noexcept;
@@ -279,6 +305,8 @@ class device_memory : private detail::graph_memory_holder {
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause);
+  /// invalid_request for a size past detail::largest_request, saying what was asked and the limit.
+  [[noreturn]] void throw_overflowing_request(std::size_t bytes, std::size_t alignment) const;
 
   void deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s);
 
@@ -323,6 +351,12 @@ class device_memory : private detail::graph_memory_holder {
   detail::observer_list observers_;
   detail::graph_blocks graph_blocks_;
 };
+
+/// The bytes of `dev`'s memory that this process's devicekit pools hold now: of every pool alive
+/// on `dev` (the process's, every manager's, a program's own), what it reserved from its upstream
+/// and what its captured graphs hold. A pool keeps that memory to reuse it, so it does not count
+/// as taken when a budget is measured (device_available_bytes, memory/pool.hpp).
+[[nodiscard]] DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev);
 
 }  // namespace devicekit
 

@@ -6,12 +6,40 @@
 #include <devicekit/memory/device_memory.hpp>
 
 #include <algorithm>
-#include <limits>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace devicekit {
+
+namespace detail {
+/// Every pool alive in the process (pool_held_bytes). Its lock is taken before a pool's, never
+/// after: a pool joins once it is made and leaves before its destructor takes its own lock.
+struct pool_census {
+  std::mutex mutex;
+  std::vector<const device_memory*> pools;
+
+  [[nodiscard]] static pool_census& instance() {
+    static auto* census = new pool_census();  // never destroyed: pools may outlive static destructors
+    return *census;
+  }
+};
+}  // namespace detail
+
+DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev) {
+  auto& census = detail::pool_census::instance();
+  std::lock_guard lock(census.mutex);
+  std::uint64_t held = 0;
+  for (const device_memory* p : census.pools) {
+    if (p->get_device() != dev) continue;
+    const pool_stats s = p->stats();
+    held += s.reserved_bytes + s.graph_bytes;
+  }
+  return held;
+}
 
 DEVICEKIT_DECL std::size_t device_memory::trim() {
   std::lock_guard lock(mutex_);
@@ -22,12 +50,13 @@ DEVICEKIT_DECL std::size_t device_memory::trim() {
   return released;
 }
 
-DEVICEKIT_DECL void device_memory::clear() {
+DEVICEKIT_DECL std::size_t device_memory::release_cached() {
   std::lock_guard lock(mutex_);
   take_in_frees(true);
-  heap_.release_empty_chunks(false);
+  const std::size_t released = heap_.release_empty_chunks(false).first;
   notify(detail::pool_event::other, 0);
   upstream_->trim();
+  return released;
 }
 
 DEVICEKIT_DECL defragment_result device_memory::defragment(bool force) {
@@ -55,19 +84,30 @@ DEVICEKIT_DECL device_memory::device_memory(device dev, pool_config config)
                                        : detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
 }
 
-DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::size_t default_total_bytes) {
+DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::size_t default_total_bytes,
+                                         std::optional<std::uint64_t> default_available_bytes) {
   upstream_ = &upstream;
   events_ = upstream.has_events();
   heap_.configure(upstream_, min_chunk_, detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule),
                   config_.growth_factor);
   streams_.configure(upstream_, slabs_.class_count());
-  budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes);
+  budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes, default_available_bytes);
   max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
-  std::lock_guard lock(mutex_);
-  heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
+  {
+    std::lock_guard lock(mutex_);
+    heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
+  }
+  auto& census = detail::pool_census::instance();
+  std::lock_guard lock(census.mutex);
+  census.pools.push_back(this);
 }
 
 DEVICEKIT_DECL void device_memory::release_everything() noexcept {
+  {
+    auto& census = detail::pool_census::instance();
+    std::lock_guard lock(census.mutex);
+    std::erase(census.pools, this);
+  }
   // First, and without the pool's lock: the ledger calls holders under its own lock.
   detail::graph_memory_ledger::instance().withdraw(this);
   std::lock_guard lock(mutex_);
@@ -86,6 +126,8 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
                                                   native_stream_handle s, const std::source_location& where) {
   detail::check_alignment(alignment);
   if (bytes == 0) return nullptr;
+  // Before anything rounds it: a size past this wraps around in the pool's arithmetic.
+  if (bytes > detail::largest_request(alignment, min_chunk_)) throw_overflowing_request(bytes, alignment);
   if (ordered && events_) {
     if (const capture_state c = upstream_->capture_of(s); c.active)
       return allocate_in_capture(bytes, alignment, s, c.id);
@@ -93,10 +135,7 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   std::unique_lock lock(mutex_);
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s, heap_, slabs_) : 0;
   if (sid != 0) streams_.before_allocate(streams_.at(sid));  // may throw: nothing changed yet
-  // Requests near SIZE_MAX cannot be rounded; they are over any budget anyway.
-  const bool impossible = bytes > max_size_ || bytes > std::numeric_limits<std::size_t>::max() / 4 ||
-                          alignment > std::numeric_limits<std::size_t>::max() / 4;
-  if (impossible) {
+  if (bytes > max_size_) {
     throw_oom(bytes, "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
   }
   // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
@@ -143,10 +182,24 @@ DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<deta
   std::string cause;
   if (!heap_.last_upstream_error().empty()) {
     cause = "the upstream refused more memory (" + heap_.last_upstream_error() + ")";
-  } else if (heap_.reserved() + graph_blocks_.reserved() + need > max_size_) {
+  } else if (need > max_size_ - std::min(max_size_, heap_.reserved() + graph_blocks_.reserved())) {
     cause = "growing by " + detail::human_bytes(need) + " would pass the budget";
   }
   throw_oom(bytes, cause);
+}
+
+DEVICEKIT_DECL void device_memory::throw_overflowing_request(std::size_t bytes, std::size_t alignment) const {
+  const std::string request =
+      std::to_string(bytes) + " bytes" +
+      (alignment > detail::pool_granule ? " aligned to " + std::to_string(alignment) + " bytes" : std::string());
+  throw invalid_request("allocate: " + request + " on " + device_.str() +
+                        " overflows the pool's size arithmetic (a block is the size rounded up to " +
+                        std::to_string(detail::pool_granule) +
+                        " bytes, plus the padding a larger alignment needs, grown by whole chunks of " +
+                        std::to_string(min_chunk_) + " bytes); the most it can be asked for at this alignment is " +
+                        std::to_string(detail::largest_request(alignment, min_chunk_)) +
+                        " bytes, far beyond any device. A size this large is usually a negative or wrapped value "
+                        "converted to size_t: check how it was computed. Nothing was allocated.");
 }
 
 DEVICEKIT_DECL void device_memory::throw_oom(std::size_t bytes, const std::string& cause) {

@@ -6,7 +6,8 @@
 ///                   PyTorch's CUDA caching allocator reports its OutOfMemoryError)
 ///   invalid_free    double free, foreign pointer or wrong size: detected before the pool is
 ///                   touched, so the pool stays intact
-///   invalid_request a bad argument (alignment not a power of two, a size that overflows)
+///   invalid_request a bad argument (alignment not a power of two, a size that overflows the
+///                   pool's rounding, alignment padding or growth arithmetic)
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/memory/stats.hpp>

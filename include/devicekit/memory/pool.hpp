@@ -12,23 +12,41 @@
 ///                                                                {.max_size = 8ull << 30}};
 ///   void* q = gpu.allocate(bytes, stream);                           // stream-ordered
 ///
+///   auto mine = devicekit::make_device_pool(dev, config);            // as a manager makes it
+///
 /// CCCL interop: with LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE defined before the first
 /// include, a memory_pool models `cuda::mr::resource` and `cuda::mr::async_resource` (CCCL 3.0)
 /// and has the accessibility properties of its upstream (`cuda::mr::device_accessible`,
 /// `cuda::mr::host_accessible`).
+#include <devicekit/core/allocator_kind.hpp>
 #include <devicekit/memory/detail/pool_upstream.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/resources.hpp>
 
 #include <concepts>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <type_traits>
 
 namespace devicekit {
 
+/// What `dev` has available for a budget now. On a GPU: the free memory cudaMemGetInfo reports
+/// (which creates the device's CUDA context if there is none) plus pool_held_bytes(dev), what
+/// this process's devicekit pools hold there. Memory that other processes, other libraries or the
+/// program's own cudaMalloc took is not available; memory a devicekit pool holds is, to that pool,
+/// which reuses it (another manager's pool on the same device does not make a new manager's
+/// budget smaller). nullopt for the host, without CUDA, and where the runtime cannot answer.
+[[nodiscard]] DEVICEKIT_DECL std::optional<std::uint64_t> device_available_bytes(device dev);
+
 namespace detail {
-/// Total memory of the device an upstream serves: the basis of a pool's default budget.
-[[nodiscard]] DEVICEKIT_DECL std::uint64_t total_memory_of(device dev);
+/// A device's total memory and what it has available (device_available_bytes), from one
+/// cudaMemGetInfo on a GPU: the basis of a pool's default budget.
+struct device_memory_figures {
+  std::uint64_t total_bytes = 0;
+  std::optional<std::uint64_t> available_bytes;
+};
+[[nodiscard]] DEVICEKIT_DECL device_memory_figures memory_figures_of(device dev);
 }  // namespace detail
 
 template <class Upstream>
@@ -47,8 +65,10 @@ class memory_pool final : public device_memory {
 
   explicit memory_pool(Upstream upstream, pool_config config = {})
       : device_memory(upstream.get_device(), std::move(config)), upstream_(std::move(upstream)) {
-    const bool need_total = !this->config().budget && !this->config().max_size;
-    start(upstream_, need_total ? detail::total_memory_of(get_device()) : 0);
+    const bool default_budget = !this->config().budget && !this->config().max_size;
+    const detail::device_memory_figures f =
+        default_budget ? detail::memory_figures_of(get_device()) : detail::device_memory_figures{};
+    start(upstream_, f.total_bytes, f.available_bytes);
   }
 
   ~memory_pool() override { release_everything(); }
@@ -66,6 +86,21 @@ class memory_pool final : public device_memory {
  private:
   detail::upstream_adapter<Upstream> upstream_;
 };
+
+/// The pool a device_manager makes for `dev`, from your own `config`: a memory_pool over host
+/// memory for a cpu device; for a GPU by the allocator `kind` (core/allocator_kind.hpp), as the
+/// manager's memory(dev) is made under settings::set_allocator:
+///   pool      a caching pool over a driver pool of its own (cudaMallocFromPoolAsync)
+///   async     every allocation its own cudaMallocAsync from the device's current memory pool
+///   platform  every allocation its own cudaMalloc, freed with cudaFree
+/// (async and platform cache nothing: release_on_free is set, whatever `config` says). The driver
+/// pool keeps up to the pool's budget when idle (its release threshold). `config` is taken as
+/// given; without a budget or max_size the pool gets the balanced budget of `dev`, capped to what
+/// it has available (device_available_bytes). Where a manager also applies its strategy
+/// (device_manager::pool_config_for), pass that configuration to get the manager's pool itself.
+/// config_error for a GPU in a build without CUDA; the pool's own errors for a bad `config`.
+[[nodiscard]] DEVICEKIT_DECL std::unique_ptr<device_memory> make_device_pool(
+    device dev, pool_config config = {}, allocator_kind kind = allocator_kind::pool);
 
 }  // namespace devicekit
 

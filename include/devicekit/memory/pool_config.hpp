@@ -12,6 +12,7 @@
 #include <devicekit/memory/strategy.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,9 +34,11 @@ struct pool_config {
   /// 1.0 grows by what the request needs (rounded to min_chunk_size). Fewer, larger chunks mean
   /// fewer upstream calls; smaller growth keeps reserved close to what is used.
   double growth_factor = 1.0;
-  /// The most the pool may reserve. Unset: the balanced strategy's budget for the device.
+  /// The most the pool may reserve. Unset: the balanced strategy's budget for the device, capped to
+  /// what the device has available when the pool is made (device_available_bytes).
   std::optional<std::size_t> max_size;
-  /// defragment() releases empty chunks when fragmentation (1 - largest free / free) exceeds this.
+  /// defragment() releases empty chunks only when fragmentation (1 - largest free / free) exceeds
+  /// this (or it is forced); release_cached() releases them whatever the fragmentation.
   double defrag_threshold = 0.5;
   std::size_t min_chunk_size = 2u << 20;
   std::size_t max_chunk_size = 1u << 30;
@@ -66,9 +69,11 @@ namespace detail {
 [[nodiscard]] DEVICEKIT_DECL pool_config validated(pool_config config);
 
 /// The budget of a pool made with `config` on a device of `kind` with `total_bytes` of memory:
-/// the manager's (config.budget), or the balanced strategy's, with max_size as its cap when set.
+/// the manager's (config.budget); else max_size when set; else the balanced strategy's, capped to
+/// `available_bytes` where it was measured (cap_to_available).
 [[nodiscard]] DEVICEKIT_DECL memory_budget budget_of(const pool_config& config, device_kind kind,
-                                                     std::size_t total_bytes);
+                                                     std::size_t total_bytes,
+                                                     std::optional<std::uint64_t> available_bytes = std::nullopt);
 
 /// How `b` was reached, for out_of_memory messages ("0.75 of 80.00 GiB total, less ...").
 [[nodiscard]] DEVICEKIT_DECL std::string budget_text(const memory_budget& b);

@@ -45,8 +45,10 @@ DEVICEKIT_DECL pool_config validated(pool_config config) {
   return config;
 }
 
-DEVICEKIT_DECL memory_budget budget_of(const pool_config& config, device_kind kind, std::size_t total_bytes) {
+DEVICEKIT_DECL memory_budget budget_of(const pool_config& config, device_kind kind, std::size_t total_bytes,
+                                       std::optional<std::uint64_t> available_bytes) {
   memory_budget b = config.budget ? *config.budget : budget_for(balanced{}, kind, total_bytes);
+  if (!config.budget && !config.max_size && available_bytes) b = cap_to_available(b, *available_bytes);
   if (config.max_size && !config.budget) {
     b.budget_bytes = *config.max_size;
     b.fraction = b.total_bytes > 0
@@ -60,8 +62,12 @@ DEVICEKIT_DECL std::string budget_text(const memory_budget& b) {
   if (b.total_bytes == 0) return {};
   char frac[32];
   std::snprintf(frac, sizeof frac, "%.2f", b.fraction);
-  return std::string(frac) + " of " + human_bytes(b.total_bytes) + " total, less " + human_bytes(b.headroom_bytes) +
-         " headroom";
+  std::string s = std::string(frac) + " of " + human_bytes(b.total_bytes) + " total, less " +
+                  human_bytes(b.headroom_bytes) + " headroom";
+  if (b.capped_to_available && b.available_bytes) {
+    s += ", capped to the " + human_bytes(*b.available_bytes) + " the device had available";
+  }
+  return s;
 }
 
 }  // namespace devicekit::detail

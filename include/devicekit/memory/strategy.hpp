@@ -14,17 +14,19 @@
 ///                            up to the cap
 ///
 /// The **budget** of a device is its fraction of total memory less a headroom for the CUDA
-/// context (100-800 MB on current drivers, not counted by the fraction; otherwise nvidia-smi
-/// shows more than the fraction and users rightly complain). `memory_budget` carries the whole
-/// basis (total, headroom, fraction, budget) so that reports can show how it was reached.
+/// context (memory/context_headroom.hpp: 512 MiB, at most an eighth of a small device; not
+/// counted by the fraction, otherwise nvidia-smi shows more than the fraction and users rightly
+/// complain). `memory_budget` carries the whole basis (total, headroom, fraction, budget) so that
+/// reports can show how it was reached.
 /// A strategy may add, all optional:
-///   std::uint64_t headroom_bytes() const      the headroom (default: 512 MiB on cuda, 0 on cpu)
+///   std::uint64_t headroom_bytes() const      the headroom (default: default_headroom_bytes)
 ///   double start_fraction() const             preallocate this fraction (the XLA start)
 ///   void configure_pool(pool_config&, const memory_budget&) const
 ///                                             adjust the per-device pool (memory/device_memory.hpp)
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/settings.hpp>
+#include <devicekit/memory/context_headroom.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -113,11 +115,12 @@ struct with_headroom : S {
   static constexpr std::uint64_t headroom_bytes() noexcept { return Bytes; }
 };
 
-/// The default headroom for the CUDA context: 512 MiB on a GPU (the middle of the 100-800 MB that
-/// contexts take), at most an eighth of a small device; nothing on the host.
+/// The default headroom for the CUDA context: on a GPU cuda_context_headroom_bytes (512 MiB, at
+/// most an eighth of a small device; memory/context_headroom.hpp says why, and the simulated GPUs
+/// charge the same); nothing on the host.
 [[nodiscard]] constexpr std::uint64_t default_headroom_bytes(device_kind kind, std::uint64_t total_bytes) noexcept {
   if (kind == device_kind::cpu) return 0;
-  return std::min<std::uint64_t>(512ull << 20, total_bytes / 8);
+  return cuda_context_headroom_bytes(total_bytes);
 }
 
 /// How a device's budget was reached: the figures a report shows.
@@ -131,7 +134,18 @@ struct memory_budget {
   /// Kept out of the budget for collectives (settings::set_collective_memory_size): the budget
   /// above is already reduced by it.
   std::uint64_t collective_reserve_bytes = 0;
+  /// What the device had available when the budget was measured (cap_to_available): unset where
+  /// nothing was measured (host memory, a budget worked out from a total alone).
+  std::optional<std::uint64_t> available_bytes;
+  /// The budget was cut to available_bytes: fraction x total - headroom would have been more.
+  bool capped_to_available = false;
 };
+
+/// `b` capped to `available_bytes`, what the device has available now: the budget (and the start,
+/// which never exceeds it) become at most that, and `b` records the figure and whether the cap
+/// applied. A budget must not promise memory that another process or another library already
+/// holds. What "available" is on a GPU: device_available_bytes (memory/device_memory.hpp).
+[[nodiscard]] DEVICEKIT_DECL memory_budget cap_to_available(memory_budget b, std::uint64_t available_bytes);
 
 /// `b` less a reserve for collectives: the budget (and the start, which never exceeds it)
 /// shrink by `reserve_bytes`. config_error when the reserve exceeds the device's total memory.

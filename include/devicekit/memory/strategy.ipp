@@ -59,6 +59,14 @@ DEVICEKIT_DECL memory_budget reserve_for_collectives(memory_budget b, std::uint6
   return b;
 }
 
+DEVICEKIT_DECL memory_budget cap_to_available(memory_budget b, std::uint64_t available_bytes) {
+  b.available_bytes = available_bytes;
+  b.capped_to_available = b.budget_bytes > available_bytes;
+  b.budget_bytes = std::min(b.budget_bytes, available_bytes);
+  b.start_bytes = std::min(b.start_bytes, b.budget_bytes);
+  return b;
+}
+
 DEVICEKIT_DECL memory_budget compute_budget(std::uint64_t total_bytes, double fraction, std::uint64_t headroom_bytes,
                                             double start_fraction) {
   memory_budget b;

@@ -42,6 +42,8 @@ namespace devicekit {
           {"start_fraction", m.budget.start_fraction},
           {"budget_bytes", m.budget.budget_bytes},
           {"start_bytes", m.budget.start_bytes},
+          {"available_bytes", m.budget.available_bytes ? nlohmann::json(*m.budget.available_bytes) : nlohmann::json()},
+          {"capped_to_available", m.budget.capped_to_available},
           {"pool", m.pool ? to_json(*m.pool) : nlohmann::json(nullptr)},
           {"scratch",
            {{"in_use_bytes", m.scratch_in_use_bytes},

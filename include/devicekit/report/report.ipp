@@ -104,8 +104,12 @@ DEVICEKIT_DECL std::string format_fixed(double v, int digits) {
 }
 
 DEVICEKIT_DECL std::string memory_line(const device_memory_info& m) {
-  std::string s = "budget " + format_bytes(m.budget.budget_bytes) + " = " + format_fixed(m.budget.fraction, 2) + " x " +
-                  format_bytes(m.budget.total_bytes) + " - " + format_bytes(m.budget.headroom_bytes) + " headroom";
+  std::string share = format_fixed(m.budget.fraction, 2) + " x " + format_bytes(m.budget.total_bytes) + " - " +
+                      format_bytes(m.budget.headroom_bytes) + " headroom";
+  if (m.budget.capped_to_available && m.budget.available_bytes) {
+    share = "min(" + share + ", " + format_bytes(*m.budget.available_bytes) + " available)";
+  }
+  std::string s = "budget " + format_bytes(m.budget.budget_bytes) + " = " + share;
   if (m.budget.start_bytes > 0) s += ", " + format_bytes(m.budget.start_bytes) + " preallocated";
   if (m.pool) {
     s += "; pool: " + format_bytes(m.pool->allocated_bytes) + " allocated (peak " +

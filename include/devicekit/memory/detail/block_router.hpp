@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace devicekit::detail {
 
@@ -29,6 +30,20 @@ struct taken_block {
 /// order makes its reuse safe), then any ready slot.
 [[nodiscard]] DEVICEKIT_DECL taken_block take_block(block_heap& heap, slab_cache& slabs, pool_stream_registry& streams,
                                                     std::size_t bytes, std::size_t alignment, std::uint16_t sid);
+
+/// The largest request of `alignment` (a power of two) whose arithmetic fits in size_t: its block
+/// (the size rounded up to the granule) plus the padding a larger alignment may need, grown by
+/// whole chunks of `min_chunk` bytes (block_heap::grow rounds up to them). Anything larger wraps
+/// around and would be taken for a small request, so device_memory refuses it before using it.
+[[nodiscard]] constexpr std::size_t largest_request(std::size_t alignment, std::size_t min_chunk) noexcept {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  const std::size_t pad = alignment > pool_granule ? alignment - pool_granule : 0;
+  const std::size_t room = top - (min_chunk > 0 ? min_chunk - 1 : 0);  // need + min_chunk - 1 stays in range
+  return room < pad ? 0 : (room - pad) & ~(pool_granule - 1);
+}
+
+static_assert(largest_request(pool_granule, pool_granule) == std::numeric_limits<std::size_t>::max() - 255);
+static_assert(largest_request(std::size_t{1} << 63, pool_granule) <= (std::size_t{1} << 63));
 
 /// The bytes growing must add for take_block to succeed with this request: a whole slab for a
 /// small one, the rounded size plus the worst alignment padding for a large one.
