@@ -170,7 +170,7 @@ TEST_CASE("model-size and generative presets return a strategy", "[memory][strat
   CHECK(cpu.compute_dtype == "fp32");
   // A strategy chosen at run time drives a manager like a stock one.
   dk::device_manager<dk::fixed_detector, dk::dynamic_strategy> dm{
-      dk::settings{}, dk::fixed_detector{host_with(64 * MiB)},
+      dk::settings::without_environment(), dk::fixed_detector{host_with(64 * MiB)},
       dk::dynamic_strategy{dk::strategy_for_model_size(150'000'000)}};
   CHECK(dm.memory_fraction() == 0.90);
 }
@@ -1075,7 +1075,8 @@ TEST_CASE("the manager makes one pool per device on first use, sized by its stra
   STATIC_REQUIRE(
       sizeof(dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::tracked<dk::balanced>>) ==
       sizeof(dk::detail::manager_state));
-  dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector> dm{dk::settings::without_environment(),
+                                            dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(dm.memory_stats().empty());  // nothing made yet
   dk::device_memory& m = dm.memory(dk::device::cpu());
   CHECK(&m == &dm.memory());
@@ -1104,21 +1105,22 @@ struct small_slabs_strategy {
 
 TEST_CASE("strategies shape the manager's pools: start/cap, configure_pool, tracked", "[memory][manager]") {
   dk::device_manager<dk::fixed_detector, dk::fraction_range<1, 4, 1, 2>> ranged{
-      dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+      dk::settings::without_environment(), dk::fixed_detector{host_with(64 * MiB)}};
   const auto s = ranged.memory(dk::device::cpu()).stats();
   CHECK(s.reserved_bytes == 16 * MiB);  // the start, preallocated
   CHECK(s.max_size == 32 * MiB);        // the cap
-  dk::device_manager<dk::fixed_detector, small_slabs_strategy> custom{dk::settings{},
+  dk::device_manager<dk::fixed_detector, small_slabs_strategy> custom{dk::settings::without_environment(),
                                                                       dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(custom.memory(dk::device::cpu()).config().small_size_limit == 0);
   dk::device_manager<dk::fixed_detector, dk::tracked<dk::conservative>> tracked{
-      dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+      dk::settings::without_environment(), dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(tracked.memory(dk::device::cpu()).tracking());
   CHECK(tracked.memory_fraction() == 0.60);
 }
 
 TEST_CASE("the report shows each device's budget basis and pool stats", "[memory][manager][report]") {
-  dk::device_manager<dk::fixed_detector> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector> dm{dk::settings::without_environment(),
+                                            dk::fixed_detector{host_with(64 * MiB)}};
   auto j = dk::to_json(dm.report());
   const auto& mem = j.at("devices").at(0).at("memory");
   CHECK(mem.at("total_bytes") == 64 * MiB);
@@ -1144,7 +1146,8 @@ TEST_CASE("the report shows each device's budget basis and pool stats", "[memory
   dm.memory(dk::device::cpu()).deallocate(p, 1 * MiB);
 
   // GPUs (simulated): the budget basis is there before any pool exists.
-  dk::device_manager<dk::fixed_detector, dk::aggressive> gpus{dk::settings{}, dk::fixed_detector{simulated_gpus(2)}};
+  dk::device_manager<dk::fixed_detector, dk::aggressive> gpus{dk::settings::without_environment(),
+                                                              dk::fixed_detector{simulated_gpus(2)}};
   const auto g = dk::to_json(gpus.report());
   const auto& gm = g.at("devices").at(1).at("memory");
   CHECK(gm.at("total_bytes") == (80ull << 30));
@@ -1158,8 +1161,8 @@ TEST_CASE("the report shows each device's budget basis and pool stats", "[memory
 
 TEST_CASE("a collective reserve shrinks each GPU's budget and must fit the device", "[memory][strategy][manager]") {
   using gpu_manager = dk::device_manager<dk::fixed_detector, dk::balanced>;
-  const gpu_manager plain{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(2)}};
-  const gpu_manager reserved{dk::settings{}.set_collective_memory_size(1ull << 30),
+  const gpu_manager plain{dk::settings::without_environment(), dk::fixed_detector{dk::testing::simulated_gpus(2)}};
+  const gpu_manager reserved{dk::settings::without_environment().set_collective_memory_size(1ull << 30),
                              dk::fixed_detector{dk::testing::simulated_gpus(2)}};
   const auto before = plain.budget(dk::device::cuda(1));
   const auto after = reserved.budget(dk::device::cuda(1));
@@ -1171,7 +1174,7 @@ TEST_CASE("a collective reserve shrinks each GPU's budget and must fit the devic
   CHECK(reserved.budget(dk::device::cpu()).budget_bytes == plain.budget(dk::device::cpu()).budget_bytes);
 
   CHECK_THROWS_WITH(
-      (gpu_manager{dk::settings{}.set_collective_memory_size(81ull << 30),
+      (gpu_manager{dk::settings::without_environment().set_collective_memory_size(81ull << 30),
                    dk::fixed_detector{dk::testing::simulated_gpus(1)}}),
       Catch::Contains("collective_memory_size") && Catch::Contains("exceeds") && Catch::Contains("cuda:0"));
   // A reserve larger than the budget (but not the device) leaves nothing to allocate: a budget of 0.
@@ -1180,12 +1183,12 @@ TEST_CASE("a collective reserve shrinks each GPU's budget and must fit the devic
 
 TEST_CASE("allocator kinds other than pool make uncached GPU pools; the host keeps its pool", "[memory][manager]") {
   using gpu_manager = dk::device_manager<dk::fixed_detector, dk::balanced>;
-  const gpu_manager async{dk::settings{}.set_allocator(dk::allocator_kind::async),
+  const gpu_manager async{dk::settings::without_environment().set_allocator(dk::allocator_kind::async),
                           dk::fixed_detector{dk::testing::simulated_gpus(1)}};
   CHECK(async.allocator() == dk::allocator_kind::async);
   CHECK(async.pool_config_for(dk::device::cuda(0)).release_on_free);
   CHECK_FALSE(async.pool_config_for(dk::device::cpu()).release_on_free);
-  const gpu_manager pool{dk::settings{}, dk::fixed_detector{dk::testing::simulated_gpus(1)}};
+  const gpu_manager pool{dk::settings::without_environment(), dk::fixed_detector{dk::testing::simulated_gpus(1)}};
   CHECK(pool.allocator() == dk::allocator_kind::pool);
   CHECK_FALSE(pool.pool_config_for(dk::device::cuda(0)).release_on_free);
 }
@@ -1214,7 +1217,8 @@ TEST_CASE("a pool that releases on free gives every allocation back upstream", "
 
 TEST_CASE("a manager's memory_stats and live_buffers of cpu:0 include what dk::place put there",
           "[memory][manager][stats]") {
-  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings::without_environment(),
+                                                          dk::fixed_detector{host_with(64 * MiB)}};
   const dk::device cpu = dk::device::cpu();
   const auto before = dm.memory_stats(cpu);
   const auto host_before = dm.memory_stats(cpu, dk::memory_kind::host);
@@ -1261,7 +1265,8 @@ TEST_CASE("make_device_pool makes the pool a manager would, from your own config
   pool->deallocate(p, 1000);
 
   // A manager's pool is exactly this from its configuration (pool_config_for: the strategy's).
-  dk::device_manager<dk::fixed_detector, dk::conservative> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector, dk::conservative> dm{dk::settings::without_environment(),
+                                                              dk::fixed_detector{host_with(64 * MiB)}};
   const std::unique_ptr<dk::device_memory> same = dk::make_device_pool(cpu, dm.pool_config_for(cpu), dm.allocator());
   CHECK(same->stats().max_size == dm.memory(cpu).stats().max_size);
   CHECK(same->budget().budget_bytes == dm.memory(cpu).budget().budget_bytes);
@@ -1278,7 +1283,8 @@ TEST_CASE("make_device_pool makes the pool a manager would, from your own config
 
 TEST_CASE("memory_stats(dev) has jaxlib's keys and follows allocations; live_buffers lists them",
           "[memory][manager][stats]") {
-  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings{}, dk::fixed_detector{host_with(64 * MiB)}};
+  dk::device_manager<dk::fixed_detector, dk::balanced> dm{dk::settings::without_environment(),
+                                                          dk::fixed_detector{host_with(64 * MiB)}};
   const dk::device cpu = dk::device::cpu();
   // The process's host pool (what dk::place(tree, cpu) uses) counts too: what it holds from
   // earlier cases in this process is the base.
@@ -1347,7 +1353,8 @@ TEST_CASE("the generative preset follows the hardware and configures a manager",
 
   // From a manager: its devices decide, its settings travel with the preset.
   using gpu_manager = dk::device_manager<dk::fixed_detector, dk::dynamic_strategy>;
-  const gpu_manager volta{dk::settings{}.set_collective_memory_size(1ull << 30), dk::fixed_detector{gpus_with(7, 0)}};
+  const gpu_manager volta{dk::settings::without_environment().set_collective_memory_size(1ull << 30),
+                          dk::fixed_detector{gpus_with(7, 0)}};
   const auto preset = dk::generative_model_preset(volta);
   CHECK(preset.compute_dtype == "fp16");
   CHECK(preset.mixed_precision);

@@ -75,6 +75,9 @@ TEST_CASE("a device the process does not have is the same config_error at every 
   check_missing(config_error_of([&] { dk::synchronize(missing); }), "synchronize");
   check_missing(config_error_of([&] { (void)dk::is_idle(missing); }), "is_idle");
   check_missing(config_error_of([&] { (void)dk::default_placement_resource(missing); }), "place");
+  check_missing(config_error_of([&] { (void)dk::default_memory(missing); }), "default_memory");
+  check_missing(config_error_of([&] { (void)dk::default_memory(missing, dk::memory_kind::pinned_host); }),
+                "default_memory");
 #if DEVICEKIT_HAS_CUDA
   // A stream_ref made for such a device (no runtime call checks it): the same error, not a
   // device_mismatch with the tree's device. Views of host memory stand in for leaves on cuda:0.

@@ -211,3 +211,19 @@ TEST_CASE("the report shows when a budget was capped to what the device had avai
   CHECK(j.at("capped_to_available") == false);
   CHECK_THAT(text_of(r), Catch::Contains("budget 59.5 GiB = 0.75 x 80.0 GiB - 512.0 MiB headroom;"));
 }
+
+// A reserve for collectives comes off the budget after the cap: the report's equation says so,
+// and its JSON gives the reserve.
+TEST_CASE("the report's budget shows the reserve kept for collectives", "[report][memory]") {
+  dk::device_report r = two_h100s().report();
+  auto j = dk::to_json(r).at("devices").at(0).at("memory");
+  CHECK(j.at("collective_reserve_bytes") == 0);
+  CHECK_THAT(text_of(r), !Catch::Contains("kept for collectives"));
+
+  r.memory.at(0).budget = dk::reserve_for_collectives(r.memory.at(0).budget, 1ull << 30, "cuda:0");
+  j = dk::to_json(r).at("devices").at(0).at("memory");
+  CHECK(j.at("collective_reserve_bytes") == (1ull << 30));
+  CHECK(j.at("budget_bytes") == (58ull << 30) + (512ull << 20));
+  CHECK_THAT(text_of(r), Catch::Contains("budget 58.5 GiB = 0.75 x 80.0 GiB - 512.0 MiB headroom - 1.0 GiB kept for "
+                                         "collectives;"));
+}

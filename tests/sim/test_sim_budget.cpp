@@ -74,7 +74,7 @@ TEST_CASE("free memory is total less the context and what is allocated, never be
 TEST_CASE("the whole balanced budget of a small GPU can be allocated and placed",
           "[.][sim][memory][budget][small_gpu]") {
   start_clean();
-  manager dm{dk::settings{}};
+  manager dm{dk::settings::without_environment()};
   const dk::device gpu = dk::device::cuda(0);
   const std::uint64_t total = total_of(0);
   const dk::memory_budget b = dm.budget(gpu);
@@ -116,7 +116,7 @@ TEST_CASE("a budget is at most what the device had available when it was measure
   REQUIRE(cudaMalloc(&raw, static_cast<std::size_t>(free_now() - left)) == cudaSuccess);
   REQUIRE(free_now() == left);
 
-  manager dm{dk::settings{}};
+  manager dm{dk::settings::without_environment()};
   const dk::memory_budget b = dm.budget(gpu);
   CHECK(b.budget_bytes == left);
   CHECK(b.capped_to_available);
@@ -150,7 +150,7 @@ TEST_CASE("a budget is at most what the device had available when it was measure
   // Measured once: memory freed later does not change the budget of this manager, a new one sees it.
   REQUIRE(cudaFree(raw) == cudaSuccess);
   CHECK(dm.budget(gpu).budget_bytes == left);
-  manager later{dk::settings{}};
+  manager later{dk::settings::without_environment()};
   CHECK(later.budget(gpu).budget_bytes == share);
   CHECK_FALSE(later.budget(gpu).capped_to_available);
 }
@@ -161,14 +161,14 @@ TEST_CASE("memory this process's devicekit pools hold does not shrink a new budg
   const dk::device gpu = dk::device::cuda(0);
   const std::uint64_t share = dk::budget_for(dk::balanced{}, dk::device_kind::cuda, total_of(0)).budget_bytes;
   const auto half = static_cast<std::size_t>(share / 2);
-  manager first{dk::settings{}};
+  manager first{dk::settings::without_environment()};
   dk::device_memory& m = first.memory(gpu);
   void* p = m.allocate(half);                                                             // live in one manager's pool
   const auto placed = dk::place(std::vector<float>(half / 2 / sizeof(float), 2.f), gpu);  // the process's pool
   CHECK(dk::pool_held_bytes(gpu) >= half + half / 2);
   CHECK(free_now() < share);  // the device itself has less free than a whole share
 
-  manager second{dk::settings{}};
+  manager second{dk::settings::without_environment()};
   const dk::memory_budget b = second.budget(gpu);
   CHECK(b.budget_bytes == share);
   CHECK_FALSE(b.capped_to_available);
@@ -183,7 +183,7 @@ TEST_CASE("making a manager and its report creates no CUDA context; asking a bud
   const int last = sim::device_count() - 1;
   REQUIRE(last > 0);
   const int before = sim::contexts_created(last);
-  manager dm{dk::settings{}};
+  manager dm{dk::settings::without_environment()};
   const dk::device_report r = dm.report();
   CHECK(sim::contexts_created(last) == before);
   CHECK_FALSE(r.memory.at(static_cast<std::size_t>(last)).budget.available_bytes.has_value());

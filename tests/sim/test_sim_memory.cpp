@@ -294,7 +294,7 @@ TEST_CASE("each allocator kind allocates through its CUDA API; only pool caches"
                                {dk::allocator_kind::platform, "cudaMalloc", false}};
   for (const auto& e : cases) {
     INFO("allocator " << dk::to_string(e.kind));
-    manager dm{dk::settings{}.set_allocator(e.kind)};
+    manager dm{dk::settings::without_environment().set_allocator(e.kind)};
     const dk::device gpu = dk::device::cuda(0);
     dk::device_memory& m = dm.memory(gpu);
     const std::size_t base = sim::device_bytes_in_use(0);
@@ -322,10 +322,11 @@ TEST_CASE("each allocator kind allocates through its CUDA API; only pool caches"
 TEST_CASE("the collective reserve is kept out of what a GPU's pool may take", "[sim][memory][allocator]") {
   using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
   const dk::device gpu = dk::device::cuda(0);
-  manager plain{dk::settings{}};
+  manager plain{dk::settings::without_environment()};
   const std::uint64_t total = plain.budget(gpu).total_bytes;
   const std::uint64_t reserve = plain.budget(gpu).budget_bytes - (std::uint64_t{64} << 20);  // leaves 64 MiB
-  manager dm{dk::settings{}.set_collective_memory_size(reserve).set_allocator(dk::allocator_kind::platform)};
+  manager dm{dk::settings::without_environment().set_collective_memory_size(reserve).set_allocator(
+      dk::allocator_kind::platform)};
   CHECK(dm.budget(gpu).budget_bytes == std::uint64_t{64} << 20);
   CHECK(dm.memory_stats(gpu).bytes_limit == std::uint64_t{64} << 20);
   dk::device_memory& m = dm.memory(gpu);
@@ -334,14 +335,14 @@ TEST_CASE("the collective reserve is kept out of what a GPU's pool may take", "[
   CHECK_THROWS_AS(m.allocate(std::size_t{32} << 20), dk::out_of_memory);  // would pass the reduced budget
   m.deallocate(p, std::size_t{48} << 20);
 
-  CHECK_THROWS_WITH(manager{dk::settings{}.set_collective_memory_size(total + 1)},
+  CHECK_THROWS_WITH(manager{dk::settings::without_environment().set_collective_memory_size(total + 1)},
                     Catch::Contains("collective_memory_size") && Catch::Contains("cuda:0"));
 }
 
 TEST_CASE("memory_stats and live_buffers see the default placement pool, on a GPU and on the host",
           "[sim][memory][stats]") {
   using manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::balanced>;
-  manager dm{dk::settings{}};
+  manager dm{dk::settings::without_environment()};
   const dk::device gpu = dk::device::cuda(0);
   const auto before = dm.memory_stats(gpu);
   const std::size_t live_before = dm.live_buffers(gpu).size();
@@ -402,7 +403,7 @@ TEST_CASE("a size that overflows the pool's arithmetic is invalid_request on a G
   CHECK(pool.stats() == before);
 
   // The manager's pools and the process's placement pool refuse it the same way.
-  dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>> dm{dk::settings{}};
+  dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>> dm{dk::settings::without_environment()};
   CHECK_THROWS_AS(dm.memory(gpu).allocate(top - 100), dk::invalid_request);
   CHECK_THROWS_AS(dk::default_memory(gpu).allocate(top - 100, s), dk::invalid_request);
   pool.deallocate(keep, 3000, s);
@@ -452,7 +453,7 @@ TEST_CASE("make_device_pool makes a GPU pool of each allocator kind from your co
   CHECK(plain_typed.upstream().release_threshold() == plain->budget().budget_bytes);
 
   // A manager's pool is what make_device_pool makes from the manager's configuration.
-  manager dm{dk::settings{}.set_allocator(dk::allocator_kind::async)};
+  manager dm{dk::settings::without_environment().set_allocator(dk::allocator_kind::async)};
   const std::unique_ptr<dk::device_memory> same = dk::make_device_pool(gpu, dm.pool_config_for(gpu), dm.allocator());
   CHECK(same->stats().max_size == dm.memory(gpu).stats().max_size);
   CHECK(same->config().release_on_free == dm.memory(gpu).config().release_on_free);

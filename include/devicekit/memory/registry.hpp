@@ -29,6 +29,7 @@
 /// Scratch (CUB temporary storage, NCCL scratch buffers) comes from (cuda:k, device) and is also
 /// counted on its own (`scratch_memory_stats(dev)`), so a report can show what it takes.
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/memory/device_memory.hpp>
@@ -179,9 +180,11 @@ class scratch_block {
 
 /// The process's pool of `kind` memory for `dev` (see the file comment): what placement and the
 /// other facilities use when given no resource, and what the global manager's memory(dev, kind)
-/// returns. Made on first use; lives until the process exits. config_error for a kind `dev`
-/// cannot have in this build (no CUDA), saying what to use instead.
+/// returns. Made on first use; lives until the process exits. config_error for a device the
+/// process does not have (core/device_exists.hpp), and for a kind `dev` cannot have in this build
+/// (no CUDA), saying what to use instead.
 [[nodiscard]] inline device_memory& default_memory(device dev, memory_kind kind = memory_kind::device) {
+  detail::check_device_exists(dev, "default_memory");
   return detail::process_memory::instance().get(dev, kind);
 }
 

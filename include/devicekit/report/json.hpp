@@ -44,6 +44,7 @@ namespace devicekit {
           {"start_bytes", m.budget.start_bytes},
           {"available_bytes", m.budget.available_bytes ? nlohmann::json(*m.budget.available_bytes) : nlohmann::json()},
           {"capped_to_available", m.budget.capped_to_available},
+          {"collective_reserve_bytes", m.budget.collective_reserve_bytes},
           {"pool", m.pool ? to_json(*m.pool) : nlohmann::json(nullptr)},
           {"scratch",
            {{"in_use_bytes", m.scratch_in_use_bytes},

@@ -109,6 +109,10 @@ DEVICEKIT_DECL std::string memory_line(const device_memory_info& m) {
   if (m.budget.capped_to_available && m.budget.available_bytes) {
     share = "min(" + share + ", " + format_bytes(*m.budget.available_bytes) + " available)";
   }
+  // The reserve for collectives comes off after the cap (memory_budget::collective_reserve_bytes).
+  if (m.budget.collective_reserve_bytes > 0) {
+    share += " - " + format_bytes(m.budget.collective_reserve_bytes) + " kept for collectives";
+  }
   std::string s = "budget " + format_bytes(m.budget.budget_bytes) + " = " + share;
   if (m.budget.start_bytes > 0) s += ", " + format_bytes(m.budget.start_bytes) + " preallocated";
   if (m.pool) {
