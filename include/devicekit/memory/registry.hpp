@@ -180,11 +180,12 @@ class scratch_block {
 
 /// The process's pool of `kind` memory for `dev` (see the file comment): what placement and the
 /// other facilities use when given no resource, and what the global manager's memory(dev, kind)
-/// returns. Made on first use; lives until the process exits. config_error for a device the
-/// process does not have (core/device_exists.hpp), and for a kind `dev` cannot have in this build
-/// (no CUDA), saying what to use instead.
+/// returns. Made on first use; lives until the process exits. config_error for device or pinned
+/// memory of a device the process does not have (core/device_exists.hpp; host memory is the
+/// host's whatever the device), and for a kind `dev` cannot have in this build (no CUDA), saying
+/// what to use instead.
 [[nodiscard]] inline device_memory& default_memory(device dev, memory_kind kind = memory_kind::device) {
-  detail::check_device_exists(dev, "default_memory");
+  if (kind != memory_kind::host) detail::check_device_exists(dev, "default_memory");
   return detail::process_memory::instance().get(dev, kind);
 }
 
