@@ -60,7 +60,7 @@ std::string unknown_api_problem(std::string_view api) {
     }
   }
   std::ranges::sort(near);
-  std::string problem = "'" + std::string(api) + "' is not a function whose calls the simulator counts";
+  std::string problem = quoted(api) + " is not a function whose calls the simulator counts";
   constexpr std::size_t most_shown = 4;
   for (std::size_t i = 0; i < near.size() && i < most_shown; ++i) {
     problem += (i == 0 ? " - did you mean " : " or ") + std::string(near[i].second);

@@ -66,9 +66,9 @@ std::optional<std::uint64_t> whole(std::string_view text, std::uint64_t lo, std:
   const char* end = text.data() + text.size();
   const auto [stop, ec] = std::from_chars(text.data(), end, v, base);
   if (stop != end || (ec != std::errc{} && ec != std::errc::result_out_of_range)) {
-    problem = "'" + std::string(text) + "' is not a whole number";
+    problem = quoted(text) + " is not a whole number";
   } else if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
-    problem = "'" + std::string(text) + "' is out of range";
+    problem = quoted(text) + " is out of range";
   } else {
     return v;
   }
@@ -157,7 +157,7 @@ std::optional<std::uint64_t> byte_size(std::string_view text, std::string& probl
   const auto n = whole(text, 0, UINT64_MAX, problem);
   if (!n) return std::nullopt;
   if (*n > hi / unit || *n * unit < lo) {
-    problem = "'" + std::string(text) + "' times " + std::to_string(unit) + " bytes is out of range";
+    problem = quoted(text) + " times " + std::to_string(unit) + " bytes is out of range";
     return std::nullopt;
   }
   return *n * unit;
@@ -167,7 +167,7 @@ std::optional<std::uint64_t> byte_size(std::string_view text, std::string& probl
 std::string device_item(std::string_view item, device_spec& d) {
   const std::size_t eq = item.find('=');
   if (item.empty()) return "an empty item";
-  if (eq == std::string_view::npos) return "'" + std::string(item) + "' is not key=value";
+  if (eq == std::string_view::npos) return quoted(item) + " is not key=value";
   const std::string_view key = item.substr(0, eq);
   const std::string_view value = item.substr(eq + 1);
   std::string problem;
@@ -243,14 +243,14 @@ std::vector<std::vector<bool>> parse_peers(const std::optional<std::string>& v, 
   std::string problem;
   for (std::string_view pair : items_of(*v)) {
     const auto ends = fields_of(pair, '>', 2);
-    if (!ends) refuse("DEVICEKIT_SIM_PEER", *v, "'" + std::string(pair) + "' is not i>j", peer_accepted);
+    if (!ends) refuse("DEVICEKIT_SIM_PEER", *v, quoted(pair) + " is not i>j", peer_accepted);
     const auto hi = static_cast<std::uint64_t>(n > 0 ? n - 1 : 0);
     const auto a = whole((*ends)[0], 0, hi, problem);
     const auto b = a ? whole((*ends)[1], 0, hi, problem) : std::nullopt;
     if (n == 0) problem = "there is no device";
     if (n == 0 || !a || !b)
-      refuse("DEVICEKIT_SIM_PEER", *v, "in '" + std::string(pair) + "', " + problem, peer_accepted);
-    if (*a == *b) refuse("DEVICEKIT_SIM_PEER", *v, "'" + std::string(pair) + "' names one device twice", peer_accepted);
+      refuse("DEVICEKIT_SIM_PEER", *v, std::string("in ") + quoted(pair) + ", " + problem, peer_accepted);
+    if (*a == *b) refuse("DEVICEKIT_SIM_PEER", *v, quoted(pair) + " names one device twice", peer_accepted);
     peers[*a][*b] = true;
   }
   return peers;
@@ -322,7 +322,7 @@ std::optional<std::uint64_t> milliseconds_of(std::string_view text, std::string&
   const auto s = whole(seconds, 0, 86400, problem);
   if (!s) return std::nullopt;
   if (fraction.empty() || fraction.size() > 3) {
-    problem = "'" + std::string(text) + "' needs 1 to 3 decimals after its point";
+    problem = quoted(text) + " needs 1 to 3 decimals after its point";
     return std::nullopt;
   }
   const auto f = whole(fraction, 0, 999, problem);
@@ -331,7 +331,7 @@ std::optional<std::uint64_t> milliseconds_of(std::string_view text, std::string&
   for (std::size_t i = fraction.size(); i < 3; ++i) ms *= 10;
   ms += *s * 1000;
   if (ms < 1 || ms > 86'400'000) {
-    problem = "'" + std::string(text) + "' is out of range";
+    problem = quoted(text) + " is out of range";
     return std::nullopt;
   }
   return ms;
