@@ -78,6 +78,53 @@ TEST_CASE("a custom detector that only gives counts still yields a device list",
   CHECK(dm.properties(dk::device::cuda(1)).total_memory_bytes == (80ull << 30));
 }
 
+namespace {
+/// A detector as docs/detection.md describes one: it names its GPUs and leaves their hardware
+/// class alone, as a user's own detector does.
+struct named_gpu_detector {
+  static constexpr std::string_view name() noexcept { return "lab"; }
+  [[nodiscard]] dk::capabilities detect() const {
+    dk::capabilities caps;
+    caps.device_type = dk::device_kind::cuda;
+    for (int i = 0; i < 2; ++i) {
+      dk::device_properties p;
+      p.id = dk::device::cuda(i);
+      p.name = "NVIDIA A100-SXM4-80GB";
+      p.total_memory_bytes = 80ull << 30;
+      p.cc = {8, 0};
+      caps.devices.push_back(p);
+    }
+    caps.cc = dk::compute_capability{8, 0};
+    caps.device_count = caps.gpu_count = 2;
+    return caps;
+  }
+};
+}  // namespace
+
+TEST_CASE("a detector that leaves the hardware unknown gets the class its device names give", "[manager]") {
+  const dk::device_manager<named_gpu_detector> dm{dk::settings::without_environment()};
+  CHECK(dm.properties(dk::device::cuda(0)).hardware == dk::hardware_type::a100);
+  CHECK(dm.properties(dk::device::cuda(1)).hardware == dk::hardware_type::a100);
+  // Batch advice and the report use the A100's table row, not a stand-in.
+  const auto advice = dk::recommend_for(dm.capabilities());
+  CHECK(advice.hardware == dk::hardware_type::a100);
+  CHECK(advice.batch.from_table);
+  CHECK(advice.batch.optimal_batch_size == 256);
+  CHECK(dm.report().default_hardware() == dk::hardware_type::a100);
+  std::ostringstream text;
+  dk::print_device_info(dm, text);
+  CHECK_THAT(text.str(), Catch::Contains("256 per device for a100") && !Catch::Contains("stand-in"));
+
+  // A class the detector gave stands, whatever the name says; a name no table row matches stays unknown.
+  dk::capabilities given = simulated_gpus(2);
+  given.devices[0].name = "NVIDIA A100-SXM4-80GB";  // classified h100 by the detector: kept
+  given.devices[1].name = "Lab Accelerator 1";
+  given.devices[1].hardware = dk::hardware_type::unknown;
+  const dk::device_manager<dk::fixed_detector> fixed{dk::settings::without_environment(), dk::fixed_detector{given}};
+  CHECK(fixed.properties(dk::device::cuda(0)).hardware == dk::hardware_type::h100);
+  CHECK(fixed.properties(dk::device::cuda(1)).hardware == dk::hardware_type::unknown);
+}
+
 TEST_CASE("a detector list that finds nothing is a config_error with the reasons", "[manager]") {
   dk::capabilities nothing;
   nothing.fallback_reason = "the lab is closed";
