@@ -126,7 +126,7 @@ template <class T>
   return default_manager().place(tree);
 }
 
-/// Prints the report of `dm` (text; `verbose` adds every device property).
+/// Prints the report of `dm` (text; `verbose` adds every GPU property: see write_text).
 template <class D, class S, class Sc>
 void print_device_info(const device_manager<D, S, Sc>& dm, std::ostream& os = std::cout, bool verbose = false) {
   write_text(os, dm.report(), verbose);
