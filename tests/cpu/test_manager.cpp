@@ -145,8 +145,17 @@ TEST_CASE("the global manager is created once and re-initialised on request", "[
   CHECK(&first == &dk::default_manager());
   CHECK(dk::has_gpu() == first.has_gpu());
   CHECK(dk::default_device() == first.default_device());
-  auto& same = dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), false);
-  CHECK(&same == &first);
+  // Without force_reinit: the manager as it is for the settings it has, and an error naming what
+  // differs for others (they would be ignored).
+  CHECK(&dk::default_manager(dk::settings{}, false) == &first);
+  CHECK(&dk::default_manager(first.config(), false) == &first);
+  CHECK_THROWS_WITH(
+      dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), false),
+      Catch::StartsWith("default_manager: the global manager exists already") &&
+          Catch::Contains("device preference 'cpu' (the global manager's: '" +
+                          std::string(dk::to_string(first.config().get_prefer())) + "')") &&
+          Catch::Contains("force_reinit = true"));
+  CHECK(&dk::default_manager() == &first);
   auto& reinit = dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), true);
   CHECK(&reinit == &first);
   CHECK_FALSE(reinit.has_gpu());
@@ -172,9 +181,12 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
         dk::budget_for(dk::conservative{}, dk::device_kind::cpu, total).budget_bytes);
   CHECK(dm.memory(dk::device::cpu()).stats().max_size == dm.budget(dk::device::cpu()).budget_bytes);
 
-  // Without force_reinit nothing changes.
-  (void)dk::default_manager(cpu_only, false, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
+  // Without force_reinit nothing changes: another strategy is refused rather than ignored, the
+  // same one is the manager as it is.
+  CHECK_THROWS_WITH(dk::default_manager(cpu_only, false, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})}),
+                    Catch::Contains("memory strategy 'aggressive' (0.9) (the global manager's: 'conservative' (0.6))"));
   CHECK(dm.memory_fraction() == 0.60);
+  CHECK(&dk::default_manager(cpu_only, false, dk::conservative{}) == &dm);
 
   // A manager_config (what generative_model_preset().manager() gives) re-initialises it too.
   const dk::manager_config cfg{cpu_only, dk::describe_strategy(dk::runtime_fraction_range::parse("0.1-0.5"))};
@@ -193,8 +205,9 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   CHECK(dm.memory_fraction() == 0.25);
   CHECK(dm.config().get_prefer() == dk::device_preference::cpu);
   CHECK_FALSE(dm.has_gpu());
-  (void)dk::default_manager(dk::aggressive{}, false);  // without force_reinit nothing changes
+  CHECK_THROWS_AS(dk::default_manager(dk::aggressive{}, false), dk::config_error);  // not ignored
   CHECK(dm.memory_fraction() == 0.25);
+  CHECK(&dk::default_manager(dk::custom_fraction<1, 4>{}, false) == &dm);
   dk::default_manager(dk::balanced{}, true);
   CHECK(dm.memory_fraction() == 0.75);
   CHECK(dk::memory_stats(dk::device::cpu()) == dm.memory_stats(dk::device::cpu()));
