@@ -1,7 +1,7 @@
 // devicekit-info: what devices this machine has, or why it fell back to the CPU.
 //   devicekit-info            text report
 //   devicekit-info --json     the report as JSON
-//   devicekit-info --verbose  every device property
+//   devicekit-info --verbose  every GPU property (the cpu device has none beyond the Host line)
 // Each device's memory budget (total, headroom, fraction, budget) and pool stats are shown.
 // The report also shows the routing in force (detector chain, platform list, preference, how the
 // default device was chosen), recommendations for the hardware, and the NCCL/MPI engines.
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::string platforms;
   std::string strategy = "balanced";
   app.add_flag("--json", json, "print the report as JSON");
-  app.add_flag("-v,--verbose", verbose, "print every device property");
+  app.add_flag("-v,--verbose", verbose, "print every GPU property (the CPU's are on the Host line already)");
   app.add_option("--prefer", prefer, "override DEVICEKIT_PREFER: auto, cuda or cpu");
   app.add_option("--platforms", platforms, "override DEVICEKIT_PLATFORMS: platform priority, e.g. cuda,cpu");
   app.add_option("--strategy", strategy, "memory strategy to report: conservative, balanced or aggressive")

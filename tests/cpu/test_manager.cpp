@@ -78,6 +78,53 @@ TEST_CASE("a custom detector that only gives counts still yields a device list",
   CHECK(dm.properties(dk::device::cuda(1)).total_memory_bytes == (80ull << 30));
 }
 
+namespace {
+/// A detector as docs/detection.md describes one: it names its GPUs and leaves their hardware
+/// class alone, as a user's own detector does.
+struct named_gpu_detector {
+  static constexpr std::string_view name() noexcept { return "lab"; }
+  [[nodiscard]] dk::capabilities detect() const {
+    dk::capabilities caps;
+    caps.device_type = dk::device_kind::cuda;
+    for (int i = 0; i < 2; ++i) {
+      dk::device_properties p;
+      p.id = dk::device::cuda(i);
+      p.name = "NVIDIA A100-SXM4-80GB";
+      p.total_memory_bytes = 80ull << 30;
+      p.cc = {8, 0};
+      caps.devices.push_back(p);
+    }
+    caps.cc = dk::compute_capability{8, 0};
+    caps.device_count = caps.gpu_count = 2;
+    return caps;
+  }
+};
+}  // namespace
+
+TEST_CASE("a detector that leaves the hardware unknown gets the class its device names give", "[manager]") {
+  const dk::device_manager<named_gpu_detector> dm{dk::settings::without_environment()};
+  CHECK(dm.properties(dk::device::cuda(0)).hardware == dk::hardware_type::a100);
+  CHECK(dm.properties(dk::device::cuda(1)).hardware == dk::hardware_type::a100);
+  // Batch advice and the report use the A100's table row, not a stand-in.
+  const auto advice = dk::recommend_for(dm.capabilities());
+  CHECK(advice.hardware == dk::hardware_type::a100);
+  CHECK(advice.batch.from_table);
+  CHECK(advice.batch.optimal_batch_size == 256);
+  CHECK(dm.report().default_hardware() == dk::hardware_type::a100);
+  std::ostringstream text;
+  dk::print_device_info(dm, text);
+  CHECK_THAT(text.str(), Catch::Contains("256 per device for a100") && !Catch::Contains("stand-in"));
+
+  // A class the detector gave stands, whatever the name says; a name no table row matches stays unknown.
+  dk::capabilities given = simulated_gpus(2);
+  given.devices[0].name = "NVIDIA A100-SXM4-80GB";  // classified h100 by the detector: kept
+  given.devices[1].name = "Lab Accelerator 1";
+  given.devices[1].hardware = dk::hardware_type::unknown;
+  const dk::device_manager<dk::fixed_detector> fixed{dk::settings::without_environment(), dk::fixed_detector{given}};
+  CHECK(fixed.properties(dk::device::cuda(0)).hardware == dk::hardware_type::h100);
+  CHECK(fixed.properties(dk::device::cuda(1)).hardware == dk::hardware_type::unknown);
+}
+
 TEST_CASE("a detector list that finds nothing is a config_error with the reasons", "[manager]") {
   dk::capabilities nothing;
   nothing.fallback_reason = "the lab is closed";
@@ -98,8 +145,17 @@ TEST_CASE("the global manager is created once and re-initialised on request", "[
   CHECK(&first == &dk::default_manager());
   CHECK(dk::has_gpu() == first.has_gpu());
   CHECK(dk::default_device() == first.default_device());
-  auto& same = dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), false);
-  CHECK(&same == &first);
+  // Without force_reinit: the manager as it is for the settings it has, and an error naming what
+  // differs for others (they would be ignored).
+  CHECK(&dk::default_manager(dk::settings{}, false) == &first);
+  CHECK(&dk::default_manager(first.config(), false) == &first);
+  CHECK_THROWS_WITH(
+      dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), false),
+      Catch::StartsWith("default_manager: the global manager exists already") &&
+          Catch::Contains("device preference 'cpu' (the global manager's: '" +
+                          std::string(dk::to_string(first.config().get_prefer())) + "')") &&
+          Catch::Contains("force_reinit = true"));
+  CHECK(&dk::default_manager() == &first);
   auto& reinit = dk::default_manager(dk::settings::without_environment().set_prefer(dk::device_preference::cpu), true);
   CHECK(&reinit == &first);
   CHECK_FALSE(reinit.has_gpu());
@@ -125,9 +181,12 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
         dk::budget_for(dk::conservative{}, dk::device_kind::cpu, total).budget_bytes);
   CHECK(dm.memory(dk::device::cpu()).stats().max_size == dm.budget(dk::device::cpu()).budget_bytes);
 
-  // Without force_reinit nothing changes.
-  (void)dk::default_manager(cpu_only, false, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})});
+  // Without force_reinit nothing changes: another strategy is refused rather than ignored, the
+  // same one is the manager as it is.
+  CHECK_THROWS_WITH(dk::default_manager(cpu_only, false, dk::dynamic_strategy{dk::describe_strategy(dk::aggressive{})}),
+                    Catch::Contains("memory strategy 'aggressive' (0.9) (the global manager's: 'conservative' (0.6))"));
   CHECK(dm.memory_fraction() == 0.60);
+  CHECK(&dk::default_manager(cpu_only, false, dk::conservative{}) == &dm);
 
   // A manager_config (what generative_model_preset().manager() gives) re-initialises it too.
   const dk::manager_config cfg{cpu_only, dk::describe_strategy(dk::runtime_fraction_range::parse("0.1-0.5"))};
@@ -146,8 +205,9 @@ TEST_CASE("re-initialising the global manager can change its memory strategy", "
   CHECK(dm.memory_fraction() == 0.25);
   CHECK(dm.config().get_prefer() == dk::device_preference::cpu);
   CHECK_FALSE(dm.has_gpu());
-  (void)dk::default_manager(dk::aggressive{}, false);  // without force_reinit nothing changes
+  CHECK_THROWS_AS(dk::default_manager(dk::aggressive{}, false), dk::config_error);  // not ignored
   CHECK(dm.memory_fraction() == 0.25);
+  CHECK(&dk::default_manager(dk::custom_fraction<1, 4>{}, false) == &dm);
   dk::default_manager(dk::balanced{}, true);
   CHECK(dm.memory_fraction() == 0.75);
   CHECK(dk::memory_stats(dk::device::cpu()) == dm.memory_stats(dk::device::cpu()));

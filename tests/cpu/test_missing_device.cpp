@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,11 @@ void check_missing(const std::string& what, const std::string& operation) {
   INFO(what);
   CHECK_THAT(what, Catch::StartsWith(operation + ": cuda:4096 does not exist: "));
 #if DEVICEKIT_HAS_CUDA
-  CHECK_THAT(what, Catch::Contains("this process sees") && Catch::Contains("CUDA_VISIBLE_DEVICES chooses which"));
+  if (dk::detail::cuda_device_count() > 0) {
+    CHECK_THAT(what, Catch::Contains("this process sees") && Catch::Contains("CUDA_VISIBLE_DEVICES chooses which"));
+  } else {  // the runtime's reason for listing none, and what to do
+    CHECK_THAT(what, Catch::Contains("this process sees 0 CUDA devices, as ") && Catch::Contains("device::cpu()"));
+  }
 #else
   CHECK_THAT(what, Catch::Contains("devicekit was built without CUDA"));
 #endif
@@ -93,6 +98,35 @@ TEST_CASE("a device the process does not have is the same config_error at every 
   // Peer access names the pair.
   check_missing(config_error_of([&] { (void)dk::can_access_peer(missing, missing); }),
                 "can_access_peer(cuda:4096, cuda:4096)");
+}
+
+// Why the runtime lists no GPU decides what the error says: CUDA_VISIBLE_DEVICES is named only
+// where it can be the cause (without a driver the runtime never reads it).
+TEST_CASE("with no CUDA device the error gives the runtime's reason, and hints only what can help",
+          "[core][missing_device]") {
+  const std::string no_driver = dk::detail::explain_zero_cuda_devices("cudaErrorInsufficientDriver", std::nullopt);
+  CHECK_THAT(no_driver, Catch::StartsWith("cudaGetDeviceCount returned cudaErrorInsufficientDriver: there is no NVIDIA "
+                                          "driver, or it is older than this CUDA runtime") &&
+                            Catch::Contains("install or update the driver") &&
+                            !Catch::Contains("CUDA_VISIBLE_DEVICES"));
+  CHECK(dk::detail::explain_zero_cuda_devices("cudaErrorInsufficientDriver", std::string("0")) == no_driver);
+
+  const std::string hidden = dk::detail::explain_zero_cuda_devices("cudaErrorNoDevice", std::string(""));
+  CHECK_THAT(hidden, Catch::StartsWith("cudaGetDeviceCount returned cudaErrorNoDevice with CUDA_VISIBLE_DEVICES=''") &&
+                         Catch::Contains("make CUDA_VISIBLE_DEVICES name GPUs the machine has"));
+  const std::string none = dk::detail::explain_zero_cuda_devices("cudaErrorNoDevice", std::nullopt);
+  CHECK_THAT(none, Catch::Contains("the machine has no CUDA-capable GPU") && !Catch::Contains("CUDA_VISIBLE_DEVICES"));
+
+#if DEVICEKIT_HAS_CUDA
+  // This process: a machine without a driver (or a GPU machine, which sees cuda:0).
+  const auto caps = dk::cuda_detector{}.detect(dk::settings{});
+  if (caps.fallback_reason.find("cudaErrorInsufficientDriver") != std::string::npos) {
+    const std::string what = config_error_of([] { (void)dk::place(std::vector<float>(4), dk::device::cuda(0)); });
+    CHECK_THAT(what, Catch::StartsWith("place: cuda:0 does not exist: this process sees 0 CUDA devices, as "
+                                       "cudaGetDeviceCount returned cudaErrorInsufficientDriver") &&
+                         !Catch::Contains("CUDA_VISIBLE_DEVICES"));
+  }
+#endif
 }
 
 TEST_CASE("a manager gives the same error for a device the process does not have", "[manager][missing_device]") {

@@ -46,20 +46,27 @@ TEST_CASE("nvml_detector: a missing library is 'not available' with what to do",
   CHECK_FALSE(caps.usable());
   CHECK(caps.detector == "nvml");
   CHECK(contains(caps.fallback_reason, "NVML is not available: dlopen(\"/nonexistent/libnvidia-ml.so.1\") failed"));
-  CHECK(contains(caps.fallback_reason, "DEVICEKIT_NVML_LIBRARY"));
+  // The path was named: the reason says that the library named did not load, not to name one.
+  CHECK(contains(caps.fallback_reason, "the library that settings::set_nvml_library names did not load"));
+  CHECK_FALSE(contains(caps.fallback_reason, "set DEVICEKIT_NVML_LIBRARY to"));
 
   // The default lookup (libnvidia-ml.so.1): absent on a machine without a driver, and then
   // said the same way; present elsewhere.
   scoped_env unset("DEVICEKIT_NVML_LIBRARY", nullptr);
   const auto real = dk::nvml_detector{}.detect(dk::settings{});
   if (!real.usable()) CHECK_FALSE(real.fallback_reason.empty());
-  if (::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD) == nullptr && !real.usable()) {
+  if (::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD) == nullptr && !real.usable() &&
+      contains(real.fallback_reason, "dlopen")) {
     CHECK(contains(real.fallback_reason, "libnvidia-ml.so.1"));
+    CHECK(contains(real.fallback_reason, "install the driver, or set DEVICEKIT_NVML_LIBRARY to the path of"));
   }
 
   // The environment variable is read when the settings name no library.
   scoped_env missing("DEVICEKIT_NVML_LIBRARY", "/nonexistent/libfake-nvml.so");
-  CHECK(contains(dk::nvml_detector{}.detect(dk::settings{}).fallback_reason, "/nonexistent/libfake-nvml.so"));
+  const auto named = dk::nvml_detector{}.detect(dk::settings{});
+  CHECK(contains(named.fallback_reason, "/nonexistent/libfake-nvml.so"));
+  CHECK(contains(named.fallback_reason, "the library that DEVICEKIT_NVML_LIBRARY names did not load"));
+  CHECK_FALSE(contains(named.fallback_reason, "set DEVICEKIT_NVML_LIBRARY to"));
   CHECK(dk::settings::from_environment().get_nvml_library() == "/nonexistent/libfake-nvml.so");
 }
 

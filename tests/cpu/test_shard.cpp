@@ -90,6 +90,11 @@ TEST_CASE(
                     Catch::Matchers::Contains("axis 0 of size 5 cannot be split evenly over 2 devices") &&
                         Catch::Matchers::Contains("5 = 2 x 2 + 1") && Catch::Matchers::Contains("uneven::pad") &&
                         Catch::Matchers::Contains("uneven::ragged"));
+  // A device list names no mesh: the message names none either. A mesh the caller gave is named.
+  CHECK_THROWS_WITH((void)dk::shard(b, two),
+                    Catch::Matchers::StartsWith("shard: axis 0 of size 5 cannot be split evenly over 2 devices: "));
+  CHECK_THROWS_WITH((void)dk::shard(b, dk::mesh(two, "data"), dk::partition_spec{"data"}),
+                    Catch::Matchers::Contains("over 2 devices (mesh axis 'data'): 5 = 2 x 2 + 1"));
 
   const auto padded = dk::shard(b, two, 0, dk::uneven::pad);
   CHECK(padded.pad == 1);

@@ -104,6 +104,29 @@ TEST_CASE("GPUs that NVML sees but the runtime cannot use are refused clearly", 
   CHECK(sim::contexts_created(0) == 0);  // refused before any CUDA call
   const auto on_host = dm.place(ramp(16, 0.f), dk::device::cpu());
   CHECK(on_host.size() == 16);
+
+  // The runtime did not start, so a CUDA_* variable a later manager sets is not too late.
+  CHECK_FALSE(dk::detail::cuda_start_environment().has_value());
+  devicekit::testing::scoped_env order("CUDA_DEVICE_ORDER", nullptr);
+  const dk::device_manager<chain> ordered(with_fake_nvml().set_environment_variable("CUDA_DEVICE_ORDER", "PCI_BUS_ID"));
+  CHECK(ordered.report().environment_too_late.empty());
+  CHECK(ordered.report().environment_applied == std::vector<std::string>{"CUDA_DEVICE_ORDER"});
+}
+
+// The simulated runtime starts (cudaGetDeviceCount succeeds): a CUDA_* variable that a manager's
+// settings change afterwards comes too late, as on a GPU machine.
+TEST_CASE("a CUDA_* variable set after the simulated runtime started is too late", "[sim][environment]") {
+  devicekit::testing::scoped_env order("CUDA_DEVICE_ORDER", nullptr);
+  (void)dk::device_manager<>{};
+  const auto started = dk::detail::cuda_start_environment();
+  REQUIRE(started.has_value());
+  const auto it = started->find("CUDA_DEVICE_ORDER");
+  const std::string wanted = it != started->end() && it->second == "PCI_BUS_ID" ? "FASTEST_FIRST" : "PCI_BUS_ID";
+  const dk::device_manager<> dm(dk::settings{}.set_environment_variable("CUDA_DEVICE_ORDER", wanted));
+  const auto r = dm.report();
+  REQUIRE(r.environment_too_late.size() == 1);
+  CHECK_THAT(r.environment_too_late.front(), Catch::StartsWith("CUDA_DEVICE_ORDER=" + wanted) &&
+                                                 Catch::Contains("the CUDA runtime started with CUDA_DEVICE_ORDER"));
 }
 
 namespace {

@@ -15,6 +15,8 @@
 #include <devicekit/core/error.hpp>
 
 #include <atomic>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace devicekit::detail {
@@ -36,9 +38,18 @@ inline std::atomic<int> known_cuda_device_count{-1};
   return dev.ordinal() >= 0 && dev.ordinal() < cuda_device_count();
 }
 
+/// Why the CUDA runtime lists no device, from the error cudaGetDeviceCount returned (its name:
+/// "cudaErrorInsufficientDriver", "cudaErrorNoDevice"; empty when it succeeded with 0) and the
+/// CUDA_VISIBLE_DEVICES the runtime started with (nullopt: unset), with what to do. The hint about
+/// CUDA_VISIBLE_DEVICES is given only where that variable can be the cause: with no driver it is
+/// not read at all.
+[[nodiscard]] DEVICEKIT_DECL std::string explain_zero_cuda_devices(std::string_view error_name,
+                                                                   const std::optional<std::string>& visible_devices);
+
 /// The error for `dev`, which this process does not have: "`operation`: cuda:63 does not exist:
-/// this process sees 2 CUDA devices, cuda:0 to cuda:1 (CUDA_VISIBLE_DEVICES chooses which)",
-/// with the runtime's reason when it sees none (no driver, no device) or the build has no CUDA.
+/// this process sees 2 CUDA devices, cuda:0 to cuda:1 (CUDA_VISIBLE_DEVICES chooses which)";
+/// when it sees none, the runtime's reason (explain_zero_cuda_devices), and in a build without
+/// CUDA, that.
 [[nodiscard]] DEVICEKIT_DECL config_error missing_device_error(device dev, std::string_view operation);
 
 /// Throws missing_device_error unless `dev` exists in this process.

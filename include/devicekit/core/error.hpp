@@ -90,7 +90,10 @@ DEVICEKIT_DECL void check_cuda(cudaError_t result, std::string_view call,
 
 }  // namespace devicekit
 
-/// Checks a CUDA runtime call and throws devicekit::cuda_error naming the call and this line.
+/// Checks a CUDA runtime call and throws devicekit::cuda_error naming the call as written and
+/// this line. Where the call's arguments are devicekit's private members, devicekit calls
+/// check_cuda with the call in its user's words instead ("cudaStreamSynchronize(stream)"), so
+/// that a message names nothing a program cannot see.
 #define DEVICEKIT_CUDA_CHECK(call) ::devicekit::check_cuda((call), #call)
 
 // device_mismatch needs `device` complete where it is used. core/device.hpp throws config_error,

@@ -36,8 +36,9 @@ DEVICEKIT_DECL void graph::launch(stream_ref s) {
                        " launches on a stream of a CUDA device, not on " + s.get_device().str());
   }
   scoped_device on(s.get_device().ordinal());
-  DEVICEKIT_CUDA_CHECK(cudaGraphLaunch(exec_, s.native_handle()));
-  if (last_launch_ != nullptr) DEVICEKIT_CUDA_CHECK(cudaEventRecord(last_launch_, s.native_handle()));
+  check_cuda(cudaGraphLaunch(exec_, s.native_handle()), "cudaGraphLaunch(graph, stream)");
+  if (last_launch_ != nullptr)
+    check_cuda(cudaEventRecord(last_launch_, s.native_handle()), "cudaEventRecord(event, stream)");
   ++launches_;
 #else
   (void)s;
@@ -77,7 +78,7 @@ DEVICEKIT_DECL graph graph::adopt(cudaGraph_t g, unsigned long long capture_id, 
   out.device_ = dev;
   if (capture_id != 0) out.bytes_ = detail::graph_memory_ledger::instance().peak_bytes(capture_id);
   scoped_device on(dev.ordinal());
-  DEVICEKIT_CUDA_CHECK(cudaGraphInstantiate(&out.exec_, g, 0));
+  check_cuda(cudaGraphInstantiate(&out.exec_, g, 0), "cudaGraphInstantiate(&exec, graph, 0)");
   if (capture_id != 0 && detail::graph_memory_ledger::instance().keeps_alive(capture_id)) {
     out.last_launch_ = detail::create_event();
   }

@@ -190,7 +190,7 @@ class stream_ref {
   /// Blocks until all work queued on the stream has finished.
   void synchronize() const {
 #if DEVICEKIT_HAS_CUDA
-    if (!device_.is_cpu()) DEVICEKIT_CUDA_CHECK(cudaStreamSynchronize(handle_));
+    if (!device_.is_cpu()) check_cuda(cudaStreamSynchronize(handle_), "cudaStreamSynchronize(stream)");
 #endif
   }
 

@@ -23,7 +23,7 @@ DEVICEKIT_DECL bool context_is_current() noexcept {
 }  // namespace detail
 
 DEVICEKIT_DECL scoped_device::scoped_device(int ordinal) {
-  DEVICEKIT_CUDA_CHECK(cudaGetDevice(&previous_));
+  check_cuda(cudaGetDevice(&previous_), "cudaGetDevice(&device)");
   if (previous_ == ordinal) return;
   const bool had_context = detail::context_is_current();
   DEVICEKIT_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -43,7 +43,8 @@ DEVICEKIT_DECL stream::stream(device dev) : device_(dev) {
   detail::check_device_exists(dev, "stream");
 #if DEVICEKIT_HAS_CUDA
   scoped_device on(dev.ordinal());
-  DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+  check_cuda(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking),
+             "cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)");
   note_cuda_runtime_used();
   try {
     detail::stream_registry::instance().add(dev.ordinal(), handle_);
@@ -80,7 +81,7 @@ DEVICEKIT_DECL bool stream_ref::idle() const {
   // does not become the last error (seen on the H100, gpu.gpu_sim_rules), so nothing is
   // cleared; clearing would swallow an error the program has not read yet.
   if (r == cudaErrorNotReady) return false;
-  DEVICEKIT_CUDA_CHECK(r);
+  check_cuda(r, "cudaStreamQuery(stream)");
 #endif
   return true;
 }

@@ -67,8 +67,13 @@ DEVICEKIT_DECL std::string explain_no_gpu(cudaError_t r) {
 
 DEVICEKIT_DECL cuda_probe probe_cuda() {
   cuda_probe p;
-  note_cuda_start_environment();  // the runtime reads its variables now, once
+  auto variables = cuda_environment_now();  // the runtime reads its variables now, once
   const cudaError_t r = cudaGetDeviceCount(&p.count);
+  // cudaErrorInsufficientDriver: no driver, or one older than the runtime (CUDA runtime API,
+  // cudaError_t), so the runtime does not start and no CUDA work can run in this process: no
+  // variable it reads can come too late. With cudaErrorNoDevice it did start: the driver read
+  // CUDA_VISIBLE_DEVICES and found nothing to list.
+  if (r != cudaErrorInsufficientDriver) note_cuda_start_environment(std::move(variables));
   if (r != cudaSuccess) {
     // The failure is sticky in the runtime's last-error slot: clear it so that a later,
     // unrelated check does not report it.

@@ -80,10 +80,16 @@ struct api {
 /// The library to load: the settings' path, else DEVICEKIT_NVML_LIBRARY, else the driver's soname.
 [[nodiscard]] DEVICEKIT_DECL std::string library_path(const settings& s);
 
-/// Loads `path` and looks up the functions. On failure `error` says what was missing. The
-/// library stays loaded: NVML may keep threads of its own, and unloading it under them is
-/// undefined (pynvml and nvidia-smi keep it loaded too). dlopen of a loaded library only counts up.
-[[nodiscard]] DEVICEKIT_DECL api load(const std::string& path, std::string& error);
+/// Who named the library library_path gives: "settings::set_nvml_library",
+/// "DEVICEKIT_NVML_LIBRARY", or "" for the driver's soname, which nobody named.
+[[nodiscard]] DEVICEKIT_DECL std::string library_named_by(const settings& s);
+
+/// Loads `path` and looks up the functions. On failure `error` says what was missing, and what
+/// to do: where `named_by` (library_named_by) named the path, that the library it names did not
+/// load; else that NVML comes with the driver. The library stays loaded: NVML may keep threads of
+/// its own, and unloading it under them is undefined (pynvml and nvidia-smi keep it loaded too).
+/// dlopen of a loaded library only counts up.
+[[nodiscard]] DEVICEKIT_DECL api load(const std::string& path, std::string& error, std::string_view named_by = {});
 
 /// One GPU as NVML sees it.
 [[nodiscard]] DEVICEKIT_DECL device_properties query(const api& a, device_t handle, int index);
@@ -95,8 +101,8 @@ struct listing {
   std::string failure;  ///< empty when devices were listed
 };
 
-/// Loads NVML from `path` and lists the GPUs it finds.
-[[nodiscard]] DEVICEKIT_DECL listing list_gpus(const std::string& path);
+/// Loads NVML from `path` (named by `named_by`, as for load) and lists the GPUs it finds.
+[[nodiscard]] DEVICEKIT_DECL listing list_gpus(const std::string& path, std::string_view named_by = {});
 
 }  // namespace detail::nvml
 

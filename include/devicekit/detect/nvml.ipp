@@ -31,14 +31,27 @@ DEVICEKIT_DECL std::string library_path(const settings& s) {
   return "libnvidia-ml.so.1";
 }
 
-DEVICEKIT_DECL api load(const std::string& path, std::string& error) {
+DEVICEKIT_DECL std::string library_named_by(const settings& s) {
+  if (s.has_nvml_library()) return "settings::set_nvml_library";
+  if (auto v = getenv_string("DEVICEKIT_NVML_LIBRARY"); v && !v->empty()) return "DEVICEKIT_NVML_LIBRARY";
+  return "";
+}
+
+DEVICEKIT_DECL api load(const std::string& path, std::string& error, std::string_view named_by) {
   api a;
   void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = ::dlerror();
-    error = "NVML is not available: dlopen(\"" + path + "\") failed (" + std::string(why ? why : "unknown error") +
-            "); it comes with the NVIDIA driver: install the driver, or set DEVICEKIT_NVML_LIBRARY to the path of "
-            "libnvidia-ml.so.1";
+    error = "NVML is not available: dlopen(\"" + path + "\") failed (" + std::string(why ? why : "unknown error") + ")";
+    if (named_by.empty()) {
+      error +=
+          "; it comes with the NVIDIA driver: install the driver, or set DEVICEKIT_NVML_LIBRARY to the path of "
+          "libnvidia-ml.so.1";
+    } else {
+      error += "; the library that " + std::string(named_by) +
+               " names did not load: give the path of the driver's libnvidia-ml.so.1 there, or leave it unset to load "
+               "the driver's own";
+    }
     return a;
   }
   std::string missing;
@@ -90,9 +103,9 @@ DEVICEKIT_DECL device_properties query(const api& a, device_t handle, int index)
   return p;
 }
 
-DEVICEKIT_DECL listing list_gpus(const std::string& path) {
+DEVICEKIT_DECL listing list_gpus(const std::string& path, std::string_view named_by) {
   listing out;
-  const api a = load(path, out.failure);
+  const api a = load(path, out.failure, named_by);
   if (!out.failure.empty()) return out;
   if (const return_t r = a.init(); r != success) {
     out.failure = "nvmlInit_v2 failed: " + a.describe(r);
@@ -133,7 +146,7 @@ DEVICEKIT_DECL capabilities nvml_detector::detect(const settings& s) const {
   detail::fill_cuda_versions(caps);
   caps.fallback_reason = detail::gpus_hidden_reason(s);
   if (!caps.fallback_reason.empty()) return caps;
-  auto found = detail::nvml::list_gpus(detail::nvml::library_path(s));
+  auto found = detail::nvml::list_gpus(detail::nvml::library_path(s), detail::nvml::library_named_by(s));
   if (caps.driver_version == 0) caps.driver_version = found.cuda_driver_version;
   if (!found.failure.empty()) {
     caps.fallback_reason = found.failure;

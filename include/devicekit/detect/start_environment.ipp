@@ -24,10 +24,7 @@ inline cuda_start_record& cuda_start() {
   return r;
 }
 
-DEVICEKIT_DECL void note_cuda_start_environment() {
-  cuda_start_record& r = cuda_start();
-  std::lock_guard lock(r.mutex);
-  if (r.variables) return;
+DEVICEKIT_DECL std::map<std::string, std::string> cuda_environment_now() {
   std::map<std::string, std::string> vars;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -35,8 +32,16 @@ DEVICEKIT_DECL void note_cuda_start_environment() {
     if (eq == std::string_view::npos || !entry.starts_with("CUDA_")) continue;
     vars.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
   }
-  r.variables = std::move(vars);
+  return vars;
 }
+
+DEVICEKIT_DECL void note_cuda_start_environment(std::map<std::string, std::string> variables) {
+  cuda_start_record& r = cuda_start();
+  std::lock_guard lock(r.mutex);
+  if (!r.variables) r.variables = std::move(variables);
+}
+
+DEVICEKIT_DECL void note_cuda_start_environment() { note_cuda_start_environment(cuda_environment_now()); }
 
 DEVICEKIT_DECL std::optional<std::map<std::string, std::string>> cuda_start_environment() {
   cuda_start_record& r = cuda_start();

@@ -15,8 +15,10 @@
 
 namespace devicekit::detail {
 
-/// Makes a detector's answer self-consistent: a custom detector may give only counts. Throws
-/// config_error when no device is usable, saying how to widen the search.
+/// Makes a detector's answer self-consistent: a custom detector may give only counts, and may
+/// leave a device's hardware unknown, which is then classified by its name (classify_hardware),
+/// as the stock detectors do. Throws config_error when no device is usable, saying how to widen
+/// the search.
 DEVICEKIT_DECL void normalize_capabilities(capabilities& caps, const settings& config);
 
 /// The default device as the communicators choose theirs (assign_device,

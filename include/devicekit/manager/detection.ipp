@@ -29,6 +29,12 @@ DEVICEKIT_DECL void normalize_capabilities(capabilities& caps, const settings& c
       caps.devices.push_back(std::move(p));
     }
   }
+  // A detector that names a device but leaves its hardware unknown (a custom one: the concept asks
+  // for capabilities, not for a classification) gets the class the stock detectors give the same
+  // name, so that batch advice, costs and the report use its table row rather than a stand-in.
+  for (auto& p : caps.devices) {
+    if (p.hardware == hardware_type::unknown) p.hardware = classify_hardware(p.name, p.id.kind());
+  }
   caps.device_count = static_cast<int>(caps.devices.size());
   caps.gpu_count = static_cast<int>(std::count_if(caps.devices.begin(), caps.devices.end(),
                                                   [](const auto& p) { return p.id.is_cuda() && p.usable(); }));

@@ -66,7 +66,10 @@ DEVICEKIT_DECL default_manager_type& default_manager();
 /// The process-wide manager under `config` (its unset fields filled from the environment, as any
 /// manager's: settings::with_environment) and memory `strategy`. With `force_reinit` an existing
 /// manager is re-detected under the new settings and strategy in place (references to it stay
-/// valid); without it, an existing manager is returned unchanged. Re-initialising while other
+/// valid). Without it, an existing manager is returned unchanged, and only if it already has
+/// these effective settings and this strategy: otherwise config_error, naming what differs (the
+/// settings would be ignored; pass force_reinit = true to apply them, or call default_manager()
+/// to take the manager as it is). Re-initialising while other
 /// threads use the manager is a data race: do it at start-up. Its pools are the process's
 /// (memory/registry.hpp): those of the old configuration are replaced on the next memory(dev)
 /// and kept alive for what is still allocated from them.
@@ -82,13 +85,15 @@ requires(!std::same_as<S, dynamic_strategy>) default_manager_type& default_manag
 
 /// The same with settings alone. A re-initialisation changes the settings only and keeps the
 /// manager's current memory strategy (pass one to change it too); a manager made by this call
-/// gets the balanced strategy.
+/// gets the balanced strategy. Without `force_reinit`, settings other than the existing manager's
+/// are a config_error, as above: `default_manager(settings, false)` never ignores them.
 DEVICEKIT_DECL default_manager_type& default_manager(settings config, bool force_reinit);
 
 /// The same with a memory strategy alone (`default_manager(dk::aggressive{}, true)`). A
 /// re-initialisation changes the strategy only and re-detects under the manager's current settings
 /// (its config(): what it was given, with what the environment filled in then); a manager made by
-/// this call reads its settings from the environment.
+/// this call reads its settings from the environment. Without `force_reinit`, a strategy other than
+/// the existing manager's is a config_error, as above.
 template <memory_strategy S>
 default_manager_type& default_manager(const S& strategy, bool force_reinit) {
   return detail::make_default_manager(std::nullopt, dynamic_strategy(describe_strategy(strategy)), force_reinit);
@@ -126,7 +131,7 @@ template <class T>
   return default_manager().place(tree);
 }
 
-/// Prints the report of `dm` (text; `verbose` adds every device property).
+/// Prints the report of `dm` (text; `verbose` adds every GPU property: see write_text).
 template <class D, class S, class Sc>
 void print_device_info(const device_manager<D, S, Sc>& dm, std::ostream& os = std::cout, bool verbose = false) {
   write_text(os, dm.report(), verbose);

@@ -170,8 +170,10 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
 ///    copy engine when `s` gets there: keep them alive and unchanged until then;
 ///  - dst must stay alive until `s` has passed the copy, and work on other streams that reads or
 ///    writes dst must be ordered around it (an event, or synchronize `s`).
-/// Errors: tree_structure_error when the structures differ; config_error naming each leaf whose
-/// element count (or shape) differs; device_mismatch (expected: dst's device, actual: the
+/// Errors: a dst whose types show another structure does not compile (static_assert:
+/// trees_differ_in_structure); tree_structure_error for what only the values show (std::vector
+/// nodes of other lengths; nodes of one arity but another kind or member names); config_error
+/// naming each leaf whose element count (or shape) differs; device_mismatch (expected: dst's device, actual: the
 /// stream's) for a stream of another device, and when dst's or src's leaves are on several
 /// devices. Leaves that differ in element type, or a scalar facing an array, do not compile.
 template <class Src, class Dst>

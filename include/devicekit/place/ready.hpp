@@ -100,7 +100,7 @@ class ready_event {
     if (event_ == nullptr) return true;
     const cudaError_t r = cudaEventQuery(event_);
     if (r == cudaErrorNotReady) return false;  // a status, not the last error: nothing to clear
-    DEVICEKIT_CUDA_CHECK(r);
+    check_cuda(r, "cudaEventQuery(event)");
 #endif
     return true;
   }
@@ -115,7 +115,7 @@ class ready_event {
   /// thread sleeps rather than spins, core/event.hpp).
   void synchronize() const {
 #if DEVICEKIT_HAS_CUDA
-    if (event_ != nullptr) DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(event_));
+    if (event_ != nullptr) check_cuda(cudaEventSynchronize(event_), "cudaEventSynchronize(event)");
 #endif
   }
 

@@ -194,7 +194,8 @@ void shard_into(const T& tree, sharded<D>& shards, stream_ref s) {
   static_assert(require_tree<T>(), "shard_into(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   detail::scoped_range range("devicekit.shard_into");
   const detail::rebuilt_split split = detail::rebuild_split(shards);
-  detail::shard_plan plan = detail::shard_plan::make(tree, split.m, split.spec, shards.policy, std::nullopt, {});
+  detail::shard_plan plan = detail::shard_plan::make(tree, split.m, split.spec, shards.policy, std::nullopt, {},
+                                                     /*mesh_given=*/false);
   // The rows per device are the shards' own (ragged: balanced, or the counts given to shard);
   // the batch itself is checked against theirs first.
   if (shards.policy == uneven::ragged && plan.batch_size == shards.batch_size && plan.axes.batch_dim) {

@@ -107,7 +107,8 @@ namespace detail {
 [[nodiscard]] DEVICEKIT_DECL std::string staging_line(const pool_stats& p);
 }  // namespace detail
 
-/// Writes the report as text. `verbose` adds every per-device property.
+/// Writes the report as text. `verbose` adds every property of each GPU; the cpu device has none
+/// beyond the Host line, which is always written.
 DEVICEKIT_DECL void write_text(std::ostream& os, const device_report& r, bool verbose = false);
 
 }  // namespace devicekit

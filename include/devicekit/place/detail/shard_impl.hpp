@@ -96,6 +96,8 @@ template <class T, class F>
 
 /// shard's body: the plan, then the device path for a tree on a GPU when every mesh device is a
 /// GPU and every leaf's layout allows it, else the host path (on a host copy of a device tree).
+/// `strict_axis` is set by the axis forms, which make `m` from the device list they were given:
+/// messages then name no mesh axis.
 template <class T, class F>
 [[nodiscard]] auto shard_tree(const T& tree, const mesh& m, const partition_spec& spec, uneven policy,
                               std::optional<std::size_t> strict_axis, F& resource_for,
@@ -103,13 +105,15 @@ template <class T, class F>
   static_assert(require_tree<T>(), "shard(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.shard");
   check_devices_exist(m.devices(), "shard");
+  const bool mesh_given = !strict_axis.has_value();
   const auto src = source_device(tree, "shard");
   if (!src) {
-    return shard_from_host(tree, shard_plan::make(tree, m, spec, policy, strict_axis, batch_counts), resource_for);
+    return shard_from_host(tree, shard_plan::make(tree, m, spec, policy, strict_axis, batch_counts, mesh_given),
+                           resource_for);
   }
 #if DEVICEKIT_HAS_CUDA
   if (src->is_cuda()) {
-    const shard_plan plan = shard_plan::make(tree, m, spec, policy, strict_axis, batch_counts);
+    const shard_plan plan = shard_plan::make(tree, m, spec, policy, strict_axis, batch_counts, mesh_given);
     if (const auto blocks = plan_device_shards(tree, plan)) {
       using shards_t = decltype(shard_from_host(tree, plan, resource_for));
       return collect_shards<shards_t>(plan, [&](std::size_t f, device dev, std::span<const std::size_t>) {
@@ -121,7 +125,8 @@ template <class T, class F>
   // Split on the host (a cpu device in the mesh, or a layout needing a copy per element): bring
   // the tree down first.
   const auto host = to_host_on(tree, nullptr);
-  auto out = shard_from_host(host, shard_plan::make(host, m, spec, policy, strict_axis, batch_counts), resource_for);
+  auto out = shard_from_host(host, shard_plan::make(host, m, spec, policy, strict_axis, batch_counts, mesh_given),
+                             resource_for);
   using direct = decltype(shard_from_host(tree, std::declval<const shard_plan&>(), resource_for));
   static_assert(std::is_same_v<direct, decltype(out)>, "shard: a device tree and its host copy shard differently");
   return out;

@@ -53,9 +53,11 @@ struct axis_plan {
 [[nodiscard]] DEVICEKIT_DECL part_range batch_part(std::size_t n, std::size_t parts, std::size_t index, uneven policy,
                                                    std::span<const std::size_t> counts);
 
-/// The JAX-style message for a dimension that uneven::error cannot split.
+/// The JAX-style message for a dimension that uneven::error cannot split. `mesh_axis` names the
+/// axis of the caller's mesh it is split over; none when the caller gave a device list, whose mesh
+/// is devicekit's own.
 [[nodiscard]] DEVICEKIT_DECL std::string uneven_message(std::string_view what, std::size_t axis, std::size_t n,
-                                                        std::size_t parts, const std::string& mesh_axis);
+                                                        std::size_t parts, const std::optional<std::string>& mesh_axis);
 
 /// Everything the steps of shard pass along: the mesh, how the spec maps onto it, the tree's
 /// leaves, the uneven policy and the batch (its size, and the rows per device when given).
@@ -68,18 +70,22 @@ struct shard_plan {
   uneven policy = uneven::error;
   std::size_t batch_size = 0;                 ///< the batch dimension's size in the source
   std::span<const std::size_t> batch_counts;  ///< rows per device when given, else empty
+  /// Whether the caller gave the mesh (the mesh forms); false for a device list (the axis forms,
+  /// and shard_into of their shards), whose one-axis mesh a message must not name.
+  bool mesh_given = true;
 
   /// The plan for `tree`: resolves the spec on the mesh, agrees on the batch size and checks
   /// the split can be made. config_error otherwise. With `strict_axis` (the axis form), a leaf
-  /// without the batch axis is an error too.
+  /// without the batch axis is an error too. `mesh_given`: see the member.
   template <class T>
   [[nodiscard]] static shard_plan make(const T& tree, const mesh& m, const partition_spec& spec, uneven policy,
                                        std::optional<std::size_t> strict_axis,
-                                       std::span<const std::size_t> batch_counts) {
+                                       std::span<const std::size_t> batch_counts, bool mesh_given = true) {
     shard_plan plan;
     plan.m = &m;
     plan.policy = policy;
     plan.batch_counts = batch_counts;
+    plan.mesh_given = mesh_given;
     plan.axes = plan_axes(m, spec);
     plan.info = devicekit::leaves(tree);
     plan.batch_size = plan.agreed_batch_size(strict_axis);

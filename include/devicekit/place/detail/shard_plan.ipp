@@ -38,12 +38,13 @@ DEVICEKIT_DECL part_range batch_part(std::size_t n, std::size_t parts, std::size
 }
 
 DEVICEKIT_DECL std::string uneven_message(std::string_view what, std::size_t axis, std::size_t n, std::size_t parts,
-                                          const std::string& mesh_axis) {
+                                          const std::optional<std::string>& mesh_axis) {
   const std::size_t per = (n + parts - 1) / parts;
   return "shard: " + std::string(what) + "axis " + std::to_string(axis) + " of size " + std::to_string(n) +
-         " cannot be split evenly over " + std::to_string(parts) + " devices (mesh axis '" + mesh_axis +
-         "'): " + std::to_string(n) + " = " + std::to_string(parts) + " x " + std::to_string(n / parts) + " + " +
-         std::to_string(n % parts) + "; use uneven::pad (adds " + std::to_string(per * parts - n) +
+         " cannot be split evenly over " + std::to_string(parts) + " devices" +
+         (mesh_axis ? " (mesh axis '" + *mesh_axis + "')" : std::string()) + ": " + std::to_string(n) + " = " +
+         std::to_string(parts) + " x " + std::to_string(n / parts) + " + " + std::to_string(n % parts) +
+         "; use uneven::pad (adds " + std::to_string(per * parts - n) +
          " zero row(s), like flax) or uneven::ragged (shard sizes differ by at most one row)";
 }
 
@@ -122,10 +123,14 @@ DEVICEKIT_DECL void shard_plan::check_split(const partition_spec& spec) const {
     check_row_counts(batch_counts, m->axis_size(*p.dim_axis[*p.batch_dim]), batch_size, "shard");
   }
   if (policy != uneven::error) return;
+  const auto axis_name = [&](std::size_t axis) -> std::optional<std::string> {
+    if (!mesh_given) return std::nullopt;
+    return m->axis_name(axis);
+  };
   if (p.batch_dim && batch_counts.empty()) {
     const std::size_t parts = m->axis_size(*p.dim_axis[*p.batch_dim]);
     if (batch_size % parts != 0) {
-      throw config_error(uneven_message("", *p.batch_dim, batch_size, parts, m->axis_name(*p.dim_axis[*p.batch_dim])));
+      throw config_error(uneven_message("", *p.batch_dim, batch_size, parts, axis_name(*p.dim_axis[*p.batch_dim])));
     }
   }
   for (const auto& l : info) {
@@ -133,8 +138,7 @@ DEVICEKIT_DECL void shard_plan::check_split(const partition_spec& spec) const {
       if (!p.dim_axis[d] || d == p.batch_dim || l.kind == leaf_kind::scalar) continue;
       const std::size_t parts = m->axis_size(*p.dim_axis[d]);
       if (l.shape[d] % parts != 0) {
-        throw config_error(
-            uneven_message("leaf '" + l.path + "': ", d, l.shape[d], parts, m->axis_name(*p.dim_axis[d])));
+        throw config_error(uneven_message("leaf '" + l.path + "': ", d, l.shape[d], parts, axis_name(*p.dim_axis[d])));
       }
     }
   }
