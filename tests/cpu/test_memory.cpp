@@ -303,6 +303,19 @@ TEST_CASE("the pool grows by chunks sized by min_chunk_size and growth_factor", 
     CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg),
                       Catch::Contains("small_size_limit"));
   }
+  SECTION("a preallocation larger than max_size is a config_error naming both, not a smaller start") {
+    counting_upstream up;
+    auto cfg = test_config(32 * MiB);
+    cfg.initial_size = 64 * MiB;
+    CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(up, cfg), Catch::Contains("initial_size 64.00 MiB") &&
+                                                                       Catch::Contains("max_size 32.00 MiB") &&
+                                                                       Catch::Contains("lower initial_size"));
+    CHECK(up.state().allocations == 0);  // refused before anything was taken
+    CHECK_THROWS_AS(dk::make_device_pool(dk::device::cpu(), cfg), dk::config_error);
+    cfg.initial_size = 32 * MiB;  // all of it may be preallocated
+    dk::memory_pool<counting_upstream> whole(up, cfg);
+    CHECK(whole.stats().reserved_bytes == 32 * MiB);
+  }
 }
 
 TEST_CASE("a pool's default budget is the balanced budget of its device", "[memory][pool]") {
@@ -1116,6 +1129,27 @@ TEST_CASE("strategies shape the manager's pools: start/cap, configure_pool, trac
       dk::settings::without_environment(), dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(tracked.memory(dk::device::cpu()).tracking());
   CHECK(tracked.memory_fraction() == 0.60);
+}
+
+namespace {
+/// A strategy that asks for a fixed start, whatever the device: more than a small device's budget.
+struct fixed_start_strategy {
+  static constexpr std::string_view name() noexcept { return "fixed-start"; }
+  static constexpr double fraction() noexcept { return 0.5; }
+  void configure_pool(dk::pool_config& c, const dk::memory_budget&) const { c.initial_size = 64 * MiB; }
+};
+}  // namespace
+
+TEST_CASE("a strategy's start larger than a device's budget preallocates the budget", "[memory][manager]") {
+  dk::device_manager<dk::fixed_detector, fixed_start_strategy> small{dk::settings::without_environment(),
+                                                                     dk::fixed_detector{host_with(64 * MiB)}};
+  const dk::pool_config c = small.pool_config_for(dk::device::cpu());
+  CHECK(c.max_size == 32 * MiB);
+  CHECK(c.initial_size == 32 * MiB);  // the budget of this device, not an error
+  CHECK(small.memory().stats().reserved_bytes == 32 * MiB);
+  dk::device_manager<dk::fixed_detector, fixed_start_strategy> large{dk::settings::without_environment(),
+                                                                     dk::fixed_detector{host_with(1024 * MiB)}};
+  CHECK(large.pool_config_for(dk::device::cpu()).initial_size == 64 * MiB);
 }
 
 TEST_CASE("the report shows each device's budget basis and pool stats", "[memory][manager][report]") {
