@@ -305,6 +305,9 @@ class device_memory : private detail::graph_memory_holder {
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause);
+  /// The initial chunk (pool_config::initial_size), under the lock; an upstream that refuses it
+  /// for want of memory is out_of_memory (shortage::preallocation).
+  void preallocate();
   /// invalid_request for a size past detail::largest_request, saying what was asked and the limit.
   [[noreturn]] void throw_overflowing_request(std::size_t bytes, std::size_t alignment) const;
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -95,11 +96,35 @@ DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::s
   max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
   {
     std::lock_guard lock(mutex_);
-    heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
+    preallocate();  // throws: a pool that cannot preallocate is not made
   }
   auto& census = detail::pool_census::instance();
   std::lock_guard lock(census.mutex);
   census.pools.push_back(this);
+}
+
+DEVICEKIT_DECL void device_memory::preallocate() {
+  const std::size_t bytes = detail::block_heap::initial_chunk(config_.initial_size, max_size_);
+  std::string refused;
+  try {
+    heap_.preallocate(bytes);
+  } catch (const std::bad_alloc& e) {  // host memory (operator new)
+    refused = e.what();
+  }
+#if DEVICEKIT_HAS_CUDA
+  catch (const cuda_error& e) {
+    if (e.code() != static_cast<int>(cudaErrorMemoryAllocation)) throw;  // not a refusal for want of memory
+    refused = e.what();
+  }
+#endif
+  if (refused.empty()) return;
+  // The upstream refused for want of memory: an out_of_memory as any other, with its own remedy (a
+  // smaller start, not a larger budget).
+  throw out_of_memory(device_, bytes, stats_locked(), detail::budget_text(budget_),
+                      "preallocating the pool's start (pool_config::initial_size, a strategy's start fraction), "
+                      "which the upstream refused (" +
+                          refused + ")",
+                      out_of_memory::shortage::preallocation);
 }
 
 DEVICEKIT_DECL void device_memory::release_everything() noexcept {
@@ -206,8 +231,17 @@ DEVICEKIT_DECL void device_memory::throw_oom(std::size_t bytes, const std::strin
   ++counters_.ooms;
   if (!observers_.empty()) notify(detail::pool_event::out_of_memory, bytes);
   const pool_stats s = stats_locked();
+  // Which advice fits: a larger budget helps only where the upstream did not refuse first and the
+  // budget is not already all the device had (capped to what it had available, or the whole of it).
+  using shortage = out_of_memory::shortage;
+  shortage what = shortage::budget;
+  if (!heap_.last_upstream_error().empty()) {
+    what = shortage::upstream;
+  } else if (budget_.capped_to_available || (budget_.total_bytes > 0 && budget_.fraction >= 1.0)) {
+    what = shortage::available;
+  }
   heap_.clear_upstream_error();
-  throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause);
+  throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause, what);
 }
 
 DEVICEKIT_DECL void* device_memory::allocate_in_capture(std::size_t bytes, std::size_t alignment,
