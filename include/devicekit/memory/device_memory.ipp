@@ -83,6 +83,28 @@ DEVICEKIT_DECL device_memory::device_memory(device dev, pool_config config)
   slabs_.configure(classes, config_.small_size_limit);
   min_chunk_ = config_.release_on_free ? detail::pool_granule
                                        : detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
+  if (config_.release_on_free) after_free_ = release_after_free;
+}
+
+DEVICEKIT_DECL bool device_memory::report_when_idle(void (*on_idle)(device_memory*)) {
+  std::lock_guard lock(mutex_);
+  if (counters_.active == 0 && graph_blocks_.empty()) return false;
+  on_idle_ = on_idle;
+  after_free_ = static_cast<std::uint8_t>(after_free_ | report_idle_after_free);
+  return true;
+}
+
+DEVICEKIT_DECL bool device_memory::idle_after_free() noexcept {
+  if (counters_.active != 0 || !graph_blocks_.empty()) return false;
+  try {
+    if (streams_.pending() != 0) streams_.poll(0, false, heap_, slabs_);
+  } catch (...) {
+    return false;  // an event the runtime cannot answer for: the registry's next sweep decides
+  }
+  // Frees still pending on a stream may be used by its queued work: destroying the pool now would
+  // have to wait for them (its destructor does), which a free must not. The registry destroys
+  // such a pool at its next sweep instead.
+  return streams_.pending() == 0;
 }
 
 DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::size_t default_total_bytes,
@@ -284,7 +306,7 @@ DEVICEKIT_DECL void device_memory::deallocate_graph_block(void* p, const detail:
 DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
   if (p == nullptr) return;
   const capture_state c = ordered && events_ ? upstream_->capture_of(s) : capture_state{};
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (!graph_blocks_.empty()) {
     if (const detail::graph_blocks::block* b = graph_blocks_.find(p)) return deallocate_graph_block(p, *b, s, c);
   }
@@ -303,9 +325,19 @@ DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, b
   live_.erase(&rec);
   counters_.in_use -= detail::return_block(r, r.key, sid, heap_, slabs_, streams_);
   counters_.freed_one(bytes);
-  if (config_.release_on_free) {
-    streams_.poll(0, false, heap_, slabs_);
-    heap_.release_empty_chunks(false);
+  if (after_free_ != 0) {
+    if ((after_free_ & release_after_free) != 0) {
+      streams_.poll(0, false, heap_, slabs_);
+      heap_.release_empty_chunks(false);
+    }
+    if ((after_free_ & report_idle_after_free) != 0 && idle_after_free()) {
+      if (!observers_.empty()) notify(detail::pool_event::free, bytes);
+      after_free_ = static_cast<std::uint8_t>(after_free_ & ~report_idle_after_free);
+      void (*on_idle)(device_memory*) = on_idle_;
+      lock.unlock();
+      on_idle(this);  // may destroy the pool: nothing of it is touched after this
+      return;
+    }
   }
   if (!observers_.empty()) notify(detail::pool_event::free, bytes);
 }
