@@ -303,6 +303,19 @@ TEST_CASE("the pool grows by chunks sized by min_chunk_size and growth_factor", 
     CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(counting_upstream{}, cfg),
                       Catch::Contains("small_size_limit"));
   }
+  SECTION("a preallocation larger than max_size is a config_error naming both, not a smaller start") {
+    counting_upstream up;
+    auto cfg = test_config(32 * MiB);
+    cfg.initial_size = 64 * MiB;
+    CHECK_THROWS_WITH(dk::memory_pool<counting_upstream>(up, cfg), Catch::Contains("initial_size 64.00 MiB") &&
+                                                                       Catch::Contains("max_size 32.00 MiB") &&
+                                                                       Catch::Contains("lower initial_size"));
+    CHECK(up.state().allocations == 0);  // refused before anything was taken
+    CHECK_THROWS_AS(dk::make_device_pool(dk::device::cpu(), cfg), dk::config_error);
+    cfg.initial_size = 32 * MiB;  // all of it may be preallocated
+    dk::memory_pool<counting_upstream> whole(up, cfg);
+    CHECK(whole.stats().reserved_bytes == 32 * MiB);
+  }
 }
 
 TEST_CASE("a pool's default budget is the balanced budget of its device", "[memory][pool]") {
@@ -477,6 +490,102 @@ TEST_CASE("an upstream that refuses: a smaller chunk is tried, then out_of_memor
   pool.deallocate(b, 2 * MiB);
   pool.check_consistency();
 }
+
+TEST_CASE("out_of_memory advises a larger strategy only where one could help", "[memory][pool][oom]") {
+  using shortage = dk::out_of_memory::shortage;
+  // The message, after checking what the error says ran short.
+  auto message = [](dk::device_memory& pool, std::size_t bytes, shortage expected) -> std::string {
+    try {
+      (void)pool.allocate(bytes);
+    } catch (const dk::out_of_memory& e) {
+      CHECK(e.short_of() == expected);
+      return e.what();
+    }
+    FAIL("no out_of_memory");
+    return {};
+  };
+  SECTION("the budget ran out: a larger one would help") {
+    counting_upstream up;
+    dk::memory_pool<counting_upstream> pool(up, exact_config(8 * MiB));
+    void* p = pool.allocate(7 * MiB);
+    CHECK_THAT(message(pool, 2 * MiB, shortage::budget),
+               Catch::Contains("larger strategy") && Catch::Contains("max_size"));
+    pool.deallocate(p, 7 * MiB);
+  }
+  SECTION("the upstream refused below the budget: the device itself is short") {
+    counting_upstream up;
+    dk::memory_pool<counting_upstream> pool(up, exact_config(64 * MiB));
+    up.state().limit = 4 * MiB;  // the device has less than the budget promises
+    void* p = pool.allocate(3 * MiB);
+    const std::string m = message(pool, 2 * MiB, shortage::upstream);
+    CHECK_THAT(m, Catch::Contains("the upstream refused more memory") &&
+                      Catch::Contains("the device itself is short") && Catch::Contains("release_cached()"));
+    CHECK_THAT(m, !Catch::Contains("use a larger strategy"));
+    pool.deallocate(p, 3 * MiB);
+  }
+  SECTION("the budget is all the device had available: a larger strategy gets no more") {
+    counting_upstream up;
+    auto cfg = exact_config(8 * MiB);
+    cfg.budget = dk::cap_to_available(dk::compute_budget(64 * MiB, 0.75, 0), 8 * MiB);
+    REQUIRE(cfg.budget->capped_to_available);
+    dk::memory_pool<counting_upstream> pool(up, cfg);
+    void* p = pool.allocate(7 * MiB);
+    const std::string m = message(pool, 2 * MiB, shortage::available);
+    CHECK_THAT(m, Catch::Contains("would pass the budget") && Catch::Contains("had available") &&
+                      Catch::Contains("would not help"));
+    CHECK_THAT(m, !Catch::Contains("use a larger strategy"));
+    pool.deallocate(p, 7 * MiB);
+  }
+}
+
+TEST_CASE("a pool whose preallocation the upstream refuses is out_of_memory saying to start smaller",
+          "[memory][pool][oom]") {
+  counting_upstream up;
+  auto cfg = test_config(64 * MiB);
+  cfg.initial_size = 16 * MiB;
+  up.state().fail_next = 1;
+  try {
+    dk::memory_pool<counting_upstream> pool(up, cfg);
+    FAIL("made a pool without its preallocation");
+  } catch (const dk::out_of_memory& e) {
+    const std::string m = e.what();
+    CHECK(e.requested_bytes() == 16 * MiB);
+    CHECK(e.get_device() == dk::device::cpu());
+    CHECK(e.short_of() == dk::out_of_memory::shortage::preallocation);
+    for (const char* part : {"out of memory on cpu:0", "cannot allocate 16.00 MiB", "preallocat", "initial_size",
+                             "budget 64.00 MiB", "std::bad_alloc", "smaller start", "start fraction"}) {
+      INFO(part << "\n" << m);
+      CHECK(m.find(part) != std::string::npos);
+    }
+    CHECK_THAT(m, !Catch::Contains("larger strategy") && !Catch::Contains("already tried"));
+  }
+  CHECK(up.outstanding() == 0);
+  dk::memory_pool<counting_upstream> again(up, cfg);  // the upstream has it now: the same pool is made
+  CHECK(again.stats().reserved_bytes == 16 * MiB);
+}
+
+// A start fraction of a host that has far less than the detector says (1 PiB, past any address
+// space): the first memory() of the manager is out_of_memory, not std::bad_alloc. Under the
+// sanitizers an allocation that large is a fatal error of their allocator, not a refusal.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST_CASE("a manager's start fraction the host cannot give is out_of_memory with the start to lower",
+          "[memory][manager][oom]") {
+  dk::device_manager<dk::fixed_detector, dk::fraction_range<3, 4, 9, 10>> dm{
+      dk::settings::without_environment(), dk::fixed_detector{host_with(std::uint64_t{1} << 50)}};
+  for (int attempt = 0; attempt < 2; ++attempt) {  // nothing was made: asking again gives the same answer
+    try {
+      (void)dm.memory();
+      FAIL("preallocated 0.75 PiB");
+    } catch (const dk::out_of_memory& e) {
+      CHECK(e.requested_bytes() == dm.budget(dk::device::cpu()).start_bytes);
+      CHECK(e.short_of() == dk::out_of_memory::shortage::preallocation);
+      CHECK_THAT(e.what(), Catch::Contains("preallocat") && Catch::Contains("fraction_range") &&
+                               Catch::Contains("(0.90 of ") && !Catch::Contains("larger strategy"));
+    }
+  }
+  CHECK(dm.memory_stats().empty());
+}
+#endif
 
 TEST_CASE("the on_out_of_memory callback runs without the lock and may free memory", "[memory][pool][oom]") {
   counting_upstream up;
@@ -1116,6 +1225,27 @@ TEST_CASE("strategies shape the manager's pools: start/cap, configure_pool, trac
       dk::settings::without_environment(), dk::fixed_detector{host_with(64 * MiB)}};
   CHECK(tracked.memory(dk::device::cpu()).tracking());
   CHECK(tracked.memory_fraction() == 0.60);
+}
+
+namespace {
+/// A strategy that asks for a fixed start, whatever the device: more than a small device's budget.
+struct fixed_start_strategy {
+  static constexpr std::string_view name() noexcept { return "fixed-start"; }
+  static constexpr double fraction() noexcept { return 0.5; }
+  void configure_pool(dk::pool_config& c, const dk::memory_budget&) const { c.initial_size = 64 * MiB; }
+};
+}  // namespace
+
+TEST_CASE("a strategy's start larger than a device's budget preallocates the budget", "[memory][manager]") {
+  dk::device_manager<dk::fixed_detector, fixed_start_strategy> small{dk::settings::without_environment(),
+                                                                     dk::fixed_detector{host_with(64 * MiB)}};
+  const dk::pool_config c = small.pool_config_for(dk::device::cpu());
+  CHECK(c.max_size == 32 * MiB);
+  CHECK(c.initial_size == 32 * MiB);  // the budget of this device, not an error
+  CHECK(small.memory().stats().reserved_bytes == 32 * MiB);
+  dk::device_manager<dk::fixed_detector, fixed_start_strategy> large{dk::settings::without_environment(),
+                                                                     dk::fixed_detector{host_with(1024 * MiB)}};
+  CHECK(large.pool_config_for(dk::device::cpu()).initial_size == 64 * MiB);
 }
 
 TEST_CASE("the report shows each device's budget basis and pool stats", "[memory][manager][report]") {

@@ -7,6 +7,7 @@
 #include "sim_devicekit_support.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -219,4 +220,67 @@ TEST_CASE("clock rates are read when asked, and a report of the runtime's GPUs s
   std::ostringstream described_text;
   dk::write_text(described_text, described_report, /*verbose=*/true);
   CHECK_THAT(described_text.str(), !Catch::Contains("Clock Rate"));
+}
+
+// --- what a manager's pools hand out may outlive the manager -------------------------------------
+
+namespace {
+using gpu_manager = dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>>;
+
+/// A program's pattern: a function makes a manager of its own and returns what it placed.
+template <class Where>
+auto placed_by_a_local_manager(const std::vector<float>& values, Where where) {
+  gpu_manager dm{dk::settings::without_environment()};
+  return dm.place(values, where);
+}
+}  // namespace
+
+TEST_CASE("a tree a manager placed on a GPU may outlive the manager; the pool goes with the tree",
+          "[sim][manager][lifetime]") {
+  const int last = sim::device_count() - 1;
+  const dk::device gpu = dk::device::cuda(last);
+  const std::vector<float> values = ramp(std::size_t{1} << 16, 1.0f);
+  const std::size_t before = sim::device_bytes_in_use(last);
+  const std::size_t violations_before = sim::violations().size();
+
+  SECTION("placed and finished") {
+    {
+      const auto placed = placed_by_a_local_manager(values, gpu);
+      CHECK(sim::device_bytes_in_use(last) > before);  // the tree's chunk, kept
+      CHECK(dk::to_host(placed) == values);
+    }
+    CHECK(sim::device_bytes_in_use(last) == before);  // the pool and its driver pool are gone
+  }
+  SECTION("placed on a stream, the manager gone and the tree dropped before the copy is waited for") {
+    const dk::stream s(gpu);
+    {
+      const auto placed = placed_by_a_local_manager(values, dk::stream_ref(s));
+      (void)placed;  // dropped at once: the block waits for its own copy before it goes back
+    }
+    CHECK(sim::device_bytes_in_use(last) == before);
+    {
+      const auto placed = placed_by_a_local_manager(values, dk::stream_ref(s));
+      CHECK(dk::to_host(placed, dk::stream_ref(s)) == values);  // after the copy queued on s
+    }
+    CHECK(sim::device_bytes_in_use(last) == before);
+  }
+  SECTION("a buffer freed on its stream after the manager went") {
+    const dk::stream s(gpu);
+    std::optional<dk::device_buffer<float>> buffer;
+    {
+      gpu_manager dm{dk::settings::without_environment()};
+      buffer.emplace(values.size(), dm.memory(gpu), s);
+      REQUIRE(cudaMemsetAsync(buffer->data(), 0, buffer->size_bytes(), s.native_handle()) == cudaSuccess);
+    }
+    CHECK(sim::device_bytes_in_use(last) > before);
+    buffer.reset();  // stream-ordered: the block stays the pool's until s has done its work
+    s.synchronize();
+    // Kept while that free is pending; the next manager that goes takes in such pools.
+    {
+      gpu_manager next{dk::settings::without_environment()};
+      (void)next.memory(gpu);
+    }
+    CHECK(sim::device_bytes_in_use(last) == before);
+  }
+  CHECK(sim::violations().size() == violations_before);
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -485,4 +486,32 @@ TEST_CASE("release_cached gives a GPU pool's cached memory back to the device, a
   CHECK(sim::device_bytes_in_use(0) == base);
   CHECK(pool.stats().reserved_bytes == 0);
   pool.check_consistency();
+}
+
+TEST_CASE("a start fraction the GPU refuses is out_of_memory saying to start smaller", "[sim][memory][oom]") {
+  using ranged =
+      dk::device_manager<dk::first_available<dk::cuda_detector, dk::cpu_detector>, dk::fraction_range<3, 4, 9, 10>>;
+  const int last = sim::device_count() - 1;
+  const dk::device gpu = dk::device::cuda(last);
+  ranged dm{dk::settings::without_environment()};
+  const std::uint64_t start = dm.budget(gpu).start_bytes;
+  const std::size_t before = sim::device_bytes_in_use(last);
+  // The device refuses the start (on a real 80 GB GPU: another process holds most of it).
+  sim::fail_call("cudaMallocFromPoolAsync", 1, cudaErrorMemoryAllocation);
+  try {
+    (void)dm.memory(gpu);
+    FAIL("made a pool without its preallocation");
+  } catch (const dk::out_of_memory& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(e.get_device() == gpu);
+    CHECK(e.short_of() == dk::out_of_memory::shortage::preallocation);
+    CHECK(e.requested_bytes() >= start);
+    CHECK(e.requested_bytes() < start + 256);  // the start, rounded to the pool's granule
+    CHECK_THAT(m, Catch::Contains("preallocat") && Catch::Contains("cudaErrorMemoryAllocation") &&
+                      Catch::Contains("start fraction") && Catch::Contains("fraction_range") &&
+                      !Catch::Contains("larger strategy"));
+  }
+  CHECK(sim::device_bytes_in_use(last) == before);  // nothing kept: no pool was made
+  CHECK(dm.memory_stats().empty());
 }

@@ -14,8 +14,10 @@
 /// Memory: the manager owns one caching pool per device and memory kind (`memory(dev, kind)`, kinds as jaxlib has them:
 /// core/memory_kind.hpp), the device kind sized by its strategy (fraction of total memory less the context headroom,
 /// capped to what the device has available). Pools are made on first use, so a manager is cheap to construct and makes
-/// no CUDA call for memory until asked. A manager is move-only; destroying it releases its pools, so memory from them
-/// must be freed first. The global manager (manager/global.hpp) owns none: it uses the process's pools.
+/// no CUDA call for memory until asked. A manager is move-only. Destroying it destroys its pools from which nothing is
+/// allocated; a pool from which something still lives (a placed tree, a device_buffer) goes to the process's registry,
+/// which hands its cache back and keeps it until that memory is freed (memory/registry.hpp), so what a manager made may
+/// outlive it. The global manager (manager/global.hpp) owns none: it uses the process's pools.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/error.hpp>
@@ -164,9 +166,10 @@ class device_manager {
   }
 
   // --- placement (place/): trees onto this manager's devices -----------------------------------
-  // Placed trees allocate from memory(dev), the device's caching pool: they must be dropped
-  // before the manager, and only once no queued GPU work still reads them (synchronise the
-  // stream that uses them first: the pool hands freed memory out again at once).
+  // Placed trees allocate from memory(dev), the device's caching pool. They may outlive the
+  // manager (the registry then keeps the pool until they go: see the file comment), but must be
+  // dropped only once no queued GPU work still reads them (synchronise the stream that uses them
+  // first: the pool hands freed memory out again at once).
 
   /// `tree` on the default device (or on `dev`), finished on return. The default device is that
   /// of the innermost default_device_scope on this thread, else default_device().
@@ -330,13 +333,15 @@ class device_manager {
   /// batched copies and NCCL collectives, see scratch_memory_stats). For cpu:0: this manager's
   /// host pool and the process's (what devicekit::place(tree, cpu) uses), and every pinned pool
   /// (placements of kind pinned_host, this manager's and the process's, and the copy engine's
-  /// staging, see staging_memory_stats): pinned memory is host memory. bytes_limit is budget(d).
-  /// Makes no pool. config_error for a device this manager does not have.
+  /// staging, see staging_memory_stats): pinned memory is host memory. Pools of managers that are
+  /// gone count while something allocated from them lives (the registry keeps them: see the file
+  /// comment). bytes_limit is budget(d). Makes no pool. config_error for a device this manager
+  /// does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
     (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(d).budget_bytes;
-    for (const device_memory* m : state_.pools.pools_of(d)) out += m->stats();
+    state_.pools.for_each_pool_of(d, [&](const device_memory& m) { out += m.stats(); });
     return out;
   }
 
@@ -348,7 +353,7 @@ class device_manager {
     const bool host_memory = kind != memory_kind::device || d.is_cpu();
     if (d.is_cuda()) (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(host_memory ? device::cpu() : d).budget_bytes;
-    for (const device_memory* m : state_.pools.pools_of(d, kind)) out += m->stats();
+    state_.pools.for_each_pool_of(d, kind, [&](const device_memory& m) { out += m.stats(); });
     return out;
   }
 
@@ -357,10 +362,10 @@ class device_manager {
   [[nodiscard]] std::vector<allocation_record> live_buffers(device d) const {
     (void)total_memory(d, "live_buffers");
     std::vector<allocation_record> out;
-    for (const device_memory* m : state_.pools.pools_of(d)) {
-      auto live = m->live_allocations();
+    state_.pools.for_each_pool_of(d, [&](const device_memory& m) {
+      auto live = m.live_allocations();
       out.insert(out.end(), live.begin(), live.end());
-    }
+    });
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ptr < b.ptr; });
     return out;
   }

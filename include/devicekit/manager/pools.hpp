@@ -1,7 +1,9 @@
 #pragma once
 /// \file
 /// `manager_pools`: a manager's map from (device, memory kind) to its caching pool, made on first
-/// use. Two modes: a user's manager owns its pools; the global manager adopts the process's
+/// use. Two modes: a user's manager owns its pools (and, when it goes, hands those from which
+/// something is still allocated to the process's registry, which keeps them until it is freed);
+/// the global manager adopts the process's
 /// (memory/registry.hpp, the pools placement uses without a resource) under its configuration,
 /// and the registry replaces them when that configuration changes. The lookup, both modes and the
 /// differences between builds with and without CUDA live here, so the façade asks for a pool and
@@ -15,6 +17,7 @@
 #include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/pool_config.hpp>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,6 +73,13 @@ class manager_pools {
   /// this manager's and the process's where they hold memory of `d`.
   [[nodiscard]] std::vector<const device_memory*> pools_of(device d, memory_kind kind) const;
 
+  /// Calls `f` with each of pools_of(d), then with each pool of the same memory that the registry
+  /// keeps for what outlived its manager (process_memory::visit_kept: under the registry's lock,
+  /// since such a pool goes with its last allocation).
+  void for_each_pool_of(device d, const std::function<void(const device_memory&)>& f) const;
+  /// The same for pools_of(d, kind).
+  void for_each_pool_of(device d, memory_kind kind, const std::function<void(const device_memory&)>& f) const;
+
  private:
   /// get() with the configuration as a callback (`config(context)`), so that the lookup is not
   /// compiled again for every manager type.
@@ -84,6 +94,14 @@ class manager_pools {
   };
   /// Behind a pointer so that the manager stays movable (the mutex is not).
   struct state {
+    state() = default;
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+    /// Hands each pool to the process's registry, which destroys it now if nothing allocated from
+    /// it is live, and otherwise keeps it until that memory is freed
+    /// (process_memory::keep_while_allocated): placed trees and buffers may outlive their manager.
+    ~state();
+
     std::mutex mutex;
     std::vector<owned_pool> pools;
     /// The global manager's device pools, adopted from the process's registry under this

@@ -47,6 +47,11 @@ DEVICEKIT_DECL void check_pinned(device d, bool has_gpu, const std::string& fall
   }
 }
 
+DEVICEKIT_DECL manager_pools::state::~state() {
+  process_memory& registry = process_memory::instance();
+  for (owned_pool& p : pools) registry.keep_while_allocated(p.dev, p.kind, std::move(p.pool));
+}
+
 DEVICEKIT_DECL device_memory& manager_pools::get_or_make(device d, memory_kind slot_kind, allocator_kind a,
                                                          pool_config (*config)(void*), void* context) {
   if (process_) {
@@ -120,6 +125,20 @@ DEVICEKIT_DECL std::vector<const device_memory*> manager_pools::pools_of(device 
     }
   }
   return out;
+}
+
+DEVICEKIT_DECL void manager_pools::for_each_pool_of(device d,
+                                                    const std::function<void(const device_memory&)>& f) const {
+  for (const device_memory* m : pools_of(d)) f(*m);
+  const process_memory& registry = process_memory::instance();
+  registry.visit_kept(d, memory_kind::device, f);
+  if (d.is_cpu()) registry.visit_kept(d, memory_kind::pinned_host, f);  // pinned memory is host memory
+}
+
+DEVICEKIT_DECL void manager_pools::for_each_pool_of(device d, memory_kind kind,
+                                                    const std::function<void(const device_memory&)>& f) const {
+  for (const device_memory* m : pools_of(d, kind)) f(*m);
+  process_memory::instance().visit_kept(d, kind, f);
 }
 
 DEVICEKIT_DECL std::vector<const device_memory*> manager_pools::pools_of(device d, memory_kind kind) const {

@@ -35,7 +35,8 @@ struct tracked : S {
 namespace detail {
 /// The configuration the pool of `d` gets under budget `b`: max_size = the budget,
 /// initial_size = the strategy's start (if any), then the strategy's own configure_pool (if it
-/// has one).
+/// has one), whose initial_size is cut to the budget when it is more and max_size is still the
+/// budget.
 template <class Strategy>
 [[nodiscard]] pool_config configure_manager_pool(const Strategy& strategy, device d, const memory_budget& b,
                                                  allocator_kind a) {
@@ -47,6 +48,11 @@ template <class Strategy>
   // allocators bypass its BFC pool; the budget still caps what is live.
   c.release_on_free = d.is_cuda() && a != allocator_kind::pool;
   if constexpr (configures_pool<Strategy>) strategy.configure_pool(c, b);
+  // A start the strategy set above this device's budget (which depends on the device and on what
+  // it had available) is cut to the budget, as a start fraction is (compute_budget): a strategy
+  // written for large devices still runs on a small one. A max_size the strategy set itself is
+  // taken as given, and a start above it is the pool's config_error.
+  if (c.max_size && *c.max_size == b.budget_bytes && c.initial_size > *c.max_size) c.initial_size = *c.max_size;
   return c;
 }
 }  // namespace detail

@@ -87,6 +87,10 @@
 
 namespace devicekit {
 
+namespace detail {
+class process_memory;  // memory/registry.hpp: keeps a pool whose owner went while it had live allocations
+}  // namespace detail
+
 struct defragment_result {
   double fragmentation_before = 0.0;
   double fragmentation_after = 0.0;
@@ -251,8 +255,31 @@ class device_memory : private detail::graph_memory_holder {
 
  private:
   friend class memory_profiler;
+  friend class detail::process_memory;
 
   using taken = detail::taken_block;
+
+  /// What deallocate does after returning a block, as bits of after_free_, so that the free path
+  /// tests one byte whatever is set: hand empty chunks back (release_on_free), and see whether a
+  /// pool the registry keeps has just lost its last live allocation.
+  static constexpr std::uint8_t release_after_free = 1;
+  static constexpr std::uint8_t report_idle_after_free = 2;
+
+  /// For the registry (memory/registry.hpp), when the pool's owner goes while allocations from it
+  /// are live: from now on, the free after which nothing allocated from the pool is live or
+  /// pending calls `on_idle(this)` once the pool's lock is released (the registry then destroys
+  /// the pool; the free touches nothing of it after). Returns false, and changes nothing, when
+  /// nothing is live now.
+  bool report_when_idle(void (*on_idle)(device_memory*));
+  /// Whether anything allocated from the pool is live: an allocation, or a block of a captured
+  /// graph that still exists.
+  [[nodiscard]] bool has_live_allocations() const {
+    std::lock_guard lock(mutex_);
+    return counters_.active != 0 || !graph_blocks_.empty();
+  }
+  /// After a free of a pool that reports when idle, under the lock: whether nothing is live, and
+  /// nothing pending on a stream once the completed frees are taken in (which never blocks).
+  bool idle_after_free() noexcept;
 
   /// Takes in every stream's completed frees (all of them, waiting for events and the fence, when
   /// `wait`) and returns empty slabs to the heap.
@@ -305,6 +332,9 @@ class device_memory : private detail::graph_memory_holder {
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& cause);
+  /// The initial chunk (pool_config::initial_size), under the lock; an upstream that refuses it
+  /// for want of memory is out_of_memory (shortage::preallocation).
+  void preallocate();
   /// invalid_request for a size past detail::largest_request, saying what was asked and the limit.
   [[noreturn]] void throw_overflowing_request(std::size_t bytes, std::size_t alignment) const;
 
@@ -341,6 +371,8 @@ class device_memory : private detail::graph_memory_holder {
   std::size_t min_chunk_ = 0;
   bool events_ = false;  ///< the upstream orders frees on streams (a copy of upstream_->has_events())
   detail::pool_upstream* upstream_ = nullptr;
+  std::uint8_t after_free_ = 0;                ///< release_after_free | report_idle_after_free (under the lock)
+  void (*on_idle_)(device_memory*) = nullptr;  ///< report_when_idle's callback (under the lock)
 
   mutable detail::pool_mutex mutex_;  // guards everything below
   detail::block_heap heap_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -82,6 +83,28 @@ DEVICEKIT_DECL device_memory::device_memory(device dev, pool_config config)
   slabs_.configure(classes, config_.small_size_limit);
   min_chunk_ = config_.release_on_free ? detail::pool_granule
                                        : detail::round_up_pow2(config_.min_chunk_size, detail::pool_granule);
+  if (config_.release_on_free) after_free_ = release_after_free;
+}
+
+DEVICEKIT_DECL bool device_memory::report_when_idle(void (*on_idle)(device_memory*)) {
+  std::lock_guard lock(mutex_);
+  if (counters_.active == 0 && graph_blocks_.empty()) return false;
+  on_idle_ = on_idle;
+  after_free_ = static_cast<std::uint8_t>(after_free_ | report_idle_after_free);
+  return true;
+}
+
+DEVICEKIT_DECL bool device_memory::idle_after_free() noexcept {
+  if (counters_.active != 0 || !graph_blocks_.empty()) return false;
+  try {
+    if (streams_.pending() != 0) streams_.poll(0, false, heap_, slabs_);
+  } catch (...) {
+    return false;  // an event the runtime cannot answer for: the registry's next sweep decides
+  }
+  // Frees still pending on a stream may be used by its queued work: destroying the pool now would
+  // have to wait for them (its destructor does), which a free must not. The registry destroys
+  // such a pool at its next sweep instead.
+  return streams_.pending() == 0;
 }
 
 DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::size_t default_total_bytes,
@@ -95,11 +118,35 @@ DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::s
   max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
   {
     std::lock_guard lock(mutex_);
-    heap_.preallocate(config_.initial_size, max_size_);  // throws: a pool that cannot preallocate is not made
+    preallocate();  // throws: a pool that cannot preallocate is not made
   }
   auto& census = detail::pool_census::instance();
   std::lock_guard lock(census.mutex);
   census.pools.push_back(this);
+}
+
+DEVICEKIT_DECL void device_memory::preallocate() {
+  const std::size_t bytes = detail::block_heap::initial_chunk(config_.initial_size, max_size_);
+  std::string refused;
+  try {
+    heap_.preallocate(bytes);
+  } catch (const std::bad_alloc& e) {  // host memory (operator new)
+    refused = e.what();
+  }
+#if DEVICEKIT_HAS_CUDA
+  catch (const cuda_error& e) {
+    if (e.code() != static_cast<int>(cudaErrorMemoryAllocation)) throw;  // not a refusal for want of memory
+    refused = e.what();
+  }
+#endif
+  if (refused.empty()) return;
+  // The upstream refused for want of memory: an out_of_memory as any other, with its own remedy (a
+  // smaller start, not a larger budget).
+  throw out_of_memory(device_, bytes, stats_locked(), detail::budget_text(budget_),
+                      "preallocating the pool's start (pool_config::initial_size, a strategy's start fraction), "
+                      "which the upstream refused (" +
+                          refused + ")",
+                      out_of_memory::shortage::preallocation);
 }
 
 DEVICEKIT_DECL void device_memory::release_everything() noexcept {
@@ -206,8 +253,17 @@ DEVICEKIT_DECL void device_memory::throw_oom(std::size_t bytes, const std::strin
   ++counters_.ooms;
   if (!observers_.empty()) notify(detail::pool_event::out_of_memory, bytes);
   const pool_stats s = stats_locked();
+  // Which advice fits: a larger budget helps only where the upstream did not refuse first and the
+  // budget is not already all the device had (capped to what it had available, or the whole of it).
+  using shortage = out_of_memory::shortage;
+  shortage what = shortage::budget;
+  if (!heap_.last_upstream_error().empty()) {
+    what = shortage::upstream;
+  } else if (budget_.capped_to_available || (budget_.total_bytes > 0 && budget_.fraction >= 1.0)) {
+    what = shortage::available;
+  }
   heap_.clear_upstream_error();
-  throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause);
+  throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause, what);
 }
 
 DEVICEKIT_DECL void* device_memory::allocate_in_capture(std::size_t bytes, std::size_t alignment,
@@ -250,7 +306,7 @@ DEVICEKIT_DECL void device_memory::deallocate_graph_block(void* p, const detail:
 DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, bool ordered, native_stream_handle s) {
   if (p == nullptr) return;
   const capture_state c = ordered && events_ ? upstream_->capture_of(s) : capture_state{};
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (!graph_blocks_.empty()) {
     if (const detail::graph_blocks::block* b = graph_blocks_.find(p)) return deallocate_graph_block(p, *b, s, c);
   }
@@ -269,9 +325,19 @@ DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, b
   live_.erase(&rec);
   counters_.in_use -= detail::return_block(r, r.key, sid, heap_, slabs_, streams_);
   counters_.freed_one(bytes);
-  if (config_.release_on_free) {
-    streams_.poll(0, false, heap_, slabs_);
-    heap_.release_empty_chunks(false);
+  if (after_free_ != 0) {
+    if ((after_free_ & release_after_free) != 0) {
+      streams_.poll(0, false, heap_, slabs_);
+      heap_.release_empty_chunks(false);
+    }
+    if ((after_free_ & report_idle_after_free) != 0 && idle_after_free()) {
+      if (!observers_.empty()) notify(detail::pool_event::free, bytes);
+      after_free_ = static_cast<std::uint8_t>(after_free_ & ~report_idle_after_free);
+      void (*on_idle)(device_memory*) = on_idle_;
+      lock.unlock();
+      on_idle(this);  // may destroy the pool: nothing of it is touched after this
+      return;
+    }
   }
   if (!observers_.empty()) notify(detail::pool_event::free, bytes);
 }

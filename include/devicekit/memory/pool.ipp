@@ -37,6 +37,7 @@ namespace devicekit {
 
 DEVICEKIT_DECL std::unique_ptr<device_memory> make_device_pool(device dev, pool_config config, allocator_kind kind) {
   if (dev.is_cpu()) return std::make_unique<memory_pool<host_resource>>(host_resource{}, std::move(config));
+  (void)detail::validated(config);  // a bad configuration is refused before a driver pool is made for it
   if (!config.budget && !config.max_size) {
     // The budget is worked out here rather than by the pool, because the driver pool below is made
     // first and keeps up to it when idle: its default threshold (0) would hand memory back at

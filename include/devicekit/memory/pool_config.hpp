@@ -28,7 +28,9 @@ enum class tracking_mode {
 
 /// A pool's configuration.
 struct pool_config {
-  /// Preallocated as one chunk when the pool is made, and kept by trim() (the XLA "start").
+  /// Preallocated as one chunk when the pool is made, and kept by trim() (the XLA "start"). More
+  /// than max_size is a config_error; without max_size, a start above the budget the pool works
+  /// out for its device is cut to that budget. A start the upstream refuses is out_of_memory.
   std::size_t initial_size = 0;
   /// Each growth asks for at least (growth_factor - 1) x reserved bytes: 2.0 doubles the pool,
   /// 1.0 grows by what the request needs (rounded to min_chunk_size). Fewer, larger chunks mean
@@ -64,8 +66,9 @@ namespace detail {
 /// Reads DEVICEKIT_MEMORY_DEBUG.
 [[nodiscard]] DEVICEKIT_DECL bool memory_debug_from_environment();
 
-/// Checks `config` (config_error naming the field otherwise) and returns it as the pool keeps
-/// it: with release_on_free, growth is by the request and nothing is preallocated.
+/// Checks `config` (config_error naming the field otherwise; initial_size and max_size are checked
+/// together) and returns it as the pool keeps it: with release_on_free, growth is by the request
+/// and nothing is preallocated.
 [[nodiscard]] DEVICEKIT_DECL pool_config validated(pool_config config);
 
 /// The budget of a pool made with `config` on a device of `kind` with `total_bytes` of memory:

@@ -38,6 +38,14 @@ DEVICEKIT_DECL pool_config validated(pool_config config) {
   if (config.small_size_limit > size_classes::max_small) {
     bad("small_size_limit " + std::to_string(config.small_size_limit) + " must be at most 1 MiB");
   }
+  // RMM's pool_memory_resource refuses the same pair ("Initial pool size exceeds the maximum pool
+  // size"): cutting the start to max_size would hide which of the two was meant.
+  if (config.max_size && config.initial_size > *config.max_size) {
+    bad("initial_size " + human_bytes(config.initial_size) + " (" + std::to_string(config.initial_size) +
+        " bytes) is more than max_size " + human_bytes(*config.max_size) + " (" + std::to_string(*config.max_size) +
+        " bytes): a pool cannot preallocate more than it may hold; lower initial_size to at most max_size (0 "
+        "preallocates nothing), or raise max_size");
+  }
   if (config.release_on_free) {
     config.growth_factor = 1.0;
     config.initial_size = 0;

@@ -26,6 +26,11 @@
 /// pools: placed trees and static objects may outlive any static destructor, and one running after
 /// the CUDA runtime has shut down must not call it (core/runtime.hpp).
 ///
+/// The registry also keeps the pools of managers that are gone while something allocated from
+/// them lives (keep_while_allocated): a placed tree or a buffer may outlive the manager that made
+/// it, and is freed into its pool when it goes. Such a pool is destroyed by the free that leaves
+/// nothing of it live; until then visit_kept() shows it to the figures of every manager.
+///
 /// Scratch (CUB temporary storage, NCCL scratch buffers) comes from (cuda:k, device) and is also
 /// counted on its own (`scratch_memory_stats(dev)`), so a report can show what it takes.
 #include <devicekit/core/device.hpp>
@@ -109,6 +114,24 @@ class process_memory {
   /// figures: pinned memory is host memory.
   [[nodiscard]] std::vector<const device_memory*> pinned_pools() const;
 
+  /// Takes `pool`, of (dev, kind), from its owner, a manager being destroyed (manager/pools.hpp),
+  /// so that what was allocated from it and outlives the manager - a placed tree, a buffer - can
+  /// still be freed into it. A pool with nothing live is destroyed now, as its owner would have.
+  /// Any other first hands its cached memory back (release_cached(), which waits for the frees
+  /// pending on streams; skipped once the process is exiting) and is kept until the free after
+  /// which nothing allocated from it is live or pending: that free destroys it, with no cost to
+  /// other frees (one test of a byte the free path tests anyway). A pool whose last frees were
+  /// still pending on a stream then (queued work may still use those blocks) is destroyed by the
+  /// next call of this function, which waits for them as a pool's destructor does, or is left to
+  /// the process's exit, like the registry's own pools. Thread-safe; never throws.
+  void keep_while_allocated(device dev, memory_kind kind, std::unique_ptr<device_memory> pool) noexcept;
+
+  /// Calls `f` with each pool kept for (dev, kind) by keep_while_allocated (for (cpu, pinned_host):
+  /// every kept pinned pool, as pinned_pools()), under the registry's lock, so that none is
+  /// destroyed meanwhile: unlike the pools above, a kept pool goes with its last allocation, so
+  /// no pointer to one is handed out. `f` must not call the registry.
+  void visit_kept(device dev, memory_kind kind, const std::function<void(const device_memory&)>& f) const;
+
   /// The copy engine's pinned staging pool (made on first use; needs CUDA).
   [[nodiscard]] device_memory& staging();
   /// The staging pool if it has been made; null otherwise.
@@ -137,9 +160,19 @@ class process_memory {
     std::vector<std::unique_ptr<device_memory>> retired;
   };
 
+  /// A pool keep_while_allocated() holds for what is still allocated from it.
+  struct kept_pool {
+    memory_key key;
+    std::unique_ptr<device_memory> pool;
+  };
+
   process_memory() = default;
 
   static std::unique_ptr<device_memory> make_default(const memory_key& key);
+
+  /// A kept pool's report_when_idle callback: destroys `pool` if it is still kept (a sweep may
+  /// have destroyed it first; `pool` is then only compared, never used).
+  static void kept_pool_idle(device_memory* pool);
 
 #if DEVICEKIT_HAS_CUDA
   /// Page-locked memory needs a working CUDA runtime with a device (cudaMallocHost fails
@@ -151,6 +184,7 @@ class process_memory {
   std::map<memory_key, slot> slots_;
   std::unique_ptr<device_memory> staging_;
   std::map<device, scratch_stats> scratch_;
+  std::vector<kept_pool> kept_;
 };
 
 /// Scratch taken from the pool of a device for the lifetime of this object, counted in

@@ -89,6 +89,76 @@ DEVICEKIT_DECL std::vector<const device_memory*> process_memory::pinned_pools() 
   return out;
 }
 
+DEVICEKIT_DECL void process_memory::visit_kept(device dev, memory_kind kind,
+                                               const std::function<void(const device_memory&)>& f) const {
+  const bool all_pinned = dev.is_cpu() && kind == memory_kind::pinned_host;
+  memory_key key{dev, kind};
+  if (!all_pinned) {
+    try {
+      key = key_of(dev, kind);
+    } catch (const config_error&) {
+      return;  // memory this build cannot have: no pool of it was ever kept
+    }
+  }
+  std::lock_guard lock(mutex_);
+  for (const auto& k : kept_) {
+    if (all_pinned ? k.key.kind == memory_kind::pinned_host : k.key == key) f(*k.pool);
+  }
+}
+
+DEVICEKIT_DECL void process_memory::keep_while_allocated(device dev, memory_kind kind,
+                                                         std::unique_ptr<device_memory> pool) noexcept {
+  if (!pool) return;
+  memory_key key{dev, kind};
+  try {
+    key = key_of(dev, kind);
+  } catch (...) {
+    // A kind this build cannot serve was never made: the key as given is only a label.
+  }
+  // Its cache first, without the registry's lock: release_cached() may wait for streams.
+  if (pool->has_live_allocations() && cuda_calls_allowed()) {
+    try {
+      (void)pool->release_cached();
+    } catch (...) {
+      // A cache that cannot be handed back stays cached: the pool stays usable.
+    }
+  }
+  std::vector<std::unique_ptr<device_memory>> idle;  // destroyed at the end, without the lock
+  std::lock_guard lock(mutex_);
+  try {
+    kept_.reserve(kept_.size() + 1);
+    idle.reserve(kept_.size());
+  } catch (...) {
+    // No room to keep it: leave it to the process's exit rather than destroy memory in use.
+    if (pool->has_live_allocations()) (void)pool.release();
+    return;
+  }
+  // Kept pools with nothing live any more: those whose last frees were pending on a stream, and
+  // those whose captured graphs went. Their destructors wait for what is pending.
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    if (it->pool->has_live_allocations()) {
+      ++it;
+    } else {
+      idle.push_back(std::move(it->pool));
+      it = kept_.erase(it);
+    }
+  }
+  if (pool->report_when_idle(&process_memory::kept_pool_idle)) kept_.push_back({key, std::move(pool)});
+}
+
+DEVICEKIT_DECL void process_memory::kept_pool_idle(device_memory* pool) {
+  std::unique_ptr<device_memory> gone;  // destroyed at the end, without the lock
+  process_memory& self = instance();
+  std::lock_guard lock(self.mutex_);
+  for (auto it = self.kept_.begin(); it != self.kept_.end(); ++it) {
+    if (it->pool.get() == pool) {
+      gone = std::move(it->pool);
+      self.kept_.erase(it);
+      break;
+    }
+  }
+}
+
 DEVICEKIT_DECL device_memory& process_memory::staging() {
   std::lock_guard lock(mutex_);
   if (!staging_) {

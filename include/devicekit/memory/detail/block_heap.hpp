@@ -54,15 +54,19 @@ class block_heap {
   /// Returns false when the budget or the upstream refuses (why: last_upstream_error()).
   bool grow(std::size_t need, std::size_t max_size, device dev);
 
-  /// Adopts `bytes` at `p` from the upstream as a chunk (one ready block). `initial`: the
-  /// preallocated chunk, which trim() keeps.
-  /// The pool's initial chunk: `initial_size` bytes (within `max_size`) from the upstream at once,
-  /// kept by trim(). Throws what the upstream throws.
-  void preallocate(std::size_t initial_size, std::size_t max_size) {
-    const std::size_t n = round_up_pow2(std::min(initial_size, max_size & ~(pool_granule - 1)), pool_granule);
-    if (n > 0) add_chunk(upstream_->allocate(n, pool_granule), n, true);
+  /// The size of the pool's initial chunk: `initial_size` rounded to the granule, within `max_size`.
+  [[nodiscard]] static std::size_t initial_chunk(std::size_t initial_size, std::size_t max_size) noexcept {
+    return round_up_pow2(std::min(initial_size, max_size & ~(pool_granule - 1)), pool_granule);
   }
 
+  /// The pool's initial chunk, `bytes` (initial_chunk) from the upstream at once, kept by trim().
+  /// Throws what the upstream throws.
+  void preallocate(std::size_t bytes) {
+    if (bytes > 0) add_chunk(upstream_->allocate(bytes, pool_granule), bytes, true);
+  }
+
+  /// Adopts `bytes` at `p` from the upstream as a chunk (one ready block). `initial`: the
+  /// preallocated chunk, which trim() keeps.
   void add_chunk(void* p, std::size_t bytes, bool initial);
 
   /// Returns chunks that are one ready free block to the upstream. Returns (bytes, chunks).
