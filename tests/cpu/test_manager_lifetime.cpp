@@ -27,8 +27,7 @@ std::size_t host_pools_held() {
   return n;
 }
 
-/// What a program written from the seed documents does: a function makes a manager of its own and
-/// returns what it placed.
+/// A common pattern: a function makes a manager of its own and returns what it placed.
 auto placed_by_a_local_manager(const std::vector<float>& values) {
   host_manager dm{dk::settings::without_environment()};
   return dm.place(values);

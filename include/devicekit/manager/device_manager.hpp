@@ -166,10 +166,8 @@ class device_manager {
   }
 
   // --- placement (place/): trees onto this manager's devices -----------------------------------
-  // Placed trees allocate from memory(dev), the device's caching pool. They may outlive the
-  // manager (the registry then keeps the pool until they go: see the file comment), but must be
-  // dropped only once no queued GPU work still reads them (synchronise the stream that uses them
-  // first: the pool hands freed memory out again at once).
+  // Placed trees allocate from memory(dev) and may outlive the manager (file comment); drop one
+  // only once no queued GPU work reads it: the pool hands freed memory out again at once.
 
   /// `tree` on the default device (or on `dev`), finished on return. The default device is that
   /// of the innermost default_device_scope on this thread, else default_device().
@@ -333,10 +331,9 @@ class device_manager {
   /// batched copies and NCCL collectives, see scratch_memory_stats). For cpu:0: this manager's
   /// host pool and the process's (what devicekit::place(tree, cpu) uses), and every pinned pool
   /// (placements of kind pinned_host, this manager's and the process's, and the copy engine's
-  /// staging, see staging_memory_stats): pinned memory is host memory. Pools of managers that are
-  /// gone count while something allocated from them lives (the registry keeps them: see the file
-  /// comment). bytes_limit is budget(d). Makes no pool. config_error for a device this manager
-  /// does not have.
+  /// staging, see staging_memory_stats): pinned memory is host memory, and pools of managers gone
+  /// while something of them lives (file comment). bytes_limit is budget(d). Makes no pool.
+  /// config_error for a device this manager does not have.
   [[nodiscard]] device_memory_stats memory_stats(device d) const {
     device_memory_stats out;
     (void)total_memory(d, "memory_stats");  // validates d

@@ -79,6 +79,9 @@ struct memory_key {
   device dev;
   memory_kind kind;
   friend auto operator<=>(const memory_key&, const memory_key&) = default;
+  // Written out: nvcc's front end passes the == that a defaulted <=> declares to the host
+  // compiler without its body, and GCC then warns that it is used but never defined.
+  friend bool operator==(const memory_key& a, const memory_key& b) { return a.dev == b.dev && a.kind == b.kind; }
 };
 
 /// The registry behind default_memory() (see the file comment).
