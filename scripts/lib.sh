@@ -1,11 +1,13 @@
 # Shared by the scripts: find or install what devicekit's build needs on a Debian machine.
 # Sourced, not run.
 
-# Debian packages the build, the tests and the tools need (doxygen: the API reference, scripts/docs).
+# Debian packages the build, the tests and the tools need (doxygen: the API reference, scripts/docs;
+# valgrind: callgrind and its client-request header for the instruction-count test
+# overhead.manager_instructions, reported skipped without it).
 # The CUDA toolkit is not among them: it is found at /usr/local/cuda when present, and everything
 # builds for the CPU without it.
 DEVICEKIT_APT_PACKAGES=(cmake ninja-build g++ catch2 libboost-dev nlohmann-json3-dev libcli11-dev ccache
-                        libopenmpi-dev openmpi-bin python3 clang-format doxygen)
+                        libopenmpi-dev openmpi-bin python3 clang-format doxygen valgrind)
 
 # The fuzz stage's compiler (scripts/fuzz: libFuzzer is part of clang's compiler-rt, which Debian
 # ships as libclang-rt-16-dev). scripts/test installs them as root; without them, or as another
