@@ -7,6 +7,7 @@
 #include <devicekit/core/allocator_kind.hpp>
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/config_error.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/device_list.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// `device`: a device kind (cpu or cuda) and an ordinal, printed and parsed as `cuda:1`.
-#include <devicekit/core/error.hpp>
+#include <devicekit/core/config_error.hpp>
 
 #include <compare>
 #include <cstdint>

@@ -1,7 +1,11 @@
 #pragma once
 /// \file
-/// The exceptions devicekit throws and the checked-call helper for CUDA runtime calls.
+/// The exceptions devicekit throws and the checked-call helper for CUDA runtime calls. `error` and
+/// `config_error` are in core/config_error.hpp (core/device.hpp throws config_error, and this file
+/// needs `device` for device_mismatch); both are included here.
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/config_error.hpp>  // IWYU pragma: export
+#include <devicekit/core/device.hpp>        // IWYU pragma: export
 
 #include <optional>
 #include <source_location>
@@ -10,19 +14,6 @@
 #include <string_view>
 
 namespace devicekit {
-
-/// Base of every devicekit exception: catch this to catch them all.
-class error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// A configuration value was wrong (an environment variable, a fraction, a device string).
-/// The message says what was given and what is allowed.
-class config_error : public error {
- public:
-  using error::error;
-};
 
 /// A CUDA runtime call failed. Carries the call as written, the error's name and the caller's
 /// source location so that a log line points at the code, not at devicekit.
@@ -47,29 +38,6 @@ class cuda_error : public error {
   std::source_location where_;
 };
 
-class device;  // core/device.hpp, which includes this file for config_error
-
-namespace detail {
-/// device_mismatch's class. A template only so that this file need not include core/device.hpp
-/// (which throws config_error, declared above): `Device` is complete wherever the class is used.
-template <class Device>
-class basic_device_mismatch : public error {
- public:
-  explicit basic_device_mismatch(const std::string& what, std::optional<Device> expected = std::nullopt,
-                                 std::optional<Device> actual = std::nullopt)
-      : error(what), expected_(expected), actual_(actual) {}
-
-  /// The device the operation needed (or met first); nullopt when not known.
-  [[nodiscard]] const std::optional<Device>& expected() const noexcept { return expected_; }
-  /// The device that did not match it; nullopt when not known.
-  [[nodiscard]] const std::optional<Device>& actual() const noexcept { return actual_; }
-
- private:
-  std::optional<Device> expected_;
-  std::optional<Device> actual_;
-};
-}  // namespace detail
-
 /// Trees, leaves or streams on different devices met in one operation. The message names both
 /// devices (and the leaves, where leaves disagree); `expected()` and `actual()` carry them as
 /// values, for code that handles the error (moves the tree, retries on another stream):
@@ -78,7 +46,21 @@ class basic_device_mismatch : public error {
 ///   place_view of device leaves     expected: cpu:0, actual: the leaves' device
 /// Either is nullopt where the throw site does not know it (a device that is not among a
 /// manager's devices has no single expected one).
-using device_mismatch = detail::basic_device_mismatch<device>;
+class device_mismatch : public error {
+ public:
+  explicit device_mismatch(const std::string& what, std::optional<device> expected = std::nullopt,
+                           std::optional<device> actual = std::nullopt)
+      : error(what), expected_(expected), actual_(actual) {}
+
+  /// The device the operation needed (or met first); nullopt when not known.
+  [[nodiscard]] const std::optional<device>& expected() const noexcept { return expected_; }
+  /// The device that did not match it; nullopt when not known.
+  [[nodiscard]] const std::optional<device>& actual() const noexcept { return actual_; }
+
+ private:
+  std::optional<device> expected_;
+  std::optional<device> actual_;
+};
 
 #if DEVICEKIT_HAS_CUDA
 /// Throws cuda_error when `result` is not cudaSuccess. `call` is the call's text, for the message.
@@ -95,11 +77,6 @@ DEVICEKIT_DECL void check_cuda(cudaError_t result, std::string_view call,
 /// check_cuda with the call in its user's words instead ("cudaStreamSynchronize(stream)"), so
 /// that a message names nothing a program cannot see.
 #define DEVICEKIT_CUDA_CHECK(call) ::devicekit::check_cuda((call), #call)
-
-// device_mismatch needs `device` complete where it is used. core/device.hpp throws config_error,
-// so it includes this file; included here, after config_error, it completes `device` for users of
-// this file whichever of the two comes first.
-#include <devicekit/core/device.hpp>  // IWYU pragma: export
 
 #if DEVICEKIT_DEFINE_IMPL
 #  include <devicekit/core/error.ipp>

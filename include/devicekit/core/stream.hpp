@@ -5,6 +5,7 @@
 /// `stream_ref`: a non-owning view of a stream (devicekit's own, a raw `cudaStream_t`, or a
 /// `cuda::stream_ref`), which is what every devicekit API that queues work takes.
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 
 #include <cstddef>

@@ -14,6 +14,7 @@
 #include <devicekit/compute/detail/plan.hpp>
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
+#include <devicekit/core/error.hpp>
 #include <devicekit/core/float_types.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/tree/errors.hpp>
