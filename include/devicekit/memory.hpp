@@ -12,6 +12,7 @@
 #include <devicekit/memory/host_resources.hpp>
 #include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/pool_config.hpp>
+#include <devicekit/memory/pool_stats.hpp>
 #include <devicekit/memory/profiler.hpp>
 #include <devicekit/memory/registry.hpp>
 #include <devicekit/memory/resources.hpp>

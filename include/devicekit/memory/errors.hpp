@@ -12,7 +12,7 @@
 ///                   pool's rounding, alignment padding or growth arithmetic)
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
-#include <devicekit/memory/stats.hpp>
+#include <devicekit/memory/pool_stats.hpp>
 
 #include <cstddef>
 #include <string>

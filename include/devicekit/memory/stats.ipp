@@ -5,7 +5,6 @@
 #include <devicekit/memory/stats.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <string>
 
@@ -41,22 +40,3 @@ DEVICEKIT_DECL std::string device_memory_stats::to_json() const {
 }
 
 }  // namespace devicekit
-
-namespace devicekit::detail {
-
-DEVICEKIT_DECL std::string human_bytes(std::uint64_t bytes) {
-  char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (bytes >= (1ull << 30)) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / static_cast<double>(1ull << 30));
-  } else if (bytes >= (1ull << 20)) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", b / static_cast<double>(1ull << 20));
-  } else if (bytes >= (1ull << 10)) {
-    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  }
-  return buf;
-}
-
-}  // namespace devicekit::detail
