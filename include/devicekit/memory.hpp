@@ -15,6 +15,7 @@
 #include <devicekit/memory/pool_stats.hpp>
 #include <devicekit/memory/profiler.hpp>
 #include <devicekit/memory/registry.hpp>
+#include <devicekit/memory/resource_concepts.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>

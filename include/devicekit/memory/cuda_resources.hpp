@@ -13,7 +13,7 @@
 /// Built without CUDA (DEVICEKIT_HAS_CUDA 0), the same classes exist with the same members, and
 /// making one throws config_error saying that devicekit was built without CUDA
 /// (memory/detail/cuda_resources_unavailable.hpp): code that names them compiles everywhere.
-#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/resource_concepts.hpp>
 
 #if DEVICEKIT_HAS_CUDA
 

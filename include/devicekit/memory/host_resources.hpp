@@ -3,7 +3,7 @@
 /// The host upstream resource (see memory/resources.hpp for what an upstream is):
 ///   host_resource   aligned operator new: lets the whole pool run, be tested and be benchmarked
 ///                   on a machine without a GPU
-#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/resource_concepts.hpp>
 
 #include <devicekit/core/device.hpp>
 

@@ -7,7 +7,7 @@
 /// members are never reached. Included by memory/cuda_resources.hpp; empty in a CUDA build.
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/stream.hpp>
-#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/resource_concepts.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// The definitions behind memory/resources.hpp: the alignment check.
+/// The definitions behind memory/resource_concepts.hpp: the alignment check.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/memory/resources.hpp>
+#include <devicekit/memory/resource_concepts.hpp>
 
 #include <string>
 
