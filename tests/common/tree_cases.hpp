@@ -1,5 +1,5 @@
 // Tree-algorithm cases that hold on every backend that runs the algorithms' work (the cpu device
-// through Thrust's host systems, a GPU through tree/algorithms.cuh), one body each;
+// through Thrust's host systems, a GPU through compute/kernels.cuh), one body each;
 // tests/common/cases.hpp says how a backend includes them. The simulator runs no kernels: its
 // tests (tests/sim/test_sim_tree_algorithms.cpp) check the host side with stand-in launches.
 #pragma once
@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/place/place.hpp>
-#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/compute.hpp>
 
 #include "cases.hpp"
 

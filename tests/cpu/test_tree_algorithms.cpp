@@ -1,11 +1,11 @@
-// The tree algorithms (tree/algorithms.hpp) on the cpu device: every algorithm and element type
+// The tree algorithms (compute.hpp) on the cpu device: every algorithm and element type
 // against a plain loop, broadcast scalars, zero-length leaves, a 1,000-leaf tree, Hana structs,
 // tuples and vectors of leaves, and the errors for mismatched structures and devices; and the
 // cases every backend runs (tests/common/tree_cases.hpp).
 #include <catch2/catch.hpp>
 
 #include <devicekit/compute/detail/chunk_share.hpp>
-#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/compute.hpp>
 #include <devicekit/tree/hana.hpp>
 
 #include <boost/hana/define_struct.hpp>
@@ -277,7 +277,7 @@ TEST_CASE("trees of different structure or devices are refused", "[tree_algorith
 TEST_CASE("a cuda tree in a translation unit without the kernels is a clear error", "[tree_algorithms]") {
   std::vector<float> x{1, 2, 3};
   auto on_gpu = dk::device_array<float>::view(x.data(), x.size(), dk::device::cuda(0));
-  // The header docs/tree-algorithms.md documents, not the forwarding tree/algorithms.cuh.
+  // The header docs/tree-algorithms.md documents, and no other path.
   CHECK_THROWS_WITH(dk::tree_fill(on_gpu, 1.f),
                     Catch::Contains("nvcc") && Catch::Contains("<devicekit/compute/kernels.cuh>"));
   CHECK_THROWS_WITH(dk::tree_fill(on_gpu, 1.f), !Catch::Contains("tree/algorithms.cuh"));

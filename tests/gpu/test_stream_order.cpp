@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/compute.hpp>
 
 #include "../sim/sim_test_support.hpp"
 

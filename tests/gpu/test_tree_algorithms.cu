@@ -1,4 +1,4 @@
-// The tree algorithms on cuda:0 (tree/algorithms.cuh): the cases every backend runs
+// The tree algorithms on cuda:0 (compute.hpp, kernels from compute/kernels.cuh): the cases every backend runs
 // (tests/common/tree_cases.hpp), the same checks as the cpu tests, that one
 // launch covers every leaf of a tree whose leaves share an element type, and that the chunk
 // table and the reduction's scratch come from the device's devicekit pool (runs only where a
@@ -6,9 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.cuh>
+#include <devicekit/compute.hpp>
+#include <devicekit/compute/kernels.cuh>
 
-// The cases every backend runs, on the first GPU (after algorithms.cuh: they launch its kernels).
+// The cases every backend runs, on the first GPU (after kernels.cuh: they launch its kernels).
 #define DEVICEKIT_CASES_BACKEND "gpu"
 #define DEVICEKIT_CASES_DEVICE() devicekit::device::cuda(0)
 #include "../common/tree_cases.hpp"

@@ -1,9 +1,9 @@
-// The host side of the tree algorithms (tree/detail/algorithms_plan.hpp) on simulated GPUs: the
+// The host side of the tree algorithms (compute/detail/plan.hpp) on simulated GPUs: the
 // chunk table that lets one launch cover every leaf (apex's multi_tensor_apply, PyTorch's
 // _foreach kernels in aten/src/ATen/native/cuda/MultiTensorApply.cuh), its staging through the
 // device's devicekit pool, and the errors a call gives before anything is queued. Kernels do not
 // run on the simulator, so the launches here are stand-ins: the kernel_priority<1> overloads below
-// are what tree/algorithms.cuh provides under nvcc, found the same way (by argument-dependent
+// are what compute/kernels.cuh provides under nvcc, found the same way (by argument-dependent
 // lookup at instantiation, through the functor's namespace), and they do the kernel's work on the
 // host from the chunk table read back from device memory. A wrong pointer or length in the table
 // then shows as a wrong element of the output, not only as a wrong table.
@@ -11,7 +11,7 @@
 
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/compute.hpp>
 
 #include "sim_test_support.hpp"
 
@@ -496,7 +496,7 @@ TEST_CASE("a cuda tree in a translation unit without the kernels: config_error, 
   const auto says_how = [&](const std::string& what) {
     CHECK_THAT(what, Catch::Contains("nvcc") && Catch::Contains("<devicekit/compute/kernels.cuh>") &&
                          Catch::Contains("cuda:" + std::to_string(gpu.ordinal())));
-    CHECK_THAT(what, !Catch::Contains("tree/algorithms.cuh"));  // the forwarding header is not the documented one
+    CHECK_THAT(what, !Catch::Contains("tree/algorithms.cuh"));  // no path but the documented one
   };
   try {
     dk::tree_transform(out, negate{}, t);

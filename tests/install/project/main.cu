@@ -1,5 +1,5 @@
 #include <devicekit/devicekit.hpp>
-#include <devicekit/tree/algorithms.hpp>
+#include <devicekit/compute.hpp>
 
 #include <cstdio>
 #include <vector>

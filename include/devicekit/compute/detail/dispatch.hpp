@@ -70,8 +70,7 @@ int tree_kernel_launch_leaf(kernel_priority<0>, const Job*, Types*, const tree_c
 }
 
 /// A cuda tree in a translation unit without the kernels. The message names
-/// <devicekit/compute/kernels.cuh>, the header docs/tree-algorithms.md documents for the kernels
-/// (it brings the algorithms too); the old path tree/algorithms.cuh only forwards to it.
+/// <devicekit/compute/kernels.cuh>, the header docs/tree-algorithms.md documents for the kernels.
 [[noreturn]] inline void throw_no_kernels(const char* operation, device dev) {
   throw config_error(std::string(operation) + ": the tree is on " + dev.str() +
                      ", and this call was compiled without the kernels: compile it with nvcc in a file that includes "
