@@ -5,8 +5,9 @@ says what it guards rather than where it came from.
   check_layout.py ROOT
 
 1. Layers. include/devicekit/<layer>/ may include only its own layer and the layers below it, in
-   the order of docs/layout.md's layer table. A header that holds nothing but includes (a
-   forwarding header kept at a public path that moved) may name any layer: it carries no code.
+   the order of docs/layout.md's layer table. No header in a layer is a forwarder (nothing but
+   includes, saying it moved): every public path is the header that holds the code, so a user and
+   the docs name one path for it.
 2. Size. No file under include/ or sim/ is longer than 520 lines; the manager's facade
    (manager.hpp and manager/device_manager.hpp) no longer than 400.
 3. No history. Code, tests, examples, tools and scripts name no issue or finding numbers and no
@@ -74,6 +75,8 @@ def check_layers(root, problems):
         layer = rel.parts[0]
         lines = path.read_text().splitlines()
         if is_forwarding_header(lines):
+            problems.append(f"{path.relative_to(root)}: only forwards to another header; include that header where "
+                            f"this one is included, and remove this one")
             continue
         for number, line in enumerate(lines, 1):
             match = INCLUDE.match(line)
