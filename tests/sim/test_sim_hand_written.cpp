@@ -7,6 +7,7 @@
 // sim.devicekit.gpusN runs; sim.hand_written.gpusN runs them with 1, 2 and 4 devices.
 #include <catch2/catch.hpp>
 
+#include "api_names.hpp"
 #include "sim_devicekit_support.hpp"
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -61,78 +63,9 @@ call_counts read_counts() {
   return c;
 }
 
-/// The runtime and NCCL functions the simulator counts (its sim/src/api_names.hpp), to name the
-/// calls behind a family's count in the output; the families themselves are read from the totals.
-constexpr const char* counted_names[] = {"cuCtxGetCurrent",
-                                         "cuDeviceGet",
-                                         "cuDeviceGetName",
-                                         "cuDeviceGetUuid",
-                                         "cuDeviceTotalMem",
-                                         "cuStreamIsCapturing",
-                                         "cudaDeviceCanAccessPeer",
-                                         "cudaDeviceEnablePeerAccess",
-                                         "cudaDeviceGetAttribute",
-                                         "cudaDeviceGetDefaultMemPool",
-                                         "cudaDeviceGetGraphMemAttribute",
-                                         "cudaDeviceGetPCIBusId",
-                                         "cudaDeviceGraphMemTrim",
-                                         "cudaDeviceSynchronize",
-                                         "cudaEventCreateWithFlags",
-                                         "cudaEventDestroy",
-                                         "cudaEventQuery",
-                                         "cudaEventRecord",
-                                         "cudaEventSynchronize",
-                                         "cudaFree",
-                                         "cudaFreeAsync",
-                                         "cudaFreeHost",
-                                         "cudaGetDevice",
-                                         "cudaGetDeviceCount",
-                                         "cudaGetDeviceProperties",
-                                         "cudaGetDriverEntryPointByVersion",
-                                         "cudaGraphCreate",
-                                         "cudaGraphDestroy",
-                                         "cudaGraphExecDestroy",
-                                         "cudaGraphInstantiateWithFlags",
-                                         "cudaGraphLaunch",
-                                         "cudaHostRegister",
-                                         "cudaHostUnregister",
-                                         "cudaLaunchHostFunc",
-                                         "cudaMalloc",
-                                         "cudaMallocAsync",
-                                         "cudaMallocFromPoolAsync",
-                                         "cudaMallocHost",
-                                         "cudaMemGetInfo",
-                                         "cudaMemPoolCreate",
-                                         "cudaMemPoolDestroy",
-                                         "cudaMemPoolGetAccess",
-                                         "cudaMemPoolGetAttribute",
-                                         "cudaMemPoolSetAccess",
-                                         "cudaMemPoolSetAttribute",
-                                         "cudaMemPoolTrimTo",
-                                         "cudaMemcpy",
-                                         "cudaMemcpyAsync",
-                                         "cudaMemcpyBatchAsync",
-                                         "cudaMemcpyPeerAsync",
-                                         "cudaMemsetAsync",
-                                         "cudaPointerGetAttributes",
-                                         "cudaSetDevice",
-                                         "cudaStreamBeginCapture",
-                                         "cudaStreamCreateWithFlags",
-                                         "cudaStreamDestroy",
-                                         "cudaStreamEndCapture",
-                                         "cudaStreamGetCaptureInfo",
-                                         "cudaStreamGetDevice",
-                                         "cudaStreamIsCapturing",
-                                         "cudaStreamQuery",
-                                         "cudaStreamSynchronize",
-                                         "cudaStreamWaitEvent",
-                                         "cudaThreadExchangeStreamCaptureMode",
-                                         "ncclAllGather",
-                                         "ncclAllReduce",
-                                         "ncclBroadcast",
-                                         "ncclRecv",
-                                         "ncclReduceScatter",
-                                         "ncclSend"};
+/// The names behind a family's count in the output come from the simulator's own list of the
+/// functions it counts (sim/src/api_names.hpp); the families themselves are read from the totals.
+using devicekit::cuda_sim::detail::counted_apis;
 
 /// The calls of one side: by family, and by name with counts ("cudaEventRecord 2, ...").
 struct measured {
@@ -144,14 +77,15 @@ struct measured {
 template <class F>
 measured calls_of(F&& f) {
   std::vector<std::size_t> each;
-  for (const char* a : counted_names) each.push_back(sim::api_calls(a));
+  for (std::string_view a : counted_apis) each.push_back(sim::api_calls(std::string(a)));
   const call_counts before = read_counts();
   f();
   measured out{read_counts() - before, {}};
   std::string& names = out.names;
   for (std::size_t i = 0; i < each.size(); ++i) {
-    const std::size_t n = sim::api_calls(counted_names[i]) - each[i];
-    if (n != 0) names += (names.empty() ? "" : ", ") + std::string(counted_names[i]) + " " + std::to_string(n);
+    const std::string name(counted_apis[i]);
+    const std::size_t n = sim::api_calls(name) - each[i];
+    if (n != 0) names += (names.empty() ? "" : ", ") + name + " " + std::to_string(n);
   }
   return out;
 }
