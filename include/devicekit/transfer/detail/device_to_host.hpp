@@ -20,9 +20,10 @@ namespace devicekit::detail {
 /// pipelined_stage_min_bytes in pieces or chunks (staging_buffer_bytes) through two buffers: the
 /// host unpacks chunk k while the copy engine brings chunk k+1. The copies are queued on `*s` (a
 /// stream of `dev`), or, for nullptr, on dev's stream for calls without a stream
-/// (default_ordered_stream). Returns when the bytes are there.
+/// (default_ordered_stream). Returns when the bytes are there. `uncaptured`: the caller has found
+/// that `*s` is not capturing (capture_of), so it is not asked again.
 DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev,
-                                              const stream_ref* s = nullptr);
+                                              const stream_ref* s = nullptr, bool uncaptured = false);
 
 /// Device items -> host memory, grouped by source device: the group of `s`'s device on `s` (after
 /// the work queued there before), each other group on its device's stream for calls without a

@@ -22,8 +22,9 @@
 
 namespace devicekit::detail {
 
-DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev, const stream_ref* s) {
-  if (s != nullptr && capture_of(*s).active) {
+DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, device dev, const stream_ref* s,
+                                              bool uncaptured) {
+  if (s != nullptr && !uncaptured && capture_of(*s).active) {
     scoped_device on(dev.ordinal());
     return copy_items_in_capture(items, device::cpu(), s->native_handle());
   }
@@ -58,7 +59,8 @@ DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, 
   scoped_device on(dev.ordinal());
   const stream_ref st = s != nullptr ? *s : stream_ref(default_ordered_stream(dev));
   // Two buffers: a buffer is free again once the host has unpacked it (its copy had completed), so
-  // both go back with synchronous frees.
+  // both go back with synchronous frees. Each has this thread's event of `dev` in its own slot
+  // (thread_event), recorded after its copy and waited for before it is recorded again.
   device_memory& pool = staging_memory();
   std::byte* buf[2] = {static_cast<std::byte*>(pool.allocate(chunk)), nullptr};
   cudaEvent_t arrived[2] = {nullptr, nullptr};
@@ -74,7 +76,9 @@ DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, 
       pieces.push_back({runs[k].src + from, dev, b + to, n});
     });
     copy_runs_batch_or_single(pieces, cudaMemcpyDeviceToHost, st.native_handle());
-    arrived[c % 2] = record_event(st.native_handle());
+    const cudaEvent_t ev = thread_event(dev.ordinal(), 1 + static_cast<unsigned>(c % 2));
+    DEVICEKIT_CUDA_CHECK(cudaEventRecord(ev, st.native_handle()));
+    arrived[c % 2] = ev;
   };
   auto give_back = [&] {
     for (std::byte* b : buf) {
@@ -85,10 +89,7 @@ DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, 
     bring(0);
     for (std::size_t c = 0; c < chunks; ++c) {
       if (c + 1 < chunks) bring(c + 1);
-      const cudaEvent_t ev = std::exchange(arrived[c % 2], nullptr);
-      const cudaError_t r = cudaEventSynchronize(ev);
-      (void)cudaEventDestroy(ev);
-      DEVICEKIT_CUDA_CHECK(r);
+      DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(std::exchange(arrived[c % 2], nullptr)));
       const std::size_t lo = c * chunk;
       for_each_part_shared(item_ranges, item_cursor, lo, std::min(total, lo + chunk),
                            [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
@@ -99,9 +100,6 @@ DEVICEKIT_DECL void copy_device_group_to_host(std::span<const copy_item> items, 
     // Copies queued before the failure still write into the staging: it goes back to the cache
     // only once they are done, or the next user's data would be overwritten.
     (void)cudaStreamSynchronize(st.native_handle());
-    for (cudaEvent_t& ev : arrived) {
-      if (ev != nullptr) (void)cudaEventDestroy(ev);
-    }
     give_back();
     throw;
   }

@@ -2,8 +2,8 @@
 /// \file
 /// The streams and events of copies: the per-device, per-thread placement streams, events
 /// recorded on a stream, "this stream waits for that one", host waits, and the ordering of calls
-/// without a stream after the legacy default stream. No locks: placement streams are
-/// thread_local, events belong to their caller.
+/// without a stream after the legacy default stream. No locks: placement streams and the events
+/// kept for waits (thread_event) are thread_local, other events belong to their caller.
 #include <devicekit/core/config.hpp>
 
 #if DEVICEKIT_HAS_CUDA
@@ -22,14 +22,34 @@ namespace devicekit::detail {
 /// on `s` (a stream of that device), and returns it (the caller owns it).
 [[nodiscard]] DEVICEKIT_DECL cudaEvent_t record_event(cudaStream_t s);
 
+/// Events kept per thread and device (slots 0 to thread_event_slots - 1), so that a wait does not
+/// create and destroy an event each time (CUDA C++ Best Practices Guide: create events once and
+/// reuse them). An event may be recorded again as soon as the waits on its last record have been
+/// queued (cudaStreamWaitEvent) or have returned (cudaEventSynchronize): later records do not
+/// change what an earlier wait waits for (CUDA runtime API, cudaEventRecord). Slot 0 is for a
+/// record followed at once by its wait (host_wait_uncaptured, stream_waits_for); the others for a
+/// transfer's own pipeline (device -> host staging). Created on first use on `ordinal` with
+/// event_flags (core/event.hpp: host waits sleep); destroyed at thread exit unless the CUDA
+/// runtime has shut down (core/runtime.hpp).
+inline constexpr unsigned thread_event_slots = 3;
+[[nodiscard]] DEVICEKIT_DECL cudaEvent_t thread_event(int ordinal, unsigned slot = 0);
+
 /// Makes `waiter` (a stream of any device) wait for the work queued so far on `source`, a stream
-/// of the current device: an event recorded there, waited for, and destroyed once the wait is
-/// queued (cudaStreamWaitEvent accepts an event of another device; cudaEventDestroy allows it).
+/// of the current device: this thread's event of that device recorded there and waited for
+/// (cudaStreamWaitEvent accepts an event of another device).
 DEVICEKIT_DECL void stream_waits_for(cudaStream_t waiter, cudaStream_t source);
 
 /// Waits on the host for the work queued on `s` so far, blocking the thread instead of spinning
 /// in cudaStreamSynchronize (cuda_events::wait_for, memory/cuda_resources.hpp).
+/// Refuses a capturing stream (capture_error) before the runtime would refuse the wait and
+/// invalidate the capture.
 DEVICEKIT_DECL void host_wait(stream_ref s);
+/// host_wait for a stream known not to be capturing (devicekit's own placement streams, or a
+/// stream the caller has asked about already): this thread's event of the stream's device,
+/// recorded and waited for (cudaEventSynchronize on a cudaEventBlockingSync event blocks the
+/// thread; cudaStreamSynchronize spins under the default cudaDeviceScheduleAuto: CUDA runtime
+/// API, cudaEventSynchronize and cudaSetDeviceFlags).
+DEVICEKIT_DECL void host_wait_uncaptured(stream_ref s);
 
 /// How a call that takes no stream is ordered (docs/placement.md, "Calls without a stream"). Such a call
 /// queues its work on devicekit's own non-blocking stream (placement_stream), which CUDA orders

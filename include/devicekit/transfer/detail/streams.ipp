@@ -9,9 +9,12 @@
 #  include <devicekit/core/capture.hpp>
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/core/event.hpp>
+#  include <devicekit/core/runtime.hpp>
 #  include <devicekit/memory/cuda_resources.hpp>
 
+#  include <array>
 #  include <map>
+#  include <vector>
 
 namespace devicekit::detail {
 
@@ -32,29 +35,72 @@ DEVICEKIT_DECL cudaEvent_t record_event(cudaStream_t s) {
   return ev;
 }
 
+/// This thread's kept events (thread_event), by device ordinal.
+struct thread_events {
+  std::vector<std::array<cudaEvent_t, thread_event_slots>> by_device;
+  thread_events() = default;
+  thread_events(const thread_events&) = delete;
+  thread_events& operator=(const thread_events&) = delete;
+  ~thread_events() {
+    // After the runtime's teardown the driver has reclaimed them; calling it would crash.
+    if (!cuda_calls_allowed()) return;
+    for (const auto& slots : by_device) {
+      for (const cudaEvent_t ev : slots) {
+        if (ev != nullptr) (void)cudaEventDestroy(ev);
+      }
+    }
+  }
+};
+
+DEVICEKIT_DECL cudaEvent_t thread_event(int ordinal, unsigned slot) {
+  thread_local thread_events events;
+  const auto at = static_cast<std::size_t>(ordinal);
+  if (events.by_device.size() <= at) events.by_device.resize(at + 1, {});
+  cudaEvent_t& ev = events.by_device[at][slot];
+  if (ev == nullptr) {
+    scoped_device on(ordinal);  // an event belongs to the device current at its creation
+    ev = create_event();
+    note_cuda_runtime_used();
+  }
+  return ev;
+}
+
 DEVICEKIT_DECL void stream_waits_for(cudaStream_t waiter, cudaStream_t source) {
-  const cudaEvent_t ev = record_event(source);
-  const cudaError_t r = cudaStreamWaitEvent(waiter, ev, 0);
-  (void)cudaEventDestroy(ev);
-  DEVICEKIT_CUDA_CHECK(r);
+  int dev = 0;
+  DEVICEKIT_CUDA_CHECK(cudaGetDevice(&dev));
+  const cudaEvent_t ev = thread_event(dev);
+  DEVICEKIT_CUDA_CHECK(cudaEventRecord(ev, source));
+  DEVICEKIT_CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
 }
 
 DEVICEKIT_DECL void host_wait(stream_ref s) {
-  scoped_device on(s.get_device().ordinal());
   // Refused here, before the runtime refuses it (cudaErrorStreamCaptureUnsupported) and
   // invalidates the whole capture.
-  if (capture_of(s.native_handle()).active) {
+  if (capture_of(s).active) {
     refuse_in_capture("wait for the stream", "the host would wait for work that has only been recorded",
                       "queue the work that needs the result on the stream instead, and wait after launching the graph");
   }
-  DEVICEKIT_CUDA_CHECK(cuda_events::wait_for(s.native_handle()));
+  host_wait_uncaptured(s);
+}
+
+DEVICEKIT_DECL void host_wait_uncaptured(stream_ref s) {
+  // An event is recorded on a stream of its own context, whichever device is current (CUDA
+  // runtime API, cudaEventRecord); only a default-stream handle names a stream by the current
+  // device.
+  std::optional<scoped_device> on;
+  if (is_default_stream(s.native_handle())) on.emplace(s.get_device().ordinal());
+  const cudaEvent_t ev = thread_event(s.get_device().ordinal());
+  DEVICEKIT_CUDA_CHECK(cudaEventRecord(ev, s.native_handle()));
+  DEVICEKIT_CUDA_CHECK(cudaEventSynchronize(ev));
 }
 
 DEVICEKIT_DECL void order_after_default_stream(cudaStream_t s, device d) {
   if (!d.is_cuda()) return;
   // cudaStreamLegacy names the legacy default stream of the current device: hence the guard.
   scoped_device on(d.ordinal());
-  stream_waits_for(s, cudaStreamLegacy);
+  const cudaEvent_t ev = thread_event(d.ordinal());
+  DEVICEKIT_CUDA_CHECK(cudaEventRecord(ev, cudaStreamLegacy));
+  DEVICEKIT_CUDA_CHECK(cudaStreamWaitEvent(s, ev, 0));
 }
 
 DEVICEKIT_DECL const stream& default_ordered_stream(device dev, std::optional<device> from) {
