@@ -28,6 +28,8 @@
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/transfer/copy.hpp>
+#include <devicekit/transfer/detail/staging_ring.hpp>
+#include <devicekit/transfer/detail/streams.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>
@@ -72,8 +74,13 @@ template <class T, placement_resource R>
     detail::check_device_exists(dev, "place");  // before the stream of `dev` is made
     const auto from = detail::source_device(tree, "place");
     stream_ref s = detail::default_ordered_stream(dev, from);
-    auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished);
-    detail::host_wait(s);
+    // The placement stream is devicekit's own: nothing captures it, so it is not asked. Its
+    // staging goes back after the wait below, not in stream order.
+    detail::staging_freed_after_wait staging(s.native_handle());
+    auto out = detail::place_impl(tree, dev, s, resource, detail::copy_completion::finished, false,
+                                  detail::stream_owner::own_stream);
+    detail::host_wait_uncaptured(s);
+    staging.waited();
     return out;
   }
 #endif

@@ -69,6 +69,9 @@ DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items);
 /// cuda `dst`, the destinations of host items must lie in one allocation
 /// (copy_staged_host_items_to_device).
 DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, native_stream_handle s);
+/// copy_items for a caller that has already asked whether `s` is capturing (capture_of, or a
+/// stream of devicekit's own, which nothing captures): `captured` is the answer, not asked again.
+DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, native_stream_handle s, bool captured);
 
 /// Copies a list of runs (each: `bytes` from `src` on `src_device` to `dst`) into memory of
 /// `dst_device`, for runs that are not one block of a placed tree (shard copies each device's

@@ -43,10 +43,19 @@ DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items) {
   stats().host_copies.fetch_add(items.size(), std::memory_order_relaxed);
 }
 
-DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s) {
+DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, native_stream_handle s) {
+#if DEVICEKIT_HAS_CUDA
+  copy_items(items, dst, s, s != nullptr && capture_of(s).active);
+#else
+  copy_items(items, dst, s, false);
+#endif
+}
+
+DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s,
+                               [[maybe_unused]] bool captured) {
 #if DEVICEKIT_HAS_CUDA
   // A capture records what is queued on `s`: only the capture path can be replayed (capture_copy.hpp).
-  if (s != nullptr && capture_of(s).active) return copy_items_in_capture(items, dst, s);
+  if (s != nullptr && captured) return copy_items_in_capture(items, dst, s);
 #endif
   const bool all_host =
       std::all_of(items.begin(), items.end(), [](const copy_item& it) { return it.src_device.is_cpu(); });

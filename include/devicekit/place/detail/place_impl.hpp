@@ -31,12 +31,17 @@ DEVICEKIT_DECL void check_stream(stream_ref s, device dev, const char* operation
 /// Whether place's copy has finished when it returns (the stream-less overloads wait for it).
 enum class copy_completion { queued, finished };
 
+/// Whether place's stream may be capturing: `own_stream` for devicekit's own placement streams
+/// (placement_stream), which no caller can capture, so they are not asked (capture_of).
+enum class stream_owner { caller, own_stream };
+
 /// place's body (place/place.hpp has the overloads). `in_host_memory`: the block is host memory
 /// from a devicekit pool (memory kinds pinned_host and host) for leaves of `dev`; the copy then
 /// goes to the host and is finished on return.
 template <class T, placement_resource R>
 [[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource,
-                              [[maybe_unused]] copy_completion completion, bool in_host_memory = false) {
+                              [[maybe_unused]] copy_completion completion, bool in_host_memory = false,
+                              stream_owner owner_of_stream = stream_owner::caller) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.place");
   check_device_exists(dev, "place");
@@ -61,7 +66,9 @@ template <class T, placement_resource R>
 
   // On a stream being captured into a CUDA graph the block is the graph's memory, allocated and
   // freed on that stream (placed_block_release); the copy engine takes its capture path.
-  const bool captured = !in_host_memory && dev.is_cuda() && capture_of(s).active;
+  // Asked once here and handed to the copy engine.
+  const bool captured =
+      !in_host_memory && dev.is_cuda() && owner_of_stream == stream_owner::caller && capture_of(s).active;
   if (captured) {
     if constexpr (!std::derived_from<R, device_memory>) {
       refuse_in_capture("place", "the resource is not a devicekit pool, so its memory cannot belong to the graph",
@@ -98,7 +105,7 @@ template <class T, placement_resource R>
   placed_block_release<R> release{&resource, total};
   if (captured) release.captured_on = s.native_handle();
   try {
-    copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle());
+    copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle(), captured);
 #if DEVICEKIT_HAS_CUDA
     if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
       scoped_device on(dev.ordinal());
@@ -171,7 +178,7 @@ template <class T>
     std::vector<copy_item> on_device;
     for (const auto& it : items) (it.src_device.is_cpu() ? host : on_device).push_back(it);
     copy_host_items(host);
-    copy_device_group_to_host(on_device, *from, s);
+    copy_device_group_to_host(on_device, *from, s, true);  // `*s` is not capturing (asked above)
     return out;
   }
 #endif

@@ -6,6 +6,8 @@
 
 #if DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/error.hpp>
+#  include <devicekit/memory/device_memory.hpp>
+#  include <devicekit/memory/registry.hpp>
 #  include <devicekit/transfer/detail/batch_api.hpp>
 #  include <devicekit/transfer/detail/host_copy.hpp>
 #  include <devicekit/transfer/detail/staging_ring.hpp>
@@ -61,6 +63,32 @@ DEVICEKIT_DECL void copy_staged_host_items_to_device(std::span<const copy_item> 
   ranges.reserve(items.size());
   for (const auto& it : items) ranges.push_back({static_cast<std::size_t>(it.dst - begin), it.bytes});
   const std::size_t chunk = staging_buffer_bytes(len);
+  if (chunk >= len) {
+    // One buffer, one copy: no ring, so no event of its own (a ring's events order the reuse of
+    // its buffers within one transfer). The block goes back in stream order after the copy, or
+    // after the caller's host wait (staging_freed_after_wait).
+    device_memory& pool = staging_memory();
+    auto* buf = static_cast<std::byte*>(pool.allocate(len));
+    try {
+      std::size_t cursor = 0;
+      for_each_part_shared(ranges, cursor, 0, len, [&](std::size_t k, std::size_t from, std::size_t to, std::size_t n) {
+        bulk_copy_part(buf + to, items[k].src + from, n, items[k].bytes);
+      });
+      DEVICEKIT_CUDA_CHECK(cudaMemcpyAsync(begin, buf, len, cudaMemcpyHostToDevice, s));
+      if (staging_freed_after_wait* later = staging_freed_after_wait::of(s)) {
+        later->keep(buf, len);
+      } else {
+        pool.deallocate_async(buf, len, 256, s);
+      }
+    } catch (...) {
+      // The copy may have been queued: let it finish before the buffer goes back.
+      (void)cudaStreamSynchronize(s);
+      pool.deallocate(buf, len);
+      throw;
+    }
+    stats().host_to_device_transfers.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   staging_ring ring(chunk, max_staging_in_flight);
   std::size_t cursor = 0;
   std::size_t chunks = 0;

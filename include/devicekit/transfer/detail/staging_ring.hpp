@@ -177,6 +177,46 @@ class staging_ring {
   std::vector<std::byte*> taken_;
 };
 
+/// The staging blocks of a call that waits on the host for its stream before it returns (a call
+/// without a stream): while one is alive on this thread for stream `s`, a staged copy toward `s`
+/// that fits in one buffer hands its block here instead of freeing it in stream order, and the
+/// block goes back to the staging pool synchronously once the caller has waited (waited()). A
+/// stream-ordered free records an event after the copy; the caller's own wait already orders the
+/// free after it, as a hand-written program reuses its staging buffer after cudaStreamSynchronize.
+/// Destroyed without waited() (an error on the way), it first waits for the stream, as the
+/// staging ring does on its error path. Nested ones: the innermost for its stream wins.
+class staging_freed_after_wait {
+ public:
+  explicit staging_freed_after_wait(cudaStream_t s) noexcept : stream_(s), outer_(current()) { current() = this; }
+  staging_freed_after_wait(const staging_freed_after_wait&) = delete;
+  staging_freed_after_wait& operator=(const staging_freed_after_wait&) = delete;
+  ~staging_freed_after_wait();
+  /// The caller has waited on the host for every copy queued on the stream so far.
+  void waited() noexcept { waited_ = true; }
+  /// This thread's innermost one for stream `s`, or nullptr.
+  [[nodiscard]] static staging_freed_after_wait* of(cudaStream_t s) noexcept {
+    staging_freed_after_wait* c = current();
+    return c != nullptr && c->stream_ == s ? c : nullptr;
+  }
+  /// Takes `p` (`bytes` from staging_memory()), read by a copy queued on the stream; may throw
+  /// std::bad_alloc, and then has not taken it.
+  void keep(std::byte* p, std::size_t bytes) { blocks_.push_back({p, bytes}); }
+
+ private:
+  struct block {
+    std::byte* p;
+    std::size_t bytes;
+  };
+  [[nodiscard]] static staging_freed_after_wait*& current() noexcept {
+    thread_local staging_freed_after_wait* c = nullptr;
+    return c;
+  }
+  cudaStream_t stream_;
+  staging_freed_after_wait* outer_;
+  bool waited_ = false;
+  std::vector<block> blocks_;
+};
+
 #endif  // DEVICEKIT_HAS_CUDA
 
 }  // namespace devicekit::detail

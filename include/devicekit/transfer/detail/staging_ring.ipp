@@ -49,6 +49,21 @@ DEVICEKIT_DECL void staging_ring::free_now(std::byte* p) noexcept {
   }
 }
 
+DEVICEKIT_DECL staging_freed_after_wait::~staging_freed_after_wait() {
+  current() = outer_;
+  if (blocks_.empty()) return;
+  // Not waited for: the copies queued may still read the blocks.
+  if (!waited_ && cuda_calls_allowed()) (void)cudaStreamSynchronize(stream_);
+  device_memory& pool = staging_memory();
+  for (const block& b : blocks_) {
+    try {
+      pool.deallocate(b.p, b.bytes);
+    } catch (...) {
+      // Only a foreign pointer or a wrong size throws, neither of which keep() is given.
+    }
+  }
+}
+
 }  // namespace devicekit::detail
 
 #endif  // DEVICEKIT_HAS_CUDA
