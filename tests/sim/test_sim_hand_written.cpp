@@ -183,6 +183,28 @@ void hand_written_place_pinned(const std::vector<std::span<const float>>& tree, 
   hand_written_place(tree, staging, dev, s);
 }
 
+/// An event the hand-written program creates once and waits on, so that its host waits sleep as
+/// devicekit's documented waits do (docs/placement.md: "The library's host waits sleep"):
+/// cudaStreamSynchronize and cudaMemcpy spin under the default cudaDeviceScheduleAuto unless the
+/// whole device is set to cudaDeviceScheduleBlockingSync, while cudaEventSynchronize on an event
+/// created with cudaEventBlockingSync blocks the thread (CUDA runtime API, cudaStreamSynchronize,
+/// cudaEventCreateWithFlags and cudaSetDeviceFlags). Such a wait is one cudaEventRecord and one
+/// cudaEventSynchronize where a spinning one is one cudaStreamSynchronize.
+struct blocking_event {
+  cudaEvent_t ev = nullptr;
+  blocking_event() {
+    REQUIRE(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync) == cudaSuccess);
+  }
+  ~blocking_event() { (void)cudaEventDestroy(ev); }
+  blocking_event(const blocking_event&) = delete;
+  blocking_event& operator=(const blocking_event&) = delete;
+  /// Waits on the host, sleeping, for the work queued on `s` so far.
+  void wait(cudaStream_t s) const {
+    REQUIRE(cudaEventRecord(ev, s) == cudaSuccess);
+    REQUIRE(cudaEventSynchronize(ev) == cudaSuccess);
+  }
+};
+
 std::vector<float> flat(const std::vector<std::vector<float>>& tree) {
   std::vector<float> out;
   for (const auto& l : tree) out.insert(out.end(), l.begin(), l.end());
@@ -213,10 +235,13 @@ TEST_CASE("placing a pageable tree makes no more runtime calls than the hand-wri
   auto hand = [&] { hand_written_place(tree, staging.p, dev.p, s.native_handle()); };
   hand();
 
-  // Known excess: each placement records 3 events (cudaEventRecord; the hand-written program
-  // records none) and creates and destroys 2 (cudaEventCreateWithFlags, cudaEventDestroy; CUDA
-  // Best Practices: create events once and reuse them), asks cuStreamIsCapturing 3 times,
-  // cudaGetDevice twice, and polls events with cudaEventQuery.
+  // Known excess: each placement on a caller's stream records 2 events where the hand-written
+  // program records none: the staging pool's stream-ordered free of the staging buffer, and the
+  // placed block's own, which lets the tree be dropped before its copy has run (placed_block_release;
+  // the hand-written program keeps its buffers and waits instead). The block's event is created
+  // and destroyed with the tree (cudaEventCreateWithFlags, cudaEventDestroy, cudaEventQuery when
+  // it goes); cuStreamIsCapturing is asked twice (place, and the staging pool's free) and
+  // cudaGetDevice twice.
   check_no_more_calls(calls_of(ours), calls_of(hand), synchronisation | other);
   // Both moved the data.
   auto placed = dk::place(tree, gpu, s, pool);
@@ -256,7 +281,8 @@ TEST_CASE("placing a tree in pinned memory makes no more runtime calls than the 
   auto hand = [&] { hand_written_place_pinned(tree, staging.p, dev.p, s.native_handle()); };
   hand();
 
-  // Known excess: as for pageable leaves (events recorded, created and destroyed, capture queries).
+  // Known excess: as for pageable leaves (2 events recorded, the block's created and destroyed,
+  // capture queries).
   check_no_more_calls(calls_of(ours), calls_of(hand), synchronisation | other);
   auto placed = dk::place(tree, gpu, s, pool);
   s.synchronize();
@@ -284,14 +310,15 @@ TEST_CASE("bringing a tree back makes no more runtime calls than the hand-writte
 
   // The hand-written program's tree on the device, packed in one buffer, and its way back: one
   // copy into the pinned staging buffer, one wait, then unpack into host vectors that own their
-  // memory, as to_host's do.
+  // memory, as to_host's do. The wait sleeps, as to_host's does (blocking_event).
   const pinned_buffer staging(bytes);
   const device_buffer dev(bytes);
   hand_written_place(tree, staging.p, dev.p, s.native_handle());
+  const blocking_event done;
   std::vector<std::vector<float>> hand_back;
   auto hand = [&] {
     REQUIRE(cudaMemcpyAsync(staging.p, dev.p, bytes, cudaMemcpyDeviceToHost, s.native_handle()) == cudaSuccess);
-    REQUIRE(cudaStreamSynchronize(s.native_handle()) == cudaSuccess);
+    done.wait(s.native_handle());
     hand_back.assign(leaves, std::vector<float>(floats_per_leaf));
     for (std::size_t i = 0; i < leaves; ++i) {
       std::memcpy(hand_back[i].data(), staging.p + i * floats_per_leaf * sizeof(float),
@@ -300,9 +327,90 @@ TEST_CASE("bringing a tree back makes no more runtime calls than the hand-writte
   };
   hand();
 
-  // Known excess: to_host waits on an event it records (cudaEventRecord + cudaEventSynchronize
-  // where one cudaStreamSynchronize does), creates and destroys that event, and asks
-  // cuStreamIsCapturing twice and cudaGetDevice once.
+  // Known excess: to_host asks cuStreamIsCapturing once (a capturing stream is refused before
+  // anything is queued) and cudaGetDevice once.
+  check_no_more_calls(calls_of(ours), calls_of(hand), other);
+  CHECK(ours_back == tree);
+  CHECK(hand_back == tree);
+}
+
+TEST_CASE("placing a tree without a stream makes no more runtime calls than the hand-written program",
+          "[sim][.hand_written][place]") {
+  const std::size_t leaves = GENERATE(std::size_t{1}, std::size_t{100}, std::size_t{10000});
+  CAPTURE(leaves);
+  const dk::device gpu = dk::device::cuda(0);
+  const auto tree = big_tree(leaves, floats_per_leaf);
+  const std::size_t bytes = leaves * floats_per_leaf * sizeof(float);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
+  auto ours = [&] {
+    auto placed = dk::place(tree, gpu, pool);
+    REQUIRE(placed.size() == leaves);
+  };
+  ours();
+
+  // The documented behaviour of a call without a stream (docs/placement.md, "Calls without a
+  // stream"): ordered after the legacy default stream as cudaMemcpy is, finished on return, and
+  // the wait sleeps. The hand-written program does the same on the legacy default stream itself:
+  // pack, one copy there, a sleeping wait (blocking_event).
+  const pinned_buffer staging(bytes);
+  const device_buffer dev(bytes);
+  const blocking_event done;
+  auto hand = [&] {
+    std::size_t at = 0;
+    for (const auto& leaf : tree) {
+      std::memcpy(staging.p + at, leaf.data(), leaf.size() * sizeof(float));
+      at += leaf.size() * sizeof(float);
+    }
+    REQUIRE(cudaMemcpyAsync(dev.p, staging.p, at, cudaMemcpyHostToDevice, cudaStreamLegacy) == cudaSuccess);
+    done.wait(cudaStreamLegacy);
+  };
+  hand();
+
+  // Known excess: devicekit queues on a non-blocking stream of its own, which it orders after
+  // the legacy default stream by an event recorded there and waited for (cudaEventRecord,
+  // cudaStreamWaitEvent; transfer/detail/streams.hpp says why), and makes the device current
+  // (cudaGetDevice) for that and for the copy.
+  check_no_more_calls(calls_of(ours), calls_of(hand), synchronisation | other);
+  CHECK(dk::to_host(dk::place(tree, gpu, pool)) == tree);
+  std::vector<float> back(leaves * floats_per_leaf);
+  REQUIRE(cudaMemcpy(back.data(), dev.p, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back == flat(tree));
+}
+
+TEST_CASE("bringing a tree back without a stream makes no more runtime calls than the hand-written program",
+          "[sim][.hand_written][to_host]") {
+  const std::size_t leaves = GENERATE(std::size_t{1}, std::size_t{100}, std::size_t{10000});
+  CAPTURE(leaves);
+  const dk::device gpu = dk::device::cuda(0);
+  const auto tree = big_tree(leaves, floats_per_leaf);
+  const std::size_t bytes = leaves * floats_per_leaf * sizeof(float);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0)};
+  const auto placed = dk::place(tree, gpu, pool);
+
+  std::vector<std::vector<float>> ours_back;
+  auto ours = [&] { ours_back = dk::to_host(placed); };
+  ours();
+
+  // As for placing without a stream: the hand-written program copies on the legacy default
+  // stream and waits sleeping, then unpacks into host vectors.
+  const pinned_buffer staging(bytes);
+  const device_buffer dev(bytes);
+  hand_written_place(tree, staging.p, dev.p, cudaStreamLegacy);
+  const blocking_event done;
+  std::vector<std::vector<float>> hand_back;
+  auto hand = [&] {
+    REQUIRE(cudaMemcpyAsync(staging.p, dev.p, bytes, cudaMemcpyDeviceToHost, cudaStreamLegacy) == cudaSuccess);
+    done.wait(cudaStreamLegacy);
+    hand_back.assign(leaves, std::vector<float>(floats_per_leaf));
+    for (std::size_t i = 0; i < leaves; ++i) {
+      std::memcpy(hand_back[i].data(), staging.p + i * floats_per_leaf * sizeof(float),
+                  floats_per_leaf * sizeof(float));
+    }
+  };
+  hand();
+
+  // Known excess: as for placing without a stream (devicekit's own stream waits for the legacy
+  // default stream through an event; cudaGetDevice).
   check_no_more_calls(calls_of(ours), calls_of(hand), synchronisation | other);
   CHECK(ours_back == tree);
   CHECK(hand_back == tree);
