@@ -6,6 +6,7 @@
 /// Each header also stands alone; this one is for translation units that use the whole layer.
 #include <devicekit/tree/array.hpp>
 #include <devicekit/tree/errors.hpp>
+#include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/leaf.hpp>
 #include <devicekit/tree/mdspan.hpp>
 #include <devicekit/tree/node.hpp>

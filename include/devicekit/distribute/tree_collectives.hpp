@@ -98,15 +98,15 @@ constexpr bool leaf_is_writable() {
 /// The leaves of one tree as spans, the tree's tag, and the first leaf the communicator cannot
 /// use (as a problem for verify_structure).
 template <class Span>
-struct flat_tree {
+struct flat_spans {
   std::vector<Span> spans;
   tree_info info;
 };
 
 template <class Span, bool Reducing, class Comm, class Tree>
-flat_tree<Span> flatten(const Comm& comm, Tree& t, int local) {
+flat_spans<Span> flatten(const Comm& comm, Tree& t, int local) {
   static_assert(require_tree<Tree>(), "devicekit collectives: the argument is not a tree (see the message above)");
-  flat_tree<Span> out;
+  flat_spans<Span> out;
   const tree_def def = structure(t);
   out.info.tag = structure_hash(def);
   out.spans.reserve(def.num_leaves());
@@ -142,7 +142,7 @@ flat_tree<Span> flatten(const Comm& comm, Tree& t, int local) {
 
 template <class Span, class Comm, class Tree>
 struct flat_list {
-  std::vector<flat_tree<Span>> trees;
+  std::vector<flat_spans<Span>> trees;
   std::vector<std::span<const Span>> views;
   std::vector<tree_info> infos;
 };

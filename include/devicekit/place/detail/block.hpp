@@ -1,13 +1,14 @@
 #pragma once
 /// \file
 /// The block a placed tree's leaves share: how its memory goes back (placed_block_release,
-/// host_resident_block), where a leaf's bytes are (memory_device_of), and how the block is laid
+/// host_resident_deleter), and how the block is laid
 /// out and aligned (page_offset_padding, block_alignment). place and shard allocate such blocks.
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/resource.hpp>
+#include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/leaf.hpp>
 
 #include <concepts>
@@ -17,24 +18,10 @@
 
 namespace devicekit::detail {
 
-/// Frees a block of host memory whose leaves belong to a device (memory kinds pinned_host and
-/// host): its type marks such blocks, so that the copy engine reads and writes their bytes as the
-/// host memory they are (memory_device_of).
-struct host_resident_block {
-  device_memory* pool;
-  std::size_t bytes;
-  void operator()(void* p) const noexcept;
-};
-
-/// Where the bytes of `leaf` are: its device, or cpu:0 for a leaf placed in host memory for a
-/// device (place(tree, dev, memory_kind::pinned_host)), whose device stays `dev` as in JAX.
-template <class L>
-[[nodiscard]] device memory_device_of(const L& leaf) noexcept {
-  if constexpr (self_describing_leaf<L>) {
-    if (leaf.owner() != nullptr && std::get_deleter<host_resident_block>(leaf.owner()) != nullptr) return device::cpu();
-  }
-  return leaf_traits<L>::device(leaf);
-}
+/// The deleter of a host-resident block (tree/flat.hpp's host_resident_block, whose type marks
+/// such blocks) that gives `bytes` at `p` back to `pool`, a devicekit pool.
+DEVICEKIT_DECL void give_back_host_resident(void* pool, void* p, std::size_t bytes) noexcept;
+[[nodiscard]] DEVICEKIT_DECL host_resident_block host_resident_deleter(device_memory& pool, std::size_t bytes) noexcept;
 
 /// Gives a placed block back to its resource when the last leaf sharing it goes. A block filled
 /// by copies queued on a caller's stream may be dropped before they have run, and a pool's

@@ -16,12 +16,16 @@ DEVICEKIT_DECL std::size_t page_offset_padding(const void* src, std::size_t offs
   return pad <= bytes / 4 ? pad : 0;
 }
 
-DEVICEKIT_DECL void host_resident_block::operator()(void* p) const noexcept {
+DEVICEKIT_DECL void give_back_host_resident(void* pool, void* p, std::size_t bytes) noexcept {
   try {
-    pool->deallocate(p, bytes, placement_alignment);
+    static_cast<device_memory*>(pool)->deallocate(p, bytes, placement_alignment);
   } catch (...) {
     // Only a foreign pointer or a wrong size throws, neither of which place produces.
   }
+}
+
+DEVICEKIT_DECL host_resident_block host_resident_deleter(device_memory& pool, std::size_t bytes) noexcept {
+  return {static_cast<void*>(&pool), bytes, &give_back_host_resident};
 }
 
 }  // namespace devicekit::detail

@@ -14,11 +14,14 @@
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>
+#include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,34 +38,55 @@ enum class copy_completion { queued, finished };
 /// (placement_stream), which no caller can capture, so they are not asked (capture_of).
 enum class stream_owner { caller, own_stream };
 
-/// place's body (place/place.hpp has the overloads). `in_host_memory`: the block is host memory
-/// from a devicekit pool (memory kinds pinned_host and host) for leaves of `dev`; the copy then
-/// goes to the host and is finished on return.
+/// The copy items of one call, taken from this thread's spare vector and given back on
+/// destruction (as reused_flat_tree, tree/flat.hpp): a tree of many leaves does not allocate them
+/// again on every call. A nested call finds the spare taken and starts empty.
+class reused_copy_items {
+ public:
+  reused_copy_items() noexcept : items_(std::move(spare())) { items_.clear(); }
+  reused_copy_items(const reused_copy_items&) = delete;
+  reused_copy_items& operator=(const reused_copy_items&) = delete;
+  ~reused_copy_items() {
+    constexpr std::size_t kept_items = std::size_t{1} << 16;
+    if (items_.capacity() <= kept_items) spare() = std::move(items_);
+  }
+  [[nodiscard]] std::vector<copy_item>& operator*() noexcept { return items_; }
+  [[nodiscard]] std::vector<copy_item>* operator->() noexcept { return &items_; }
+
+ private:
+  [[nodiscard]] static std::vector<copy_item>& spare() noexcept {
+    thread_local std::vector<copy_item> v;
+    return v;
+  }
+  std::vector<copy_item> items_;
+};
+
+/// place's body for a tree already flattened (`flat`, from flatten_into(tree)): the layout, the
+/// allocation and the copy read the flat records; only the placed tree is built from `tree`'s
+/// structure (unflatten). Checks the device and the stream; `flat` has checked that the array
+/// leaves are on one device. `in_host_memory`: the block is host memory from a devicekit pool
+/// (memory kinds pinned_host and host) for leaves of `dev`; the copy then goes to the host and is
+/// finished on return.
 template <class T, placement_resource R>
-[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource,
+[[nodiscard]] auto place_flat(const T& tree, const flat_tree& flat, device dev, stream_ref s, R& resource,
                               [[maybe_unused]] copy_completion completion, bool in_host_memory = false,
                               stream_owner owner_of_stream = stream_owner::caller) {
-  static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.place");
   check_device_exists(dev, "place");
   if (!in_host_memory) check_stream(s, dev, "place");
-  (void)source_device(tree, "place");
 
-  // Pass 1: lay the array leaves out in one block, each aligned for any use on the device.
-  std::vector<std::size_t> offsets;
+  // The layout: the array leaves in one block, each aligned for any use on the device. Each
+  // item's destination holds its offset until the block is there.
+  reused_copy_items items;
+  items->reserve(flat.array_leaves);
   std::size_t total = 0;
-  for_each_leaf(
-      [&](const auto& leaf) {
-        using L = std::remove_cvref_t<decltype(leaf)>;
-        if constexpr (!is_scalar_leaf_v<L>) {
-          using traits = leaf_traits<L>;
-          const std::size_t bytes = traits::size(leaf) * sizeof(typename traits::element_type);
-          if (memory_device_of(leaf).is_cpu()) total += page_offset_padding(traits::data(leaf), total, bytes);
-          offsets.push_back(total);
-          total += (bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
-        }
-      },
-      tree);
+  for (const flat_leaf& leaf : flat.leaves) {
+    if (!leaf.is_array()) continue;
+    if (leaf.memory.is_cpu()) total += page_offset_padding(leaf.data, total, leaf.bytes);
+    items->push_back({leaf.data, leaf.memory, leaf.owner, nullptr, leaf.bytes});
+    items->back().dst = reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(total));
+    total += (leaf.bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
+  }
 
   // On a stream being captured into a CUDA graph the block is the graph's memory, allocated and
   // freed on that stream (placed_block_release); the copy engine takes its capture path.
@@ -85,27 +109,16 @@ template <class T, placement_resource R>
           static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)));
     }
   }
+  for (copy_item& it : *items) {
+    it.dst = base == nullptr ? nullptr : base + reinterpret_cast<std::uintptr_t>(it.dst);
+  }
 
-  // Pass 2: what to copy where, then the copy. If it fails, the copy engine has waited for what
-  // it had queued (transfer/copy.hpp), so the block can go back at once.
-  std::vector<copy_item> items;
-  items.reserve(offsets.size());
-  std::size_t k = 0;
-  for_each_leaf(
-      [&](const auto& leaf) {
-        using L = std::remove_cvref_t<decltype(leaf)>;
-        if constexpr (!is_scalar_leaf_v<L>) {
-          using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(leaf)), memory_device_of(leaf),
-                           owner_of(leaf), base + offsets[k++],
-                           traits::size(leaf) * sizeof(typename traits::element_type)});
-        }
-      },
-      tree);
+  // The copy. If it fails, the copy engine has waited for what it had queued
+  // (transfer/copy.hpp), so the block can go back at once.
   placed_block_release<R> release{&resource, total};
   if (captured) release.captured_on = s.native_handle();
   try {
-    copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle(), captured);
+    copy_items(*items, in_host_memory ? device::cpu() : dev, s.native_handle(), captured);
 #if DEVICEKIT_HAS_CUDA
     if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
       scoped_device on(dev.ordinal());
@@ -119,32 +132,47 @@ template <class T, placement_resource R>
   std::shared_ptr<void> owner;
   if constexpr (std::derived_from<R, device_memory>) {
     if (base != nullptr && in_host_memory) {
-      owner = std::shared_ptr<void>(base, host_resident_block{&resource, total});  // frees if it throws
+      owner = std::shared_ptr<void>(base, host_resident_deleter(resource, total));  // frees if it throws
     }
   }
   if (base != nullptr && owner == nullptr) owner = std::shared_ptr<void>(base, release);  // runs `release` if it throws
 
-  // Pass 3: the placed tree, leaves pointing into the block (same traversal order).
-  k = 0;
-  return tree_map(
-      [&](const auto& leaf) {
-        using L = std::remove_cvref_t<decltype(leaf)>;
-        if constexpr (is_scalar_leaf_v<L>) {
-          return leaf;
-        } else {
-          return make_placed_leaf(leaf, base == nullptr ? nullptr : base + offsets[k++], owner, dev);
-        }
-      },
-      tree);
+  // The placed tree: the structure of `tree`, array leaves pointing into the block in the
+  // items' order (the flat order).
+  std::size_t k = 0;
+  return unflatten(tree, flat, [&](const auto& leaf, const flat_leaf&, std::size_t) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    if constexpr (is_scalar_leaf_v<L>) {
+      return leaf;
+    } else {
+      return make_placed_leaf(leaf, (*items)[k++].dst, owner, dev);
+    }
+  });
+}
+
+/// place's body (place/place.hpp has the overloads): checks, flattens `tree` once, and places it
+/// (place_flat).
+template <class T, placement_resource R>
+[[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource, copy_completion completion,
+                              bool in_host_memory = false) {
+  static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
+  check_device_exists(dev, "place");
+  if (!in_host_memory) check_stream(s, dev, "place");
+  reused_flat_tree flat;
+  flatten_into(tree, flat.get(), "place");
+  return place_flat(tree, flat.get(), dev, s, resource, completion, in_host_memory);
 }
 
 /// to_host's work: the host containers, and the copies into them on `*s` (nullptr: a call
-/// without a stream).
+/// without a stream). The tree is flattened once; the copies' destinations are read from the
+/// host tree built here.
 template <class T>
 [[nodiscard]] auto to_host_on(const T& tree, [[maybe_unused]] const stream_ref* s) {
   static_assert(require_tree<T>(), "to_host(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
   scoped_range range("devicekit.to_host");
-  [[maybe_unused]] const auto from = source_device(tree, "to_host");
+  reused_flat_tree flat;
+  flatten_into(tree, flat.get(), "to_host");
+  [[maybe_unused]] const std::optional<device> from = flat->source;
   if (s != nullptr && capture_of(*s).active) {
     refuse_in_capture("to_host",
                       "it returns once the data is on the host, so the host would wait for work that has only "
@@ -158,31 +186,34 @@ template <class T>
                               "; pass a stream of " + from->str(),
                           *from, s->get_device());
   }
-  auto out = tree_map([](const auto& leaf) { return make_host_leaf(leaf); }, tree);
-  std::vector<copy_item> items;
+  auto out = unflatten(tree, flat.get(),
+                       [](const auto& leaf, const flat_leaf&, std::size_t) { return make_host_leaf(leaf); });
+  // The destinations, from the host tree as it now is (its containers have been moved into it).
+  reused_copy_items items;
+  items->reserve(flat->array_leaves);
+  for (const flat_leaf& leaf : flat->leaves) {
+    if (leaf.is_array()) items->push_back({leaf.data, leaf.memory, leaf.owner, nullptr, leaf.bytes});
+  }
+  std::size_t k = 0;
   for_each_leaf(
-      [&](const auto& src, auto& dst) {
-        using L = std::remove_cvref_t<decltype(src)>;
-        if constexpr (!is_scalar_leaf_v<L>) {
-          using traits = leaf_traits<L>;
-          items.push_back({reinterpret_cast<const std::byte*>(traits::data(src)), memory_device_of(src), owner_of(src),
-                           mutable_bytes(dst), traits::size(src) * sizeof(typename traits::element_type)});
-        }
+      [&](auto& dst) {
+        using L = std::remove_cvref_t<decltype(dst)>;
+        if constexpr (!is_scalar_leaf_v<L>) (*items)[k++].dst = mutable_bytes(dst);
       },
-      tree, out);
+      out);
 #if DEVICEKIT_HAS_CUDA
   if (s != nullptr && from && from->is_cuda()) {
     // Host leaves (host containers or memory_kind::host blocks) are copied on the host; the
     // device's, on `s`.
     std::vector<copy_item> host;
     std::vector<copy_item> on_device;
-    for (const auto& it : items) (it.src_device.is_cpu() ? host : on_device).push_back(it);
+    for (const auto& it : *items) (it.src_device.is_cpu() ? host : on_device).push_back(it);
     copy_host_items(host);
     copy_device_group_to_host(on_device, *from, s, true);  // `*s` is not capturing (asked above)
     return out;
   }
 #endif
-  copy_items(items, device::cpu(), nullptr);
+  copy_items(*items, device::cpu(), nullptr);
   return out;
 }
 

@@ -52,7 +52,10 @@ template <class T, class R>
 [[nodiscard]] auto place_queued(const T& tree, device dev, R& resource) {
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
-    return place_impl(tree, dev, default_ordered_stream(dev, source_device(tree, "place")), resource,
+    check_device_exists(dev, "place");  // before the stream of `dev` is made
+    reused_flat_tree flat;
+    flatten_into(tree, flat.get(), "place");
+    return place_flat(tree, flat.get(), dev, default_ordered_stream(dev, flat->source), resource,
                       copy_completion::queued);
   }
 #endif

@@ -1,12 +1,13 @@
 #pragma once
 /// \file
 /// Helpers on single leaves that placement, shard and the tree algorithms share: what kind of
-/// shaped leaf a type is, the allocation a leaf belongs to, its bytes, the placed and host forms
-/// of a leaf, and the one device a tree's non-host leaves are on. Tree and core only: the
-/// helpers that need to know about memory (memory_device_of) are in place/detail/block.hpp.
+/// shaped leaf a type is, its bytes, the placed and host forms of a leaf, and the one device a
+/// tree's non-host leaves are on. Tree and core only (where a leaf's bytes are and the allocation
+/// it belongs to: tree/flat.hpp).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/tree/array.hpp>
+#include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/leaf.hpp>
 #include <devicekit/tree/mdspan.hpp>
 #include <devicekit/tree/path.hpp>
@@ -37,16 +38,6 @@ inline constexpr bool is_mdspan_view_v<md::mdspan<T, E, L, md::default_accessor<
 
 template <class L>
 inline constexpr bool is_scalar_leaf_v = leaf_traits<std::remove_cvref_t<L>>::kind == leaf_kind::scalar;
-
-/// Identity of the allocation a leaf's memory belongs to (for merging copies); null if unknown.
-template <class L>
-[[nodiscard]] const void* owner_of(const L& leaf) noexcept {
-  if constexpr (self_describing_leaf<L>) {
-    return leaf.owner().get();
-  } else {
-    return nullptr;
-  }
-}
 
 /// The leaf that placing `leaf` gives, at `p` on `dev`, kept alive by `owner`.
 template <class L>
