@@ -60,12 +60,14 @@ TEST_CASE("flatten gives every leaf as a flat record in traversal order, with by
   const auto& images = flat.leaves[0];
   CHECK(images.kind == dk::leaf_kind::contiguous);
   CHECK(images.is_array());
-  CHECK(images.data == reinterpret_cast<const std::byte*>(b.images.data()));
-  CHECK(images.size == 3);
+  CHECK(images.data == reinterpret_cast<const std::byte*>(std::get<0>(t).images.data()));  // into the tree
+  CHECK(images.size() == 3);
   CHECK(images.bytes == 12);
   CHECK(images.type == dk::element_type::float32);
   CHECK(images.device == dk::device::cpu());
-  CHECK(images.memory == dk::device::cpu());
+  CHECK(images.element_size == sizeof(float));
+  CHECK_FALSE(images.in_host_memory);
+  CHECK(images.memory() == dk::device::cpu());
   CHECK(images.owner == nullptr);  // a host container: no allocation identity
 
   CHECK(flat.leaves[1].kind == dk::leaf_kind::scalar);
@@ -73,7 +75,7 @@ TEST_CASE("flatten gives every leaf as a flat record in traversal order, with by
   CHECK(flat.leaves[1].type == dk::element_type::int32);
   CHECK(flat.leaves[1].bytes == 4);
   CHECK(flat.leaves[2].type == dk::element_type::float64);
-  CHECK(flat.leaves[2].size == 2);
+  CHECK(flat.leaves[2].size() == 2);
   CHECK(flat.leaves[3].kind == dk::leaf_kind::scalar);
   CHECK(flat.leaves[4].type == dk::element_type::uint8);
   CHECK(flat.leaves[4].bytes == 5);
@@ -114,7 +116,7 @@ TEST_CASE("flatten finds the one device of the array leaves, and names both path
   REQUIRE(flat.source.has_value());
   CHECK(*flat.source == dk::device::cuda(0));
   CHECK(flat.leaves[0].device == dk::device::cuda(0));
-  CHECK(flat.leaves[0].memory == dk::device::cuda(0));
+  CHECK(flat.leaves[0].memory() == dk::device::cuda(0));
   CHECK(flat.leaves[1].device == dk::device::cpu());  // host leaves may be mixed in
 
   const auto two = std::make_tuple(std::vector<float>(1), on0, on1);
@@ -159,7 +161,7 @@ TEST_CASE("a placed tree's records share its block's owner and say where the byt
   CHECK(flat.leaves[0].owner != nullptr);
   for (const auto& leaf : flat.leaves) {
     CHECK(leaf.owner == flat.leaves[0].owner);  // one block
-    CHECK(leaf.memory == dk::device::cpu());
+    CHECK(leaf.memory() == dk::device::cpu());
   }
   CHECK(dk::to_host(placed) == t);
 }

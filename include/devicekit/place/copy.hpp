@@ -49,20 +49,25 @@ void check_copy_leaf(const tree_path& path, const S& src, const D& dst, std::vec
     static_assert(
         std::is_same_v<std::remove_cv_t<typename st::element_type>, std::remove_cv_t<typename dt::element_type>>,
         "copy(src, dst): leaves at the same position must have the same element type");
-    const std::string where = path.display();
-    const leaf_info s = describe_leaf(src);
-    const leaf_info d = describe_leaf(dst);
-    if (s.size != d.size) {
-      problems.push_back("leaf '" + where + "' has " + std::to_string(s.size) + " element(s) in the source but " +
-                         std::to_string(d.size) + " in the destination");
-    } else if (st::kind == leaf_kind::shaped && dt::kind == leaf_kind::shaped && s.shape != d.shape) {
-      const auto dims = [](const std::vector<std::size_t>& shape) {
-        std::string out;
-        for (const auto e : shape) out += (out.empty() ? "" : " x ") + std::to_string(e);
-        return out;
-      };
-      problems.push_back("leaf '" + where + "' is " + dims(s.shape) + " in the source but " + dims(d.shape) +
-                         " in the destination");
+    // Read through the traits, not describe_leaf: a copy into a placed tree is a loop's steady
+    // state, and this runs for every leaf of it.
+    const std::size_t ss = st::size(src);
+    const std::size_t ds = dt::size(dst);
+    if (ss != ds) {
+      problems.push_back("leaf '" + path.display() + "' has " + std::to_string(ss) +
+                         " element(s) in the source but " + std::to_string(ds) + " in the destination");
+    } else if constexpr (st::kind == leaf_kind::shaped && dt::kind == leaf_kind::shaped) {
+      const auto sh = st::shape(src);
+      const auto dh = dt::shape(dst);
+      if (!std::equal(sh.begin(), sh.end(), dh.begin(), dh.end())) {
+        const auto dims = [](const auto& shape) {
+          std::string out;
+          for (const auto e : shape) out += (out.empty() ? "" : " x ") + std::to_string(e);
+          return out;
+        };
+        problems.push_back("leaf '" + path.display() + "' is " + dims(sh) + " in the source but " + dims(dh) +
+                           " in the destination");
+      }
     }
     if constexpr (st::kind == leaf_kind::shaped && dt::kind == leaf_kind::shaped) {
       using sl = typename std::remove_cvref_t<decltype(src.mapping())>::layout_type;
@@ -100,9 +105,12 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
   const device dev = target.value_or(s.get_device());
   if (target) check_stream(s, dev, "copy");
 
-  // Scalars are values in the placed tree: assigned here, on the host.
+  // Scalars are values in the placed tree: assigned here, on the host. A destination placed in
+  // host memory for its device (memory kinds pinned_host and host) is written as the host memory
+  // it is.
   std::vector<copy_item> on_device;
   std::vector<owned_item> on_host;
+  bool dst_in_host_memory = false;
   for_each_leaf(
       [&](const auto& from, auto& to) {
         using S = std::remove_cvref_t<decltype(from)>;
@@ -119,21 +127,11 @@ void copy_into(const Src& src, Dst& dst, stream_ref s) {
           } else {
             on_device.push_back(it);
           }
+          dst_in_host_memory = dst_in_host_memory || memory_device_of(to).is_cpu();
         }
       },
       src, dst);
   if (!target) return;  // no array leaf: only scalars
-
-  // A destination placed in host memory for its device (memory kinds pinned_host and host) is
-  // written as the host memory it is.
-  bool dst_in_host_memory = false;
-  for_each_leaf(
-      [&](const auto& to) {
-        if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(to)>>) {
-          dst_in_host_memory = dst_in_host_memory || memory_device_of(to).is_cpu();
-        }
-      },
-      dst);
   if (dev.is_cpu() || dst_in_host_memory) {
     std::vector<copy_item> items = std::move(on_device);
     for (const auto& it : on_host) items.push_back(it.item);

@@ -73,16 +73,15 @@ template <class T, placement_resource R>
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
     detail::check_device_exists(dev, "place");  // before the stream of `dev` is made
-    // Flattened once: the stream is chosen by the tree's device, and the placement reads the
-    // same records.
-    detail::reused_flat_tree flat;
-    flatten_into(tree, flat.get(), "place");
-    stream_ref s = detail::default_ordered_stream(dev, flat->source);
+    // One walk: it finds the tree's device, which chooses the stream, and plans the placement.
+    detail::placement_plan plan;
+    detail::plan_placement(tree, plan);
+    stream_ref s = detail::default_ordered_stream(dev, plan.source);
     // The placement stream is devicekit's own: nothing captures it, so it is not asked. Its
     // staging goes back after the wait below, not in stream order.
     detail::staging_freed_after_wait staging(s.native_handle());
-    auto out = detail::place_flat(tree, flat.get(), dev, s, resource, detail::copy_completion::finished, false,
-                                  detail::stream_owner::own_stream);
+    auto out = detail::place_planned(tree, plan, dev, s, resource, detail::copy_completion::finished, false,
+                                     detail::stream_owner::own_stream);
     detail::host_wait_uncaptured(s);
     staging.waited();
     return out;

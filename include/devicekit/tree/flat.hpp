@@ -22,6 +22,7 @@
 #include <devicekit/tree/tree.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,18 +69,23 @@ template <class L>
 
 }  // namespace detail
 
-/// One leaf of a flattened tree. `data` points into the tree (device memory unless `memory` is
-/// the cpu); it is valid while the tree is and is not resized.
+/// One leaf of a flattened tree. `data` points into the tree (device memory unless memory() is
+/// the cpu); it is valid while the tree is and is not resized. 40 bytes: a placement reads and
+/// writes one per leaf, and a tree of 10,000 leaves then keeps its records in the cache.
 struct flat_leaf {
   const std::byte* data = nullptr;
-  std::size_t size = 0;   ///< stored elements
-  std::size_t bytes = 0;  ///< size * the element's size
+  std::size_t bytes = 0;        ///< stored bytes: size() elements of element_size bytes
+  const void* owner = nullptr;  ///< identity of the allocation holding the bytes; null: unknown
+  devicekit::device device;     ///< the leaf's device (leaf_traits::device)
   element_type type = element_type::opaque;
   leaf_kind kind = leaf_kind::scalar;
-  devicekit::device device;  ///< the leaf's device (leaf_traits::device)
-  devicekit::device memory;  ///< where its bytes are: `device`, or cpu:0 for a leaf of a device in host memory
-  const void* owner = nullptr;  ///< identity of the allocation holding the bytes; null: unknown
+  std::uint8_t element_size = 0;  ///< bytes per element (sizeof the leaf's element type)
+  bool in_host_memory = false;    ///< a leaf of a device whose bytes are host memory (memory kinds pinned_host, host)
 
+  /// Stored elements.
+  [[nodiscard]] std::size_t size() const noexcept { return element_size == 0 ? 0 : bytes / element_size; }
+  /// Where the bytes are: `device`, or cpu:0 for a leaf of a device placed in host memory.
+  [[nodiscard]] devicekit::device memory() const noexcept { return in_host_memory ? device::cpu() : device; }
   /// An array leaf (contiguous or shaped): one with bytes of its own to move. Scalars are values.
   [[nodiscard]] bool is_array() const noexcept { return kind != leaf_kind::scalar; }
 };
@@ -94,53 +100,50 @@ struct flat_tree {
   std::size_t array_bytes = 0;   ///< their bytes together
 };
 
-/// The flat record of one leaf.
+namespace detail {
+
+/// Fills `r` with the record of `leaf`, field by field in place: built in a temporary and copied,
+/// the record's narrow fields (type, kind, device) are stored piecewise and then reloaded as
+/// wide words, which stalls each leaf on a failed store-to-load forwarding (Intel 64 and IA-32
+/// Architectures Optimization Reference Manual, "Store Forwarding").
 template <class L>
-[[nodiscard]] flat_leaf flatten_leaf(const L& leaf) noexcept {
+void fill_flat_leaf(const L& leaf, flat_leaf& r) noexcept {
   using traits = leaf_traits<std::remove_cvref_t<L>>;
   static_assert(traits::is_leaf, "flatten_leaf: L must be a leaf");
   using E = typename traits::element_type;
-  flat_leaf r;
+  static_assert(sizeof(E) <= 255, "flatten_leaf: an element of more than 255 bytes");
   r.data = reinterpret_cast<const std::byte*>(traits::data(leaf));
-  r.size = traits::size(leaf);
-  r.bytes = r.size * sizeof(E);
+  r.bytes = traits::size(leaf) * sizeof(E);
   r.type = element_type_of<E>;
   r.kind = traits::kind;
+  r.element_size = static_cast<std::uint8_t>(sizeof(E));
   if constexpr (traits::kind != leaf_kind::scalar) {
     r.device = traits::device(leaf);
-    r.memory = detail::memory_device_of(leaf);
-    r.owner = detail::owner_of(leaf);
+    r.in_host_memory = !r.device.is_cpu() && memory_device_of(leaf).is_cpu();
+    r.owner = owner_of(leaf);
+  } else {
+    r.device = device::cpu();
+    r.in_host_memory = false;
+    r.owner = nullptr;
   }
+}
+
+}  // namespace detail
+
+/// The flat record of one leaf.
+template <class L>
+[[nodiscard]] flat_leaf flatten_leaf(const L& leaf) noexcept {
+  flat_leaf r;
+  detail::fill_flat_leaf(leaf, r);
   return r;
 }
 
-/// Flattens `t` into `out` (its vector's capacity is kept): one walk. device_mismatch, naming
-/// both leaves' paths and `operation`, when array leaves are on two different devices (the paths
-/// are found by a second walk, only then).
+namespace detail {
+
+/// device_mismatch for the first two array leaves of `t` on different devices, with their paths
+/// (found by a walk of their own: the flattening walk keeps no paths).
 template <class T>
-void flatten_into(const T& t, flat_tree& out, std::string_view operation = "flatten") {
-  static_assert(require_tree<T>(), "flatten(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
-  out.leaves.clear();
-  out.source.reset();
-  out.array_leaves = 0;
-  out.array_bytes = 0;
-  bool mixed = false;
-  for_each_leaf(
-      [&](const auto& leaf) {
-        const flat_leaf& r = out.leaves.emplace_back(flatten_leaf(leaf));
-        if (!r.is_array()) return;
-        ++out.array_leaves;
-        out.array_bytes += r.bytes;
-        if (r.device.is_cpu()) return;
-        if (!out.source) {
-          out.source = r.device;
-        } else if (*out.source != r.device) {
-          mixed = true;
-        }
-      },
-      t);
-  if (!mixed) return;
-  // Rare: find the first two leaves that disagree, with their paths, for the message.
+[[noreturn]] void throw_mixed_devices(const T& t, std::string_view operation) {
   std::optional<device> first;
   std::string first_path;
   for_each_leaf_with_path(
@@ -161,6 +164,57 @@ void flatten_into(const T& t, flat_tree& out, std::string_view operation = "flat
         }
       },
       t);
+  throw device_mismatch(std::string(operation) + ": the tree's leaves are on different devices", device::cpu(),
+                        device::cpu());  // not reached: the walk above finds them
+}
+
+}  // namespace detail
+
+/// Calls `f(const flat_leaf&)` for every leaf of `t` in traversal order, each record built once
+/// and handed over (the form of flatten that keeps nothing: a caller that stores what it needs
+/// of each leaf, as placement stores its copies, writes each leaf once). Returns the one device
+/// of the array leaves not on the host, or none; device_mismatch, naming both leaves' paths and
+/// `operation`, when there are two (after `f` has seen every leaf).
+template <class T, class F>
+std::optional<device> for_each_flat_leaf(const T& t, F&& f, std::string_view operation = "flatten") {
+  static_assert(require_tree<T>(), "flatten(tree): tree must be a tree (see devicekit/tree/tree.hpp)");
+  std::optional<device> source;
+  bool mixed = false;
+  flat_leaf r;
+  for_each_leaf(
+      [&](const auto& leaf) {
+        detail::fill_flat_leaf(leaf, r);
+        if (r.is_array() && !r.device.is_cpu()) {
+          if (!source) {
+            source = r.device;
+          } else if (*source != r.device) {
+            mixed = true;
+          }
+        }
+        f(static_cast<const flat_leaf&>(r));
+      },
+      t);
+  if (mixed) detail::throw_mixed_devices(t, operation);
+  return source;
+}
+
+/// Flattens `t` into `out`, reusing its vector's capacity: one walk (for_each_flat_leaf).
+template <class T>
+void flatten_into(const T& t, flat_tree& out, std::string_view operation = "flatten") {
+  out.leaves.clear();
+  out.source.reset();
+  out.array_leaves = 0;
+  out.array_bytes = 0;
+  out.source = for_each_flat_leaf(
+      t,
+      [&out](const flat_leaf& r) {
+        out.leaves.push_back(r);
+        if (r.is_array()) {
+          ++out.array_leaves;
+          out.array_bytes += r.bytes;
+        }
+      },
+      operation);
 }
 
 /// Flattens `t` (flatten_into).
@@ -196,27 +250,44 @@ template <class T, class F>
 
 namespace detail {
 
-/// A flat_tree taken from this thread's spare one and given back on destruction, so that a call
+/// A flat_tree taken from this thread's spares and given back on destruction, so that a call
 /// that flattens a tree of many leaves reuses the capacity of the previous call instead of
 /// allocating (and, above the allocator's mmap threshold, page-faulting) it again, as a
-/// hand-written loop would keep its buffer. A nested call finds the spare taken and starts empty.
+/// hand-written loop would keep its buffer. A few are kept (a call may flatten a source and a
+/// destination, and nest); past that, one starts empty.
 class reused_flat_tree {
  public:
-  reused_flat_tree() noexcept : tree_(std::move(spare())) {}
+  reused_flat_tree() noexcept {
+    auto& s = spares();
+    if (!s.empty()) {
+      tree_ = std::move(s.back());
+      s.pop_back();
+    }
+  }
   reused_flat_tree(const reused_flat_tree&) = delete;
   reused_flat_tree& operator=(const reused_flat_tree&) = delete;
   ~reused_flat_tree() {
-    // Only a modest one is kept: a huge tree's records are not held for the thread's life.
+    // Only modest ones are kept: a huge tree's records are not held for the thread's life.
     constexpr std::size_t kept_leaves = std::size_t{1} << 16;
-    if (tree_.leaves.capacity() <= kept_leaves) spare() = std::move(tree_);
+    auto& s = spares();
+    if (tree_.leaves.capacity() <= kept_leaves && s.size() < s.capacity()) s.push_back(std::move(tree_));
   }
   [[nodiscard]] flat_tree& get() noexcept { return tree_; }
   [[nodiscard]] flat_tree* operator->() noexcept { return &tree_; }
 
  private:
-  [[nodiscard]] static flat_tree& spare() noexcept {
-    thread_local flat_tree t;
-    return t;
+  /// Room for four, reserved once, so that giving one back never allocates (or throws).
+  [[nodiscard]] static std::vector<flat_tree>& spares() noexcept {
+    thread_local std::vector<flat_tree> s = [] {
+      std::vector<flat_tree> v;
+      try {
+        v.reserve(4);
+      } catch (...) {
+        // No room for spares: every call starts empty.
+      }
+      return v;
+    }();
+    return s;
   }
   flat_tree tree_;
 };

@@ -61,32 +61,78 @@ class reused_copy_items {
   std::vector<copy_item> items_;
 };
 
-/// place's body for a tree already flattened (`flat`, from flatten_into(tree)): the layout, the
-/// allocation and the copy read the flat records; only the placed tree is built from `tree`'s
-/// structure (unflatten). Checks the device and the stream; `flat` has checked that the array
-/// leaves are on one device. `in_host_memory`: the block is host memory from a devicekit pool
-/// (memory kinds pinned_host and host) for leaves of `dev`; the copy then goes to the host and is
-/// finished on return.
+/// A placed leaf's bytes rounded up to placement_alignment, where the next one starts.
+[[nodiscard]] constexpr std::size_t aligned_size(std::size_t bytes) noexcept {
+  return (bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
+}
+
+/// Where `leaf` goes in a block whose leaves so far end at `offset`: after the padding that keeps
+/// a host source's page offset (page_offset_padding).
+[[nodiscard]] inline std::size_t next_offset(const flat_leaf& leaf, std::size_t offset) noexcept {
+  return leaf.memory().is_cpu() ? offset + page_offset_padding(leaf.data, offset, leaf.bytes) : offset;
+}
+
+/// The destinations of one call (place_flat), reused as reused_copy_items is.
+class reused_destinations {
+ public:
+  reused_destinations() noexcept : d_(std::move(spare())) { d_.clear(); }
+  reused_destinations(const reused_destinations&) = delete;
+  reused_destinations& operator=(const reused_destinations&) = delete;
+  ~reused_destinations() {
+    constexpr std::size_t kept = std::size_t{1} << 16;
+    if (d_.capacity() <= kept) spare() = std::move(d_);
+  }
+  [[nodiscard]] std::vector<std::byte*>& operator*() noexcept { return d_; }
+  [[nodiscard]] std::vector<std::byte*>* operator->() noexcept { return &d_; }
+
+ private:
+  [[nodiscard]] static std::vector<std::byte*>& spare() noexcept {
+    thread_local std::vector<std::byte*> v;
+    return v;
+  }
+  std::vector<std::byte*> d_;
+};
+
+/// A tree's placement, worked out in one walk of it (for_each_flat_leaf): its copies, whose
+/// destinations are offsets into the block until the block exists, the block's size, and the
+/// tree's device.
+struct placement_plan {
+  reused_copy_items items;
+  std::optional<device> source;
+  std::size_t total = 0;
+};
+
+/// Walks `tree` once into `plan`: device_mismatch when its array leaves are on two devices.
+template <class T>
+void plan_placement(const T& tree, placement_plan& plan) {
+  plan.source = for_each_flat_leaf(
+      tree,
+      [&plan](const flat_leaf& leaf) {
+        if (!leaf.is_array()) return;
+        const std::size_t at = next_offset(leaf, plan.total);
+        plan.items->push_back(
+            {leaf.data, leaf.memory(), leaf.owner, reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(at)),
+             leaf.bytes});
+        plan.total = at + aligned_size(leaf.bytes);
+      },
+      "place");
+}
+
+/// place's body for a planned tree (plan_placement): allocation, the placed tree, the copy.
+/// Checks the device and the stream. `in_host_memory`: the block is host memory from a devicekit
+/// pool (memory kinds pinned_host and host) for leaves of `dev`; the copy then goes to the host
+/// and is finished on return.
 template <class T, placement_resource R>
-[[nodiscard]] auto place_flat(const T& tree, const flat_tree& flat, device dev, stream_ref s, R& resource,
-                              [[maybe_unused]] copy_completion completion, bool in_host_memory = false,
-                              stream_owner owner_of_stream = stream_owner::caller) {
+[[nodiscard]] auto place_planned(const T& tree, placement_plan& plan, device dev, stream_ref s, R& resource,
+                                 [[maybe_unused]] copy_completion completion, bool in_host_memory = false,
+                                 stream_owner owner_of_stream = stream_owner::caller) {
   scoped_range range("devicekit.place");
   check_device_exists(dev, "place");
   if (!in_host_memory) check_stream(s, dev, "place");
-
-  // The layout: the array leaves in one block, each aligned for any use on the device. Each
-  // item's destination holds its offset until the block is there.
-  reused_copy_items items;
-  items->reserve(flat.array_leaves);
-  std::size_t total = 0;
-  for (const flat_leaf& leaf : flat.leaves) {
-    if (!leaf.is_array()) continue;
-    if (leaf.memory.is_cpu()) total += page_offset_padding(leaf.data, total, leaf.bytes);
-    items->push_back({leaf.data, leaf.memory, leaf.owner, nullptr, leaf.bytes});
-    items->back().dst = reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(total));
-    total += (leaf.bytes + placement_alignment - 1) / placement_alignment * placement_alignment;
-  }
+  std::vector<copy_item>& items = *plan.items;
+  const std::size_t total = plan.total;
+  reused_destinations dsts;  // room taken before the block, so that nothing throws before its owner exists
+  dsts->reserve(items.size());
 
   // On a stream being captured into a CUDA graph the block is the graph's memory, allocated and
   // freed on that stream (placed_block_release); the copy engine takes its capture path.
@@ -109,58 +155,63 @@ template <class T, placement_resource R>
           static_cast<std::byte*>(resource.allocate(total, block_alignment<R>(dev.is_cpu() || in_host_memory, total)));
     }
   }
-  for (copy_item& it : *items) {
+  // The destinations, also in a dense list of their own: the placed tree below reads one word
+  // per leaf from it rather than one from each 40-byte item.
+  for (copy_item& it : items) {
     it.dst = base == nullptr ? nullptr : base + reinterpret_cast<std::uintptr_t>(it.dst);
+    dsts->push_back(it.dst);
   }
 
-  // The copy. If it fails, the copy engine has waited for what it had queued
-  // (transfer/copy.hpp), so the block can go back at once.
-  placed_block_release<R> release{&resource, total};
-  if (captured) release.captured_on = s.native_handle();
-  try {
-    copy_items(*items, in_host_memory ? device::cpu() : dev, s.native_handle(), captured);
-#if DEVICEKIT_HAS_CUDA
-    if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
-      scoped_device on(dev.ordinal());
-      release.copied = record_event(s.native_handle());
-    }
-#endif
-  } catch (...) {
-    if (base != nullptr) release(base);  // on the capturing stream when captured
-    throw;
-  }
+  // The block's owner, then the placed tree: the structure of `tree`, array leaves pointing into
+  // the block in traversal order. Built before the copy, while the destinations are still in the
+  // cache. If anything below throws, the leaves and the owner go, and the owner's deleter gives
+  // the block back (for a failed copy, the copy engine has waited for what it had queued, so it
+  // can go at once; on a capturing stream, on that stream).
   std::shared_ptr<void> owner;
-  if constexpr (std::derived_from<R, device_memory>) {
-    if (base != nullptr && in_host_memory) {
-      owner = std::shared_ptr<void>(base, host_resident_deleter(resource, total));  // frees if it throws
+  if (base != nullptr) {
+    if constexpr (std::derived_from<R, device_memory>) {
+      if (in_host_memory) owner = std::shared_ptr<void>(base, host_resident_deleter(resource, total));  // frees if it throws
+    }
+    if (owner == nullptr) {
+      placed_block_release<R> release{&resource, total};
+      if (captured) release.captured_on = s.native_handle();
+      owner = std::shared_ptr<void>(base, release);  // runs `release` if it throws
     }
   }
-  if (base != nullptr && owner == nullptr) owner = std::shared_ptr<void>(base, release);  // runs `release` if it throws
-
-  // The placed tree: the structure of `tree`, array leaves pointing into the block in the
-  // items' order (the flat order).
   std::size_t k = 0;
-  return unflatten(tree, flat, [&](const auto& leaf, const flat_leaf&, std::size_t) {
-    using L = std::remove_cvref_t<decltype(leaf)>;
-    if constexpr (is_scalar_leaf_v<L>) {
-      return leaf;
-    } else {
-      return make_placed_leaf(leaf, (*items)[k++].dst, owner, dev);
-    }
-  });
+  auto placed = tree_map(
+      [&](const auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (is_scalar_leaf_v<L>) {
+          return leaf;
+        } else {
+          return make_placed_leaf(leaf, (*dsts)[k++], owner, dev);
+        }
+      },
+      tree);
+
+  copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle(), captured);
+#if DEVICEKIT_HAS_CUDA
+  if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
+    // The block waits for its copy before it goes back (placed_block_release).
+    scoped_device on(dev.ordinal());
+    std::get_deleter<placed_block_release<R>>(owner)->copied = record_event(s.native_handle());
+  }
+#endif
+  return placed;
 }
 
-/// place's body (place/place.hpp has the overloads): checks, flattens `tree` once, and places it
-/// (place_flat).
+/// place's body (place/place.hpp has the overloads): checks, walks `tree` once (plan_placement),
+/// and places it (place_planned).
 template <class T, placement_resource R>
 [[nodiscard]] auto place_impl(const T& tree, device dev, stream_ref s, R& resource, copy_completion completion,
                               bool in_host_memory = false) {
   static_assert(require_tree<T>(), "place(tree, ...): tree must be a tree (see devicekit/tree/tree.hpp)");
   check_device_exists(dev, "place");
   if (!in_host_memory) check_stream(s, dev, "place");
-  reused_flat_tree flat;
-  flatten_into(tree, flat.get(), "place");
-  return place_flat(tree, flat.get(), dev, s, resource, completion, in_host_memory);
+  placement_plan plan;
+  plan_placement(tree, plan);
+  return place_planned(tree, plan, dev, s, resource, completion, in_host_memory);
 }
 
 /// to_host's work: the host containers, and the copies into them on `*s` (nullptr: a call
@@ -186,30 +237,27 @@ template <class T>
                               "; pass a stream of " + from->str(),
                           *from, s->get_device());
   }
-  auto out = unflatten(tree, flat.get(),
-                       [](const auto& leaf, const flat_leaf&, std::size_t) { return make_host_leaf(leaf); });
+  // Leaves whose bytes are host memory are copied as their host containers are built; the
+  // others' containers are made empty, and filled by the copy engine below.
+  auto out = unflatten(tree, flat.get(), [](const auto& leaf, const flat_leaf& r, std::size_t) {
+    return make_host_leaf(leaf, r.is_array() && r.memory().is_cpu() ? r.data : nullptr);
+  });
   // The destinations, from the host tree as it now is (its containers have been moved into it).
   reused_copy_items items;
-  items->reserve(flat->array_leaves);
-  for (const flat_leaf& leaf : flat->leaves) {
-    if (leaf.is_array()) items->push_back({leaf.data, leaf.memory, leaf.owner, nullptr, leaf.bytes});
-  }
-  std::size_t k = 0;
+  std::size_t i = 0;
   for_each_leaf(
       [&](auto& dst) {
-        using L = std::remove_cvref_t<decltype(dst)>;
-        if constexpr (!is_scalar_leaf_v<L>) (*items)[k++].dst = mutable_bytes(dst);
+        const flat_leaf& r = flat->leaves[i++];
+        if constexpr (!is_scalar_leaf_v<std::remove_cvref_t<decltype(dst)>>) {
+          if (!r.memory().is_cpu()) items->push_back({r.data, r.memory(), r.owner, mutable_bytes(dst), r.bytes});
+        }
       },
       out);
+  if (items->empty()) return out;
 #if DEVICEKIT_HAS_CUDA
   if (s != nullptr && from && from->is_cuda()) {
-    // Host leaves (host containers or memory_kind::host blocks) are copied on the host; the
-    // device's, on `s`.
-    std::vector<copy_item> host;
-    std::vector<copy_item> on_device;
-    for (const auto& it : *items) (it.src_device.is_cpu() ? host : on_device).push_back(it);
-    copy_host_items(host);
-    copy_device_group_to_host(on_device, *from, s, true);  // `*s` is not capturing (asked above)
+    // The host's leaves have been copied above; the device's go on `s`.
+    copy_device_group_to_host(*items, *from, s, true);  // `*s` is not capturing (asked above)
     return out;
   }
 #endif

@@ -53,10 +53,9 @@ template <class T, class R>
 #if DEVICEKIT_HAS_CUDA
   if (dev.is_cuda()) {
     check_device_exists(dev, "place");  // before the stream of `dev` is made
-    reused_flat_tree flat;
-    flatten_into(tree, flat.get(), "place");
-    return place_flat(tree, flat.get(), dev, default_ordered_stream(dev, flat->source), resource,
-                      copy_completion::queued);
+    placement_plan plan;
+    plan_placement(tree, plan);
+    return place_planned(tree, plan, dev, default_ordered_stream(dev, plan.source), resource, copy_completion::queued);
   }
 #endif
   const stream inline_stream;

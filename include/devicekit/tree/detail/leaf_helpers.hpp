@@ -60,20 +60,28 @@ template <class L>
   }
 }
 
-/// An empty host leaf of the shape `leaf` has (what to_host fills).
+/// A host leaf of the shape `leaf` has (what to_host gives): a copy of the elements at
+/// `copy_from` (host memory, the leaf's stored elements) made as it is built, or zero-filled
+/// for a copy to come (nullptr). Built from the elements, a std::vector is written once, as a
+/// hand-written `std::vector<E>(p, p + n)` is, rather than zeroed and then overwritten.
 template <class L>
-[[nodiscard]] auto make_host_leaf(const L& leaf) {
+[[nodiscard]] auto make_host_leaf(const L& leaf, const std::byte* copy_from = nullptr) {
   using traits = leaf_traits<L>;
   using E = typename traits::element_type;
+  [[maybe_unused]] const auto* from = reinterpret_cast<const E*>(copy_from);
   if constexpr (traits::kind == leaf_kind::scalar) {
     return leaf;
   } else if constexpr (traits::kind == leaf_kind::contiguous) {
-    return std::vector<E>(traits::size(leaf));
+    const std::size_t n = traits::size(leaf);
+    return from != nullptr ? std::vector<E>(from, from + n) : std::vector<E>(n);
   } else if constexpr (is_shaped_array_v<L>) {
-    return L(leaf.mapping());
+    if (from == nullptr) return L(leaf.mapping());
+    return L(std::vector<E>(from, from + traits::size(leaf)), leaf.mapping());
 #if DEVICEKIT_HAS_MDSPAN
   } else if constexpr (is_mdspan_view_v<L>) {
-    return shaped_array<E, typename L::extents_type, typename L::layout_type>(leaf.mapping());
+    using host_t = shaped_array<E, typename L::extents_type, typename L::layout_type>;
+    if (from == nullptr) return host_t(leaf.mapping());
+    return host_t(std::vector<E>(from, from + traits::size(leaf)), leaf.mapping());
 #endif
   } else {
     static_assert(sizeof(L) == 0, "to_host: a shaped leaf type of your own needs a host form: use shaped_array");
