@@ -133,6 +133,29 @@ TEST_CASE("flatten finds the one device of the array leaves, and names both path
   }
 }
 
+TEST_CASE("for_each_flat_leaf hands over the records flatten keeps, and finds the device after every leaf",
+          "[tree][flat]") {
+  const auto t = std::make_tuple(std::vector<float>{1.f, 2.f}, 3.0, std::vector<std::int64_t>{4});
+  const dk::flat_tree flat = dk::flatten(t);
+  std::size_t i = 0;
+  const auto device = dk::for_each_flat_leaf(t, [&](const dk::flat_leaf& leaf) {
+    REQUIRE(i < flat.leaves.size());
+    CHECK(leaf.data == flat.leaves[i].data);
+    CHECK(leaf.bytes == flat.leaves[i].bytes);
+    CHECK(leaf.type == flat.leaves[i].type);
+    ++i;
+  });
+  CHECK(i == 3);
+  CHECK_FALSE(device.has_value());
+
+  std::vector<float> a(2), b(2);
+  const auto two = std::make_tuple(dk::device_array<float>::view(a.data(), 2, dk::device::cuda(0)),
+                                   dk::device_array<float>::view(b.data(), 2, dk::device::cuda(1)));
+  std::size_t seen = 0;
+  CHECK_THROWS_AS(dk::for_each_flat_leaf(two, [&](const dk::flat_leaf&) { ++seen; }), dk::device_mismatch);
+  CHECK(seen == 2);
+}
+
 TEST_CASE("unflatten rebuilds the structure from the records, and refuses a tree of another leaf count",
           "[tree][flat]") {
   const flat_test::batch b{{1.f, 2.f}, 3, {4.0}};

@@ -195,34 +195,41 @@ template <class T>
 }
 }  // namespace detail
 
-/// The one device all array leaves of `tree` are on (host containers count as cpu:0); nullopt for
-/// a tree without array leaves. device_mismatch, naming two leaves, when they disagree.
+namespace detail {
+
+/// device_of's walk, its answer in `out`, left as it was for a tree without array leaves (then
+/// false). The tree algorithms ask it of each argument at every call: a std::optional<device>
+/// built up in the walk is stored and reloaded piecewise, which stalls store-to-load forwarding
+/// (Intel 64 and IA-32 Architectures Optimization Reference Manual, "Store Forwarding") and cost
+/// more than a one-leaf walk.
 template <class T>
-[[nodiscard]] std::optional<device> device_of(const T& tree) {
-  // The tree algorithms ask this of each argument before their own walk, so this walk stays
-  // cheap: the first leaf's path is spelled out only for the error.
-  std::optional<device> found;
+[[nodiscard]] bool tree_device(const T& tree, device& out) {
+  // The first leaf's path is spelled out only for the error.
+  bool found = false;
+  device first;
   for_each_leaf_with_path(
       [&](const tree_path& path, const auto& leaf) {
         using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
         if constexpr (traits::kind != leaf_kind::scalar) {
           const device d = traits::device(leaf);
           if (!found) {
-            found = d;
-          } else if (*found != d) [[unlikely]] {
-            detail::throw_leaves_on_two_devices(tree, *found, path, d);
+            first = d;
+            found = true;
+          } else if (first != d) [[unlikely]] {
+            throw_leaves_on_two_devices(tree, first, path, d);
           }
         }
       },
       tree);
+  if (found) out = first;
   return found;
 }
 
-/// The device shared by all `trees` (each checked with device_of); device_mismatch naming the
-/// two devices (and the trees' positions) otherwise. Trees without array leaves go with any.
+/// same_device's work, its answer in `out` as tree_device's.
 template <class T, class... Ts>
-[[nodiscard]] std::optional<device> same_device(const T& first, const Ts&... rest) {
-  std::optional<device> found = device_of(first);
+[[nodiscard]] bool trees_device(device& out, const T& first, const Ts&... rest) {
+  device found_device;
+  bool found = tree_device(first, found_device);
   std::size_t found_at = 1;
   std::size_t at = 1;
   // A tree passed twice (tree_axpy's y is the output and an input) is walked once: the walks are
@@ -234,20 +241,42 @@ template <class T, class... Ts>
     for (std::size_t k = 0; k + 1 < at; ++k) {
       if (seen[k].first == &t && *seen[k].second == typeid(t)) return;
     }
-    const auto d = device_of(t);
-    if (!d) return;
+    device d;
+    if (!tree_device(t, d)) return;
     if (!found) {
-      found = d;
+      found_device = d;
+      found = true;
       found_at = at;
-    } else if (*found != *d) {
-      throw device_mismatch("trees on different devices: tree " + std::to_string(found_at) + " is on " + found->str() +
-                                ", tree " + std::to_string(at) + " is on " + d->str() +
+    } else if (found_device != d) {
+      throw device_mismatch("trees on different devices: tree " + std::to_string(found_at) + " is on " +
+                                found_device.str() + ", tree " + std::to_string(at) + " is on " + d.str() +
                                 "; move one with place(tree, device) first",
-                            *found, *d);
+                            found_device, d);
     }
   };
   (one(rest), ...);
+  if (found) out = found_device;
   return found;
+}
+
+}  // namespace detail
+
+/// The one device all array leaves of `tree` are on (host containers count as cpu:0); nullopt for
+/// a tree without array leaves. device_mismatch, naming two leaves, when they disagree.
+template <class T>
+[[nodiscard]] std::optional<device> device_of(const T& tree) {
+  device d;
+  if (!detail::tree_device(tree, d)) return std::nullopt;
+  return d;
+}
+
+/// The device shared by all `trees` (each checked with device_of); device_mismatch naming the
+/// two devices (and the trees' positions) otherwise. Trees without array leaves go with any.
+template <class T, class... Ts>
+[[nodiscard]] std::optional<device> same_device(const T& first, const Ts&... rest) {
+  device d;
+  if (!detail::trees_device(d, first, rest...)) return std::nullopt;
+  return d;
 }
 
 }  // namespace devicekit

@@ -199,13 +199,12 @@ template <class... Trees>
     if (s != nullptr) check_stream(*s, device::cpu(), operation);
     return device::cpu();
   }
-  std::optional<device> found;
+  device dev = device::cpu();  // for trees without array leaves
   if constexpr (sizeof...(Trees) == 1) {
-    found = device_of(trees...);
+    (void)tree_device(trees..., dev);
   } else {
-    found = same_device(trees...);
+    (void)trees_device(dev, trees...);
   }
-  const device dev = found.value_or(device::cpu());
   if (s != nullptr) check_stream(*s, dev, operation);
   return dev;
 }

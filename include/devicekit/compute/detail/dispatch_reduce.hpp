@@ -50,7 +50,7 @@ double run_reduce(const char* operation, const stream_ref* s, const T& tree, dou
         }
       },
       tree);
-  if (host_passes != 0) tree_counters().host_leaf_passes.fetch_add(host_passes, std::memory_order_relaxed);
+  host_leaf_passes() += host_passes;
   if (!on_device) return host;
 #if DEVICEKIT_HAS_CUDA
   const call_stream cs = stream_for(dev, s);

@@ -160,7 +160,7 @@ void run_transform(const char* operation, const stream_ref* s, const Job& job, O
                            std::forward_as_tuple(in_leaves...), std::index_sequence_for<Args...>{});
   };
   std::apply([&](const auto&... ts) { for_each_leaf_with_path(visit, out, ts...); }, trees);
-  if (host_passes != 0) tree_counters().host_leaf_passes.fetch_add(host_passes, std::memory_order_relaxed);
+  host_leaf_passes() += host_passes;
   const std::size_t chunks = plan.chunk_count();
   if (chunks == 0 && plan.whole_leaves().empty()) return;
 #if DEVICEKIT_HAS_CUDA

@@ -47,17 +47,23 @@ inline constexpr std::size_t tree_chunk_elements = std::size_t{1} << 16;
 inline constexpr std::size_t tree_whole_leaf_elements = std::size_t{1} << 23;
 
 /// Counters of the tree algorithms (tests and benchmarks read them): kernel launches, chunk
-/// tables staged to a device and their bytes, and host-side (cpu) leaf passes (added once per
-/// call: an atomic add per leaf is a measurable part of a small leaf's time).
+/// tables staged to a device and their bytes.
 struct tree_algorithm_counters {
   std::atomic<std::uint64_t> launches{0};
   std::atomic<std::uint64_t> tables{0};
   std::atomic<std::uint64_t> table_bytes{0};
-  std::atomic<std::uint64_t> host_leaf_passes{0};
 };
 [[nodiscard]] inline tree_algorithm_counters& tree_counters() noexcept {
   static tree_algorithm_counters c;
   return c;
+}
+
+/// Host-side (cpu) leaf passes of the tree algorithms called on this thread (tests read them).
+/// Per thread and not atomic: one shared atomic add per call took half of a one-leaf host
+/// transform's time, as much as the element work of hundreds of floats.
+[[nodiscard]] inline std::uint64_t& host_leaf_passes() noexcept {
+  thread_local std::uint64_t passes = 0;
+  return passes;
 }
 
 /// Whether transforms whose chunks fit the launch's parameters carry them there (on unless turned
