@@ -18,7 +18,7 @@ namespace devicekit::detail {
 /// exit, before the CUDA runtime's teardown).
 [[nodiscard]] DEVICEKIT_DECL const stream& placement_stream(device dev);
 
-/// Creates an event on the current device (core/event.hpp: host waits for it sleep), records it
+/// Creates an event on the current device (core/detail/event.hpp: host waits for it sleep), records it
 /// on `s` (a stream of that device), and returns it (the caller owns it).
 [[nodiscard]] DEVICEKIT_DECL cudaEvent_t record_event(cudaStream_t s);
 
