@@ -3,7 +3,7 @@
 //   collective.pack.vs_per_leaf   1000 leaves of 1 KiB in separate device allocations packed into
 //                                 one bucket buffer on a stream, by detail::pack as the NCCL
 //                                 backend runs it (copy_batch: one multi-run copy through
-//                                 transfer/copy.hpp, CUB's batched memcpy since this file
+//                                 transfer/detail/copy.hpp, CUB's batched memcpy since this file
 //                                 includes transfer/batched_copy.cuh) vs one cudaMemcpyAsync per leaf
 //                                 (what the NCCL backend did before). Each figure is the median
 //                                 of the time to queue the pack and synchronize.
@@ -12,7 +12,7 @@
 #include <devicekit/devicekit.hpp>
 #include <devicekit/distribute/detail/pack.hpp>
 #include <devicekit/transfer/batched_copy.cuh>
-#include <devicekit/transfer/copy.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 
 #include <cstdio>
 #include <span>

@@ -9,16 +9,13 @@
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/config_error.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/device_list.hpp>
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/element_type.hpp>
 #include <devicekit/core/error.hpp>
-#include <devicekit/core/event.hpp>
 #include <devicekit/core/float_types.hpp>
 #include <devicekit/core/graph.hpp>
 #include <devicekit/core/memory_kind.hpp>
-#include <devicekit/core/pool_access.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// The copy engine: runs of bytes between host, pinned and device memory (see transfer/copy.hpp).
-///
-/// Each header also stands alone; this one is for translation units that use the whole layer.
+/// The copy engine: runs of bytes between host, pinned and device memory, the layer that place/ is
+/// built on (see transfer/detail/copy.hpp). The engine declares nothing public, so all of it lives
+/// under transfer/detail/; this umbrella includes it for translation units built on the engine.
 /// transfer/batched_copy.cuh (CUB kernels, nvcc only) is included by .cu files that want it.
-#include <devicekit/transfer/copy.hpp>
+#include <devicekit/transfer/detail/copy.hpp>

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/core/error.hpp>
-#include <devicekit/transfer/copy.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 #include <devicekit/transfer/detail/staging_ring.hpp>
 
 #include "../common/copy_threads.hpp"

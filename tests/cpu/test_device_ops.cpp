@@ -5,7 +5,7 @@
 // GPUs (tests/sim/test_sim_device_ops.cpp).
 #include <catch2/catch.hpp>
 
-#include <devicekit/core/device_exists.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device_ops.hpp>
 #include <devicekit/place/copy.hpp>
 #include <devicekit/place/place.hpp>
@@ -140,7 +140,7 @@ TEST_CASE("placement on the cpu takes a stream_ref, and refuses one of a cuda de
 #if DEVICEKIT_HAS_CUDA
   // A reference with an explicit device is trusted without a runtime call, so this runs without
   // a GPU; the placement is refused before any CUDA work: a mismatch where the process has
-  // cuda:0, the error of a device it does not have otherwise (core/device_exists.hpp).
+  // cuda:0, the error of a device it does not have otherwise (core/detail/device_exists.hpp).
   const dk::stream_ref gpu_stream(dk::device::cuda(0), nullptr);
   if (dk::detail::device_exists(dk::device::cuda(0))) {
     const auto e = mismatch_of([&] { (void)dk::place(source, dk::device::cpu(0), gpu_stream); });

@@ -1,5 +1,5 @@
 // A device this process does not have is one config_error at every public door that takes a
-// device (core/device_exists.hpp): placement, streams, device-wide calls, the manager's calls and
+// device (core/detail/device_exists.hpp): placement, streams, device-wide calls, the manager's calls and
 // the global ones. On this machine (no driver, or a GPU machine: no process sees cuda:4096) and in
 // a build without CUDA alike. The same doors on simulated GPUs: tests/sim/test_sim_place.cpp.
 #include <catch2/catch.hpp>

@@ -5,7 +5,7 @@
 // tests/common/place_cases.hpp.
 #include <catch2/catch.hpp>
 
-#include <devicekit/core/device_exists.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/manager.hpp>
 #include <devicekit/place/copy.hpp>
 #include <devicekit/place/prefetch.hpp>

@@ -9,11 +9,15 @@
 # <devicekit/compute.hpp> is included where trees are computed on.
 # Headers in `top_level` sit in a layer's folder but need layers above it: devicekit.hpp includes
 # them instead of the layer's umbrella.
+# Layers in `all_detail` declare nothing public, so all their headers are under their detail/
+# folder: transfer/ is the copy engine that placement is built on (its one public header,
+# batched_copy.cuh, is nvcc-only), and its umbrella includes the engine itself.
 cmake_minimum_required(VERSION 3.24)
 set(layers core detect tree memory transfer place compute distribute report manager)
 set(layers_not_in_all compute)
 set(left_out report/json.hpp)
 set(top_level "")
+set(all_detail transfer)
 get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 if(NOT EXISTS ${ROOT}/devicekit/devicekit.hpp)
   message(FATAL_ERROR "ROOT=${ROOT} is not devicekit's include directory (no devicekit/devicekit.hpp there)")
@@ -30,7 +34,11 @@ foreach(layer IN LISTS layers)
   endif()
   file(READ ${ROOT}/devicekit/${layer}.hpp umbrella)
   file(GLOB headers RELATIVE ${ROOT}/devicekit ${ROOT}/devicekit/${layer}/*.hpp)
-  if(NOT headers)
+  if(layer IN_LIST all_detail)
+    if(headers)
+      string(APPEND problems "  ${layer}/ has public headers (${headers}); take ${layer} out of all_detail\n")
+    endif()
+  elseif(NOT headers)
     string(APPEND problems "  no headers found in ${ROOT}/devicekit/${layer}\n")
   endif()
   foreach(h IN LISTS headers)

@@ -13,6 +13,12 @@ says what it guards rather than where it came from.
 3. No history. Code, tests, examples, tools and scripts name no issue or finding numbers and no
    origin documents: a comment says what the code guards, which stays true when the history is
    forgotten.
+4. Detail headers. A header under include/devicekit/ outside any detail/ folder declares something
+   outside `detail` namespaces: one that holds only detail code (`namespace devicekit::detail`,
+   `namespace devicekit { namespace detail`, ...) lives under its folder's detail/, so that every
+   path outside detail/ is one a user may include and the docs list. Comments, preprocessor lines
+   and includes do not count; a header that declares nothing (an umbrella) passes. The `.ipp` files
+   go where their header goes. DETAIL_ONLY_PUBLIC lists the exceptions, each with its reason.
 
 Prints every violation with file and line, and exits 1 if there is any.
 """
@@ -43,6 +49,18 @@ HISTORY = [
     re.compile(r"\b(placement|hardware|memory|daena) seeds?\b", re.IGNORECASE),
 ]
 INCLUDE = re.compile(r"^\s*#\s*include\s*<devicekit/([a-z_]+)/")
+# Headers that hold only detail code but are a path users include on purpose.
+DETAIL_ONLY_PUBLIC = {
+    # A .cu file includes it to turn on compute's kernels: its overloads outrank the fallbacks of
+    # compute/detail/dispatch.hpp wherever they are visible, so what it declares needs no public name.
+    "include/devicekit/compute/kernels.cuh",
+}
+# C++ as far as the detail-header rule needs it: comments, literals (digit separators included) and
+# preprocessor lines are single tokens, so that braces and words inside them are not read as code.
+CPP_TOKEN = re.compile(
+    r"""(?P<skip>//[^\n]*|/\*.*?\*/|\#(?:\\\n|[^\n])*)
+      |(?P<literal>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|\.?\d(?:[eEpP][+-]|[\w.'])*)
+      |(?P<code>[A-Za-z_]\w*|::|\S)""", re.DOTALL | re.VERBOSE)
 
 
 def is_forwarding_header(lines):
@@ -90,6 +108,59 @@ def check_layers(root, problems):
                                 f"beside it; move the code it needs down, or this code up")
 
 
+def declares_only_detail(text):
+    """True when the code declares something and all of it sits in a namespace named detail (at any
+    depth: devicekit::detail, devicekit::cuda_sim::detail, ...). Reads only the namespace scopes: a
+    word there, other than `namespace ... {`, `}` and `;`, belongs to a declaration of the innermost
+    namespace (a linkage block, `extern "C" {`, counts as the namespace around it)."""
+    tokens = [m.group() for m in CPP_TOKEN.finditer(text) if m.lastgroup != "skip"]
+    scopes = []  # per open brace: True/False for a namespace inside/outside detail, None for any other
+    declares = False
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        in_namespace_scope = None not in scopes
+        if token == "{":
+            scopes.append(None)
+        elif token == "}":
+            if scopes:
+                scopes.pop()
+        elif in_namespace_scope and token != ";":
+            opening = i + 1 if token == "inline" and tokens[i + 1:i + 2] == ["namespace"] else i
+            end = opening + 1
+            while end < len(tokens) and tokens[end] not in ("{", ";", "="):
+                end += 1
+            names = tokens[opening + 1:end]
+            in_detail = any(scopes)
+            if tokens[opening] == "namespace" and tokens[end:end + 1] == ["{"]:
+                scopes.append(in_detail or "detail" in names)
+                i = end + 1
+                continue
+            if token == "extern" and tokens[i + 2:i + 3] == ["{"] and tokens[i + 1].startswith('"'):
+                scopes.append(in_detail)
+                i += 3
+                continue
+            if not in_detail:
+                return False
+            declares = True
+        i += 1
+    return declares
+
+
+def check_detail_headers(root, problems):
+    base = root / "include" / "devicekit"
+    for path in sorted(base.rglob("*")):
+        if not path.is_file() or path.suffix not in {".hpp", ".cuh", ".h"}:
+            continue
+        rel = path.relative_to(base)
+        if "detail" in rel.parts[:-1] or str(path.relative_to(root)) in DETAIL_ONLY_PUBLIC:
+            continue
+        if declares_only_detail(path.read_text()):
+            problems.append(f"{path.relative_to(root)}: declares nothing outside namespace detail, but its path is "
+                            f"public; move it (and its .ipp) under {(path.parent / 'detail').relative_to(root)}/ "
+                            f"and include it from there")
+
+
 def check_sizes(root, problems):
     for folder in ("include", "sim"):
         for path in sorted((root / folder).rglob("*")):
@@ -131,6 +202,7 @@ def main():
     root = pathlib.Path(sys.argv[1]).resolve()
     problems = []
     check_layers(root, problems)
+    check_detail_headers(root, problems)
     check_sizes(root, problems)
     check_history(root, problems)
     for problem in problems:

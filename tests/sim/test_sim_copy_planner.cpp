@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <devicekit/cuda_sim/control.hpp>
 #include <devicekit/devicekit.hpp>
-#include <devicekit/transfer/copy.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 
 #include "sim_devicekit_support.hpp"
 

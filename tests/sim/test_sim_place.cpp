@@ -379,7 +379,7 @@ std::string config_error_of(F&& f) {
 }  // namespace
 
 // A device the process does not have (cuda:n with n simulated GPUs) is one config_error at every
-// door that takes a device (core/device_exists.hpp), where a raw cuda_error, a device_mismatch or
+// door that takes a device (core/detail/device_exists.hpp), where a raw cuda_error, a device_mismatch or
 // the manager's own text came before; a GPU the process has but a manager does not keeps
 // device_mismatch. Once the count is known the check makes no CUDA call.
 TEST_CASE("a device the process does not have is one config_error at every door", "[sim][place][missing_device]") {

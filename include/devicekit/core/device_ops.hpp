@@ -16,8 +16,8 @@
 /// ordinal this process does not see. None of these changes the caller's current CUDA device
 /// (they work under scoped_device; a thread that had chosen no device keeps `dev` afterwards, as
 /// scoped_device documents).
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 

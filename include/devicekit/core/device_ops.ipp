@@ -5,7 +5,7 @@
 /// (core/config.hpp).
 #include <devicekit/core/device_ops.hpp>
 
-#include <devicekit/core/pool_access.hpp>
+#include <devicekit/core/detail/pool_access.hpp>
 
 #include <map>
 #include <mutex>

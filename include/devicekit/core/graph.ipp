@@ -4,7 +4,7 @@
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/core/graph.hpp>
 
-#include <devicekit/core/event.hpp>
+#include <devicekit/core/detail/event.hpp>
 
 #include <string>
 

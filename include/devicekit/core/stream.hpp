@@ -103,7 +103,7 @@ class stream {
   stream() noexcept = default;
 
   /// A new non-blocking stream on `dev` (cuda), or the inline stream (cpu). config_error for a cuda
-  /// device this process does not have (core/device_exists.hpp).
+  /// device this process does not have (core/detail/device_exists.hpp).
   explicit stream(device dev);
 
   stream(const stream&) = delete;

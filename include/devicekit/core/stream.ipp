@@ -4,8 +4,8 @@
 /// the non-blocking idle query. Inline in a header-only build; compiled once under
 /// DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/core/stream.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/detail/driver_entry_point.hpp>
-#include <devicekit/core/device_exists.hpp>
 
 #include <utility>
 

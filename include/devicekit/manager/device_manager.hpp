@@ -3,9 +3,9 @@
 /// `device_manager<Detector, Strategy, Scheme>`, the façade: detects devices once, at
 /// construction, and answers questions about them; places trees on them (place/), spreads trees
 /// as its scheme plans (distribute/), and hands out its pools (memory/). Each of those jobs lives
-/// in its own header under manager/ (detection.hpp, budget.hpp, pools.hpp, strategy.hpp,
-/// row_shares.hpp, report.hpp, errors.hpp); this class only forwards, so a reader stops at the
-/// level they need.
+/// in its own header: manager/strategy.hpp, and under manager/detail/ detection.hpp, budget.hpp,
+/// pools.hpp, row_shares.hpp, report.hpp, errors.hpp; this class only forwards, so a reader stops
+/// at the level they need.
 ///
 /// Policies are checked where they are used, with one line that says what is missing. Stock
 /// policies are empty and stored with [[no_unique_address]], so a manager is exactly as large as
@@ -32,12 +32,12 @@
 #include <devicekit/detect/start_environment.hpp>
 #include <devicekit/distribute/scheme.hpp>
 #include <devicekit/distribute/summary.hpp>
-#include <devicekit/manager/budget.hpp>
-#include <devicekit/manager/detection.hpp>
-#include <devicekit/manager/errors.hpp>
-#include <devicekit/manager/pools.hpp>
-#include <devicekit/manager/report.hpp>
-#include <devicekit/manager/row_shares.hpp>
+#include <devicekit/manager/detail/budget.hpp>
+#include <devicekit/manager/detail/detection.hpp>
+#include <devicekit/manager/detail/errors.hpp>
+#include <devicekit/manager/detail/pools.hpp>
+#include <devicekit/manager/detail/report.hpp>
+#include <devicekit/manager/detail/row_shares.hpp>
 #include <devicekit/manager/strategy.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/pool_config.hpp>
@@ -282,7 +282,7 @@ class device_manager {
   // --- memory -------------------------------------------------------------------------------------
   /// How the budget of `d` is reached: total memory, headroom, the strategy's fraction; on a GPU
   /// capped to what `d` had available when first needed (this call, memory(d), memory_stats(d):
-  /// manager/budget.hpp), less the settings' collective_memory_size (config_error if more than the
+  /// manager/detail/budget.hpp), less the settings' collective_memory_size (config_error if more than the
   /// device has). `d` is one of devices() or cpu:0 (config_error otherwise).
   [[nodiscard]] memory_budget budget(device d) const { return budget_of(d, true, "budget"); }
 

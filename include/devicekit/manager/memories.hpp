@@ -18,8 +18,8 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
-#include <devicekit/manager/detection.hpp>
-#include <devicekit/manager/pools.hpp>
+#include <devicekit/manager/detail/detection.hpp>
+#include <devicekit/manager/detail/pools.hpp>
 
 #include <algorithm>
 #include <string>

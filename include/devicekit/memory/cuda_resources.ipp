@@ -7,8 +7,8 @@
 
 #if DEVICEKIT_HAS_CUDA
 
-#  include <devicekit/core/event.hpp>
-#  include <devicekit/core/pool_access.hpp>
+#  include <devicekit/core/detail/event.hpp>
+#  include <devicekit/core/detail/pool_access.hpp>
 
 #  include <memory>
 #  include <string>
@@ -23,7 +23,7 @@ DEVICEKIT_DECL void* cuda_events::create(native_stream_handle s) {
     DEVICEKIT_CUDA_CHECK(cudaGetDevice(&dev));
   }
   scoped_device on(dev);
-  // BlockingSync (core/event.hpp): the pool waits for these on the host when it must (wait());
+  // BlockingSync (core/detail/event.hpp): the pool waits for these on the host when it must (wait());
   // the thread then sleeps instead of spinning a core.
   return create_event();
 }

@@ -33,8 +33,8 @@
 ///
 /// Scratch (CUB temporary storage, NCCL scratch buffers) comes from (cuda:k, device) and is also
 /// counted on its own (`scratch_memory_stats(dev)`), so a report can show what it takes.
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/memory/device_memory.hpp>
@@ -117,7 +117,7 @@ class process_memory {
   /// figures: pinned memory is host memory.
   [[nodiscard]] std::vector<const device_memory*> pinned_pools() const;
 
-  /// Takes `pool`, of (dev, kind), from its owner, a manager being destroyed (manager/pools.hpp),
+  /// Takes `pool`, of (dev, kind), from its owner, a manager being destroyed (manager/detail/pools.hpp),
   /// so that what was allocated from it and outlives the manager - a placed tree, a buffer - can
   /// still be freed into it. A pool with nothing live is destroyed now, as its owner would have.
   /// Any other first hands its cached memory back (release_cached(), which waits for the frees
@@ -218,7 +218,7 @@ class scratch_block {
 /// The process's pool of `kind` memory for `dev` (see the file comment): what placement and the
 /// other facilities use when given no resource, and what the global manager's memory(dev, kind)
 /// returns. Made on first use; lives until the process exits. config_error for device or pinned
-/// memory of a device the process does not have (core/device_exists.hpp; host memory is the
+/// memory of a device the process does not have (core/detail/device_exists.hpp; host memory is the
 /// host's whatever the device), and for a kind `dev` cannot have in this build (no CUDA), saying
 /// what to use instead.
 [[nodiscard]] inline device_memory& default_memory(device dev, memory_kind kind = memory_kind::device) {

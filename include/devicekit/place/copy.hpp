@@ -11,7 +11,7 @@
 /// `src` is a host tree or a placed tree (any device) of the same structure as `dst`, with the
 /// same element type and element count in every array leaf (and the same shape where both are
 /// shaped). Scalar leaves of dst are assigned. The copies go through placement's copy engine
-/// (transfer/copy.hpp): host leaves through pinned staging, one transfer per run of
+/// (transfer/detail/copy.hpp): host leaves through pinned staging, one transfer per run of
 /// adjacent destination leaves; device leaves by device-to-device or peer copies.
 #include <devicekit/core/capture.hpp>
 #include <devicekit/place/place.hpp>

@@ -6,7 +6,7 @@
 ///                                           contiguous ranges become device_array<T>, shaped
 ///                                           leaves shaped_array<T, E, L>, scalars stay values.
 ///                                           All array leaves share one block from `resource`,
-///                                           filled by one staged transfer (transfer/copy.hpp).
+///                                           filled by one staged transfer (transfer/detail/copy.hpp).
 ///                                           Queued on `stream`; returns before the copy ends.
 ///   place(tree, device[, resource])         the same on an internal stream, finished on return
 ///   place(tree, device, memory_kind[, pool]) leaves of `device` whose bytes live in that kind of
@@ -22,16 +22,16 @@
 /// Sources may be host trees or placed trees (moved between devices: peer copies where the pair
 /// allows it, staging otherwise). A placed source must be ready: work that produces it on another
 /// stream must have finished (the stream-less overloads finish their copies before returning).
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/stream.hpp>
-#include <devicekit/transfer/copy.hpp>
 #include <devicekit/transfer/detail/staging_ring.hpp>
 #include <devicekit/transfer/detail/streams.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/resource.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>

@@ -26,8 +26,8 @@
 /// given to `wait_ready` means the same.
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
@@ -112,7 +112,7 @@ class ready_event {
 
   /// Blocks the calling thread until the work the event captured has finished
   /// (cudaEventSynchronize; record_ready's events are made with cudaEventBlockingSync, so the
-  /// thread sleeps rather than spins, core/event.hpp).
+  /// thread sleeps rather than spins, core/detail/event.hpp).
   void synchronize() const {
 #if DEVICEKIT_HAS_CUDA
     if (event_ != nullptr) check_cuda(cudaEventSynchronize(event_), "cudaEventSynchronize(event)");

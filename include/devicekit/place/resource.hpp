@@ -10,8 +10,8 @@
 /// `default_placement_resource(device[, kind])` is what placement uses when given none: the
 /// process's pool of that device and memory kind (default_memory, memory/registry.hpp), whose
 /// `stats()` and `live_allocations()` see the placements.
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/registry.hpp>
@@ -33,7 +33,7 @@ inline constexpr std::size_t placement_alignment = 256;
 
 /// The resource placement uses for `dev` (and memory `kind`) when none is given: the process's
 /// pool (default_memory). Lives until the process exits. config_error for a device this process
-/// does not have (core/device_exists.hpp), before any pool is made for it.
+/// does not have (core/detail/device_exists.hpp), before any pool is made for it.
 [[nodiscard]] inline device_memory& default_placement_resource(device dev, memory_kind kind = memory_kind::device) {
   detail::check_device_exists(dev, "place");
   return default_memory(dev, kind);

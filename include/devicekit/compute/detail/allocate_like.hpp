@@ -9,8 +9,8 @@
 #include <devicekit/compute/detail/dispatch.hpp>
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/device_memory.hpp>

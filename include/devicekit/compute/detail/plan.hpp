@@ -201,7 +201,7 @@ class tree_launch_plan {
 
 /// Stages `table_bytes` at `table` to device `dev` and takes `extra_bytes` more of scratch
 /// there, then calls `launch(d_table, d_extra)` (which queues kernels on `s` and returns their
-/// error). As batched_copy_plumbing (transfer/copy.hpp) does: the table goes up through
+/// error). As batched_copy_plumbing (transfer/detail/copy.hpp) does: the table goes up through
 /// pinned staging (staging_memory()), freed in stream order after the upload, and the device
 /// memory is one scratch block of the device's devicekit pool (default_memory, counted in
 /// scratch_memory_stats), given back in stream order after the kernels: nothing waits on the

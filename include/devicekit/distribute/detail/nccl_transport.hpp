@@ -16,7 +16,7 @@
 #  include <devicekit/distribute/detail/pack.hpp>
 #  include <devicekit/distribute/errors.hpp>
 #  include <devicekit/distribute/options.hpp>
-#  include <devicekit/transfer/copy.hpp>
+#  include <devicekit/transfer/detail/copy.hpp>
 
 #  include <nccl.h>
 
@@ -167,7 +167,7 @@ class nccl_transport {
     cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, part(p).stream), "cudaMemcpyAsync", p);
   }
   /// A bucket's pack or unpack, every leaf of it, as one list of device-to-device runs on the
-  /// local rank's stream through the copy engine's same-device path (transfer/copy.hpp:
+  /// local rank's stream through the copy engine's same-device path (transfer/detail/copy.hpp:
   /// copy_same_device): one batched launch (CUB's DeviceMemcpy::Batched when a .cu file of the
   /// program includes transfer/batched_copy.cuh) instead of a cudaMemcpyAsync per leaf, whose
   /// few microseconds of launch each would dominate a bucket of many small leaves (the reason

@@ -1,18 +1,18 @@
 #pragma once
 /// \file
 /// The bodies of place and to_host (place/place.hpp has the API): lay the array leaves out in one
-/// block, fill it by one transfer through the copy engine (transfer/copy.hpp), hand back
+/// block, fill it by one transfer through the copy engine (transfer/detail/copy.hpp), hand back
 /// leaves pointing into it; and the reverse, into host containers. shard and replicate place
 /// their parts through place_impl too.
 #include <devicekit/core/capture.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/block.hpp>
-#include <devicekit/transfer/copy.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/resource.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>

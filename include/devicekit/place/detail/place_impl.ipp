@@ -4,7 +4,7 @@
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/place/detail/place_impl.hpp>
 
-#include <devicekit/core/device_exists.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/error.hpp>
 
 #include <string>

@@ -6,7 +6,7 @@
 /// device-to-device; other devices: peer copies, batched by the copy planner), and padding is
 /// zeroed on the device with cudaMemsetAsync. Only a pair without peer access passes through
 /// host memory, as every copy between such devices must (cudaDeviceCanAccessPeer; the copy
-/// engine's staged path, transfer/copy.hpp).
+/// engine's staged path, transfer/detail/copy.hpp).
 #include <devicekit/core/config.hpp>
 
 #if DEVICEKIT_HAS_CUDA
@@ -14,12 +14,12 @@
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/core/stream.hpp>
 #  include <devicekit/place/detail/block.hpp>
-#  include <devicekit/transfer/copy.hpp>
 #  include <devicekit/place/detail/shard_leaf.hpp>
 #  include <devicekit/place/detail/shard_plan.hpp>
 #  include <devicekit/place/detail/shard_runs.hpp>
 #  include <devicekit/place/detail/shard_streams.hpp>
 #  include <devicekit/place/resource.hpp>
+#  include <devicekit/transfer/detail/copy.hpp>
 #  include <devicekit/tree/detail/leaf_helpers.hpp>
 #  include <devicekit/tree/tree.hpp>
 

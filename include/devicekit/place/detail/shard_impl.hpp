@@ -7,11 +7,10 @@
 /// for a tree already on a GPU, by copies from the source device
 /// (place/detail/shard_device.hpp). Both give the same result type.
 #include <devicekit/core/config.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/device_exists.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/uneven.hpp>
-#include <devicekit/transfer/copy.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/detail/shard_device.hpp>
@@ -20,6 +19,7 @@
 #include <devicekit/place/mesh.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/place/sharded.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 #include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 

@@ -8,7 +8,7 @@
 #if DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/capture.hpp>
 #  include <devicekit/core/error.hpp>
-#  include <devicekit/transfer/copy.hpp>
+#  include <devicekit/transfer/detail/copy.hpp>
 #  include <devicekit/transfer/detail/device_to_device.hpp>
 #  include <devicekit/transfer/detail/host_to_device.hpp>
 #  include <devicekit/transfer/detail/streams.hpp>

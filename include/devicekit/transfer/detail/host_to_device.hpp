@@ -25,7 +25,7 @@ inline constexpr std::size_t pinned_source_min_bytes = direct_pinned_min_average
 /// rest through pinned staging.
 DEVICEKIT_DECL void copy_host_items_to_device(std::span<const copy_item> items, cudaStream_t s);
 
-/// Host items -> device memory on stream `s`, through pinned staging (see transfer/copy.hpp). The
+/// Host items -> device memory on stream `s`, through pinned staging (see transfer/detail/copy.hpp). The
 /// destinations lie in one block in increasing order (placement lays them out so); the range they
 /// span goes in one copy per chunk, gaps included. The host packs chunk k+1 while the copy engine
 /// moves chunk k, and does not wait for `s` (see staging_ring).

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The copy planner: how the copy engine (transfer/copy.hpp) moves a list of runs (source,
+/// The copy planner: how the copy engine (transfer/detail/copy.hpp) moves a list of runs (source,
 /// destination, bytes) of one direction on one stream. No locks: a pure decision on (direction,
 /// count, bytes, what is available), so that tests check it without copying anything:
 ///

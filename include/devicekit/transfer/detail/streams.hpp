@@ -18,7 +18,7 @@ namespace devicekit::detail {
 /// exit, before the CUDA runtime's teardown).
 [[nodiscard]] DEVICEKIT_DECL const stream& placement_stream(device dev);
 
-/// Creates an event on the current device (core/event.hpp: host waits for it sleep), records it
+/// Creates an event on the current device (core/detail/event.hpp: host waits for it sleep), records it
 /// on `s` (a stream of that device), and returns it (the caller owns it).
 [[nodiscard]] DEVICEKIT_DECL cudaEvent_t record_event(cudaStream_t s);
 
@@ -29,7 +29,7 @@ namespace devicekit::detail {
 /// change what an earlier wait waits for (CUDA runtime API, cudaEventRecord). Slot 0 is for a
 /// record followed at once by its wait (host_wait_uncaptured, stream_waits_for); the others for a
 /// transfer's own pipeline (device -> host staging). Created on first use on `ordinal` with
-/// event_flags (core/event.hpp: host waits sleep); destroyed at thread exit unless the CUDA
+/// event_flags (core/detail/event.hpp: host waits sleep); destroyed at thread exit unless the CUDA
 /// runtime has shut down (core/runtime.hpp).
 inline constexpr unsigned thread_event_slots = 3;
 [[nodiscard]] DEVICEKIT_DECL cudaEvent_t thread_event(int ordinal, unsigned slot = 0);

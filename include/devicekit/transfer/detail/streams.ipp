@@ -7,8 +7,8 @@
 
 #if DEVICEKIT_HAS_CUDA
 #  include <devicekit/core/capture.hpp>
+#  include <devicekit/core/detail/event.hpp>
 #  include <devicekit/core/error.hpp>
-#  include <devicekit/core/event.hpp>
 #  include <devicekit/core/runtime.hpp>
 #  include <devicekit/memory/cuda_resources.hpp>
 

@@ -74,5 +74,5 @@ void check_devices_exist(const Devices& devices, std::string_view operation) {
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/core/device_exists.ipp>
+#  include <devicekit/core/detail/device_exists.ipp>
 #endif

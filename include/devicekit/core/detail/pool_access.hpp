@@ -51,5 +51,5 @@ class pool_peer_access {
 #endif
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/core/pool_access.ipp>
+#  include <devicekit/core/detail/pool_access.ipp>
 #endif

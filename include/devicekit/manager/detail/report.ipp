@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// The definitions behind manager/report.hpp: the parts of a report that do not depend on the
+/// The definitions behind manager/detail/report.hpp: the parts of a report that do not depend on the
 /// manager's type (routing from the settings, a device's memory entry, the clock rates).
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/manager/report.hpp>
+#include <devicekit/manager/detail/report.hpp>
 
 #include <cstddef>
 #include <optional>

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// The definitions behind transfer/copy.hpp: copy_items and copy_runs.
+/// The definitions behind transfer/detail/copy.hpp: copy_items and copy_runs.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/transfer/copy.hpp>
+#include <devicekit/transfer/detail/copy.hpp>
 
 #include <algorithm>
 #include <vector>

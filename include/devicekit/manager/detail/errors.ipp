@@ -1,10 +1,10 @@
 #pragma once
 /// \file
-/// The definitions behind manager/errors.hpp: the text of the manager's errors.
+/// The definitions behind manager/detail/errors.hpp: the text of the manager's errors.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/manager/errors.hpp>
+#include <devicekit/manager/detail/errors.hpp>
 
-#include <devicekit/core/device_exists.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/detect/detectors.hpp>
 
 #include <optional>

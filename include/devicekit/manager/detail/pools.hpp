@@ -118,5 +118,5 @@ class manager_pools {
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/manager/pools.ipp>
+#  include <devicekit/manager/detail/pools.ipp>
 #endif

@@ -10,7 +10,7 @@
 #include <devicekit/detect/hardware.hpp>
 #include <devicekit/detect/start_environment.hpp>
 #include <devicekit/distribute/scheme.hpp>
-#include <devicekit/manager/pools.hpp>
+#include <devicekit/manager/detail/pools.hpp>
 #include <devicekit/memory/registry.hpp>
 #include <devicekit/memory/strategy.hpp>
 #include <devicekit/report/report.hpp>
@@ -36,7 +36,7 @@ DEVICEKIT_DECL void fill_report_clocks(device_report& r);
 
 /// The report of manager `m`, whose pools are `pools` and whose settings' environment variables
 /// did `environment`; `costs` as the caller measured them; `budget_of(d)` the budget of `d` as far
-/// as it is known (a report measures no device's free memory: manager/budget.hpp).
+/// as it is known (a report measures no device's free memory: manager/detail/budget.hpp).
 template <class Manager, class BudgetOf>
 [[nodiscard]] device_report build_report(const Manager& m, const environment_outcome& environment,
                                          const manager_pools& pools, cost_table costs, BudgetOf&& budget_of) {
@@ -66,5 +66,5 @@ template <class Manager, class BudgetOf>
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/manager/report.ipp>
+#  include <devicekit/manager/detail/report.ipp>
 #endif

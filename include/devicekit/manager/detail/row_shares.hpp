@@ -4,9 +4,9 @@
 /// by it: row shares must cover the batch in order, without padding, and only a scheme that
 /// declares `splits_batch` may give them. validate_plan (distribute/scheme.hpp) checks what holds
 /// for every plan; these are what placing by rows needs on top. Their text is in
-/// manager/errors.hpp.
+/// manager/detail/errors.hpp.
 #include <devicekit/distribute/scheme.hpp>
-#include <devicekit/manager/errors.hpp>
+#include <devicekit/manager/detail/errors.hpp>
 
 #include <cstddef>
 #include <string_view>
@@ -30,5 +30,5 @@ inline void check_whole_shares(bool whole, std::string_view scheme) {
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/manager/row_shares.ipp>
+#  include <devicekit/manager/detail/row_shares.ipp>
 #endif

@@ -22,7 +22,7 @@ namespace devicekit::detail {
 [[nodiscard]] DEVICEKIT_DECL std::string device_names(const capabilities& caps);
 
 /// A device that is not one of the manager's devices and that this process does not have at all:
-/// the config_error every public call gives for it (core/device_exists.hpp), with the manager's
+/// the config_error every public call gives for it (core/detail/device_exists.hpp), with the manager's
 /// devices named too; nullopt when the process has `d` (the caller then gives its own error).
 [[nodiscard]] DEVICEKIT_DECL std::optional<config_error> missing_device_of_manager(device d, const char* operation,
                                                                                    const std::string& names);
@@ -72,5 +72,5 @@ namespace devicekit::detail {
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/manager/errors.ipp>
+#  include <devicekit/manager/detail/errors.ipp>
 #endif

@@ -47,7 +47,7 @@ DEVICEKIT_DECL void check_usable(const capabilities& caps, const std::vector<dev
 [[nodiscard]] DEVICEKIT_DECL std::vector<device> memory_devices_of(const capabilities& caps);
 
 /// Placement goes to the host or to one of the detected devices; device_mismatch otherwise, and
-/// config_error for a device this process does not have (core/device_exists.hpp).
+/// config_error for a device this process does not have (core/detail/device_exists.hpp).
 DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev, const char* operation = "place");
 
 /// Where a manager's placement without a device goes: the innermost default_device_scope's device
@@ -60,5 +60,5 @@ DEVICEKIT_DECL void check_placement_device(const capabilities& caps, device dev,
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/manager/detection.ipp>
+#  include <devicekit/manager/detail/detection.ipp>
 #endif

@@ -1,13 +1,13 @@
 #pragma once
 /// \file
-/// The definitions behind manager/detection.hpp: a detector's answer made consistent, the default
+/// The definitions behind manager/detail/detection.hpp: a detector's answer made consistent, the default
 /// device, and the checks on a device given to the manager.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/manager/detection.hpp>
+#include <devicekit/manager/detail/detection.hpp>
 
 #include <devicekit/detect/host.hpp>
 #include <devicekit/distribute/assignment.hpp>
-#include <devicekit/manager/errors.hpp>
+#include <devicekit/manager/detail/errors.hpp>
 #include <devicekit/place/default_device.hpp>
 
 #include <algorithm>

@@ -1,10 +1,10 @@
 #pragma once
 /// \file
-/// The definitions behind manager/pools.hpp: pool signatures, and making and finding a manager's pools.
+/// The definitions behind manager/detail/pools.hpp: pool signatures, and making and finding a manager's pools.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/manager/pools.hpp>
+#include <devicekit/manager/detail/pools.hpp>
 
-#include <devicekit/manager/errors.hpp>
+#include <devicekit/manager/detail/errors.hpp>
 #include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/registry.hpp>
 #include <devicekit/memory/resources.hpp>

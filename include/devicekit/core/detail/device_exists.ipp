@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// The definitions behind core/device_exists.hpp: the process's CUDA device count, asked once, and
+/// The definitions behind core/detail/device_exists.hpp: the process's CUDA device count, asked once, and
 /// the error for a device the process does not have. Inline in a header-only build; compiled once
 /// under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/core/device_exists.hpp>
+#include <devicekit/core/detail/device_exists.hpp>
 
 #include <cstdlib>
 #include <mutex>

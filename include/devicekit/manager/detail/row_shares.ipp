@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// The definitions behind manager/row_shares.hpp: the row counts of a plan that splits the batch.
+/// The definitions behind manager/detail/row_shares.hpp: the row counts of a plan that splits the batch.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/manager/row_shares.hpp>
+#include <devicekit/manager/detail/row_shares.hpp>
 
 namespace devicekit::detail {
 

@@ -57,5 +57,5 @@ class available_memory {
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/manager/budget.ipp>
+#  include <devicekit/manager/detail/budget.ipp>
 #endif

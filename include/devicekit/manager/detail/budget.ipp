@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// The definitions behind manager/budget.hpp: measuring what a GPU has available, once, and the
+/// The definitions behind manager/detail/budget.hpp: measuring what a GPU has available, once, and the
 /// budget a manager gives a device.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
-#include <devicekit/manager/budget.hpp>
+#include <devicekit/manager/detail/budget.hpp>
 
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/memory/pool.hpp>

@@ -25,8 +25,8 @@
 ///   cuda -> host      into pinned staging in chunks through two buffers, then unpacked (by
 ///                     the copy threads)
 ///
-/// Which of these a list of runs takes is the copy planner's decision (detail/planner.hpp). The
-/// machinery, one level per file in detail/: runs.hpp (items, runs, counters), planner.hpp,
+/// Which of these a list of runs takes is the copy planner's decision (planner.hpp). The
+/// machinery, one level per file beside this one: runs.hpp (items, runs, counters), planner.hpp,
 /// streams.hpp (placement streams, events, ordering after the default stream), batch_api.hpp
 /// (cudaMemcpyBatchAsync), cub_batched.hpp (the CUB hook's host side), staging_ring.hpp,
 /// copy_workers.hpp, host_copy.hpp, host_to_device.hpp, device_to_host.hpp, device_to_device.hpp.
@@ -79,7 +79,7 @@ DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, nat
 /// For a cuda `dst_device` the copies are queued on `s` (a stream of that device; its
 /// destinations must not overlap each other or any source) and may still run when this returns;
 /// device sources must be ready (work that writes them on other streams finished or waited for).
-/// Runs are grouped by source device, and each group goes the planner's way (detail/planner.hpp):
+/// Runs are grouped by source device, and each group goes the planner's way (planner.hpp):
 /// same device: CUB, cudaMemcpyBatchAsync or single copies; other devices: peer copies, batched
 /// where several, else staged through host memory when the pair has no peer access; host
 /// sources: packed into one pinned buffer (up to single_stage_limit) and scattered from it in one
@@ -89,5 +89,5 @@ DEVICEKIT_DECL void copy_runs(std::span<const copy_run> runs, device dst_device,
 }  // namespace devicekit::detail
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/transfer/copy.ipp>
+#  include <devicekit/transfer/detail/copy.ipp>
 #endif
