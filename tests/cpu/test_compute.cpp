@@ -1,7 +1,7 @@
 // The tree algorithms (compute.hpp) on the cpu device: every algorithm and element type
 // against a plain loop, broadcast scalars, zero-length leaves, a 1,000-leaf tree, Hana structs,
 // tuples and vectors of leaves, and the errors for mismatched structures and devices; and the
-// cases every backend runs (tests/common/tree_cases.hpp).
+// cases every backend runs (tests/common/compute_cases.hpp).
 #include <catch2/catch.hpp>
 
 #include <devicekit/compute/detail/chunk_share.hpp>
@@ -13,7 +13,7 @@
 // The cases every backend runs, on cpu:0.
 #define DEVICEKIT_CASES_BACKEND "cpu"
 #define DEVICEKIT_CASES_DEVICE() devicekit::device::cpu()
-#include "../common/tree_cases.hpp"
+#include "../common/compute_cases.hpp"
 
 #include <algorithm>
 #include <array>
@@ -53,7 +53,7 @@ struct devicekit::leaf_traits<tree_algorithms_test::user_buffer> {
   static std::array<std::size_t, 1> shape(const tree_algorithms_test::user_buffer& b) noexcept { return {b.n}; }
   static dk::device device(const tree_algorithms_test::user_buffer&) noexcept { return dk::device::cuda(0); }
 };
-using tree_cases::ramp;
+using compute_cases::ramp;
 
 TEMPLATE_TEST_CASE("tree_transform matches a plain loop for every element type", "[tree_algorithms]", int, float,
                    double, dk::float16_t, dk::bfloat16_t, dk::float8_e4m3_t, dk::float8_e5m2_t) {

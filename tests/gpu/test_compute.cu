@@ -1,5 +1,5 @@
 // The tree algorithms on cuda:0 (compute.hpp, kernels from compute/kernels.cuh): the cases every backend runs
-// (tests/common/tree_cases.hpp), the same checks as the cpu tests, that one
+// (tests/common/compute_cases.hpp), the same checks as the cpu tests, that one
 // launch covers every leaf of a tree whose leaves share an element type, and that the chunk
 // table and the reduction's scratch come from the device's devicekit pool (runs only where a
 // CUDA device is present).
@@ -12,7 +12,7 @@
 // The cases every backend runs, on the first GPU (after kernels.cuh: they launch its kernels).
 #define DEVICEKIT_CASES_BACKEND "gpu"
 #define DEVICEKIT_CASES_DEVICE() devicekit::device::cuda(0)
-#include "../common/tree_cases.hpp"
+#include "../common/compute_cases.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@
 
 namespace dk = devicekit;
 
-using tree_cases::ramp;
+using compute_cases::ramp;
 
 namespace {
 struct scale_add {

@@ -1,7 +1,7 @@
 // Tree-algorithm cases that hold on every backend that runs the algorithms' work (the cpu device
 // through Thrust's host systems, a GPU through compute/kernels.cuh), one body each;
 // tests/common/cases.hpp says how a backend includes them. The simulator runs no kernels: its
-// tests (tests/sim/test_sim_tree_algorithms.cpp) check the host side with stand-in launches.
+// tests (tests/sim/test_sim_compute.cpp) check the host side with stand-in launches.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -18,7 +18,7 @@
 
 namespace dk = devicekit;
 
-namespace tree_cases {
+namespace compute_cases {
 
 /// `n` elements start, start + step, ... narrowed to T.
 template <class T>
@@ -28,11 +28,11 @@ std::vector<T> ramp(std::size_t n, float start, float step = 1.f) {
   return v;
 }
 
-}  // namespace tree_cases
+}  // namespace compute_cases
 
 TEST_CASE(DEVICEKIT_CASE_NAME("tree_all_finite, tree_cast, tree_axpy and tree_fill on placed trees"),
           DEVICEKIT_CASE_TAGS("[tree_algorithms]")) {
-  using tree_cases::ramp;
+  using compute_cases::ramp;
   const dk::device dev = DEVICEKIT_CASES_DEVICE();
   std::tuple<std::vector<float>, std::vector<float>, std::vector<float>> h{
       ramp<float>(300000, 0.f, 0.001f), ramp<float>(5, 1.f), {}};
