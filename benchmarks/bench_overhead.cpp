@@ -171,8 +171,8 @@ void cpu_entries(const bench::options& opt, bench::report& report) {
       sink = sink + placed.size();
     };
     {
-      const auto [o, h, ho] = bench::interleaved_medians(samples, repeated(reps, ours_place), repeated(reps, hand_place),
-                                                         repeated(reps, hand_place_owned));
+      const auto [o, h, ho] = bench::interleaved_medians(samples, repeated(reps, ours_place),
+                                                         repeated(reps, hand_place), repeated(reps, hand_place_owned));
       char owned[96];
       std::snprintf(owned, sizeof owned, "hand-written with a shared owner per leaf: %.1f ns",
                     ho / reps * 1e9 / static_cast<double>(sh.leaves));

@@ -50,7 +50,8 @@ struct dk::leaf_traits<flat_test::counted_leaf> {
   static dk::device device(const flat_test::counted_leaf&) noexcept { return dk::device::cpu(); }
 };
 
-TEST_CASE("flatten gives every leaf as a flat record in traversal order, with bytes, types and devices", "[tree][flat]") {
+TEST_CASE("flatten gives every leaf as a flat record in traversal order, with bytes, types and devices",
+          "[tree][flat]") {
   const flat_test::batch b{{1.f, 2.f, 3.f}, 7, {0.5, 1.5}};
   const auto t = std::make_tuple(b, 2.0, std::vector<std::uint8_t>(5, 1));
   const dk::flat_tree flat = dk::flatten(t);
@@ -104,8 +105,7 @@ TEST_CASE("flatten_into reuses its output and starts it afresh", "[tree][flat]")
   CHECK(flat.leaves.data() == storage);  // the capacity was kept
 }
 
-TEST_CASE("flatten finds the one device of the array leaves, and names both paths when there are two",
-          "[tree][flat]") {
+TEST_CASE("flatten finds the one device of the array leaves, and names both paths when there are two", "[tree][flat]") {
   std::vector<float> a(4), b(4);
   // Views only carry a device; flatten reads no element, so host memory labelled with a device will do.
   const auto on0 = dk::device_array<float>::view(a.data(), a.size(), dk::device::cuda(0));

@@ -54,8 +54,8 @@ void check_copy_leaf(const tree_path& path, const S& src, const D& dst, std::vec
     const std::size_t ss = st::size(src);
     const std::size_t ds = dt::size(dst);
     if (ss != ds) {
-      problems.push_back("leaf '" + path.display() + "' has " + std::to_string(ss) +
-                         " element(s) in the source but " + std::to_string(ds) + " in the destination");
+      problems.push_back("leaf '" + path.display() + "' has " + std::to_string(ss) + " element(s) in the source but " +
+                         std::to_string(ds) + " in the destination");
     } else if constexpr (st::kind == leaf_kind::shaped && dt::kind == leaf_kind::shaped) {
       const auto sh = st::shape(src);
       const auto dh = dt::shape(dst);

@@ -110,9 +110,8 @@ void plan_placement(const T& tree, placement_plan& plan) {
       [&plan](const flat_leaf& leaf) {
         if (!leaf.is_array()) return;
         const std::size_t at = next_offset(leaf, plan.total);
-        plan.items->push_back(
-            {leaf.data, leaf.memory(), leaf.owner, reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(at)),
-             leaf.bytes});
+        plan.items->push_back({leaf.data, leaf.memory(), leaf.owner,
+                               reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(at)), leaf.bytes});
         plan.total = at + aligned_size(leaf.bytes);
       },
       "place");
@@ -170,7 +169,8 @@ template <class T, placement_resource R>
   std::shared_ptr<void> owner;
   if (base != nullptr) {
     if constexpr (std::derived_from<R, device_memory>) {
-      if (in_host_memory) owner = std::shared_ptr<void>(base, host_resident_deleter(resource, total));  // frees if it throws
+      // The shared_ptr frees the block if it throws.
+      if (in_host_memory) owner = std::shared_ptr<void>(base, host_resident_deleter(resource, total));
     }
     if (owner == nullptr) {
       placed_block_release<R> release{&resource, total};
