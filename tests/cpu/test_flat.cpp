@@ -189,7 +189,7 @@ TEST_CASE("a placed tree's records share its block's owner and say where the byt
   CHECK(dk::to_host(placed) == t);
 }
 
-TEST_CASE("place and to_host read each leaf of the user's tree once", "[tree][flat][place]") {
+TEST_CASE("place reads each leaf of the user's tree once, on a stream and without one", "[tree][flat][place]") {
   std::vector<flat_test::counted_leaf> t(10);
   for (std::size_t i = 0; i < t.size(); ++i) t[i].values.assign(3, static_cast<float>(i));
   const dk::stream s;

@@ -27,12 +27,12 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/memory_kind.hpp>
 #include <devicekit/core/stream.hpp>
-#include <devicekit/transfer/detail/staging_ring.hpp>
-#include <devicekit/transfer/detail/streams.hpp>
+#include <devicekit/place/detail/leaves.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/transfer/detail/copy.hpp>
-#include <devicekit/tree/detail/leaf_helpers.hpp>
+#include <devicekit/transfer/detail/staging_ring.hpp>
+#include <devicekit/transfer/detail/streams.hpp>
 #include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>
 

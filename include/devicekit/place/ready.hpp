@@ -31,9 +31,9 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/place/detail/leaves.hpp>
 #include <devicekit/place/sharded.hpp>
 #include <devicekit/transfer/detail/streams.hpp>
-#include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 
 #include <concepts>

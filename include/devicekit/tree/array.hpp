@@ -189,4 +189,27 @@ struct leaf_traits<md::mdspan<T, Extents, Layout, md::default_accessor<T>>> {
 
 #endif  // DEVICEKIT_HAS_MDSPAN
 
+namespace detail {
+
+/// What kind of leaf a type is, for the code that makes placed and host forms of leaves
+/// (placement, the tree algorithms' allocate_like).
+template <class T>
+inline constexpr bool is_shaped_array_v = false;
+#if DEVICEKIT_HAS_MDSPAN
+template <class T, class E, class L>
+inline constexpr bool is_shaped_array_v<shaped_array<T, E, L>> = true;
+#endif
+
+template <class T>
+inline constexpr bool is_mdspan_view_v = false;
+#if DEVICEKIT_HAS_MDSPAN
+template <class T, class E, class L>
+inline constexpr bool is_mdspan_view_v<md::mdspan<T, E, L, md::default_accessor<T>>> = true;
+#endif
+
+template <class L>
+inline constexpr bool is_scalar_leaf_v = leaf_traits<std::remove_cvref_t<L>>::kind == leaf_kind::scalar;
+
+}  // namespace detail
+
 }  // namespace devicekit

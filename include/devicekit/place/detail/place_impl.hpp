@@ -10,10 +10,10 @@
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/block.hpp>
+#include <devicekit/place/detail/leaves.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/resource.hpp>
 #include <devicekit/transfer/detail/copy.hpp>
-#include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>
 

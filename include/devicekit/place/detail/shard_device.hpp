@@ -14,13 +14,13 @@
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/core/stream.hpp>
 #  include <devicekit/place/detail/block.hpp>
+#  include <devicekit/place/detail/leaves.hpp>
 #  include <devicekit/place/detail/shard_leaf.hpp>
 #  include <devicekit/place/detail/shard_plan.hpp>
 #  include <devicekit/place/detail/shard_runs.hpp>
 #  include <devicekit/place/detail/shard_streams.hpp>
 #  include <devicekit/place/resource.hpp>
 #  include <devicekit/transfer/detail/copy.hpp>
-#  include <devicekit/tree/detail/leaf_helpers.hpp>
 #  include <devicekit/tree/tree.hpp>
 
 #  include <cstddef>

@@ -11,6 +11,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/uneven.hpp>
+#include <devicekit/place/detail/leaves.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/detail/shard_device.hpp>
@@ -20,7 +21,6 @@
 #include <devicekit/place/resource.hpp>
 #include <devicekit/place/sharded.hpp>
 #include <devicekit/transfer/detail/copy.hpp>
-#include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 
 #include <algorithm>

@@ -15,6 +15,7 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/copy.hpp>
 #include <devicekit/place/detail/block.hpp>
+#include <devicekit/place/detail/leaves.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/detail/place_impl.hpp>
 #include <devicekit/place/detail/shard_impl.hpp>
@@ -23,7 +24,6 @@
 #include <devicekit/place/detail/shard_streams.hpp>
 #include <devicekit/place/mesh.hpp>
 #include <devicekit/place/sharded.hpp>
-#include <devicekit/tree/detail/leaf_helpers.hpp>
 #include <devicekit/tree/tree.hpp>
 
 #if DEVICEKIT_HAS_CUDA

@@ -1,9 +1,8 @@
 #pragma once
 /// \file
-/// Helpers on single leaves that placement, shard and the tree algorithms share: what kind of
-/// shaped leaf a type is, its bytes, the placed and host forms of a leaf, and the one device a
-/// tree's non-host leaves are on. Tree and core only (where a leaf's bytes are and the allocation
-/// it belongs to: tree/flat.hpp).
+/// The leaves placement makes and reads: the placed and host forms of a leaf, its writable bytes,
+/// and the one device a tree's non-host leaves are on (for the calls that need only that; the
+/// others flatten the tree, tree/flat.hpp).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/tree/array.hpp>
@@ -21,23 +20,6 @@
 #include <vector>
 
 namespace devicekit::detail {
-
-template <class T>
-inline constexpr bool is_shaped_array_v = false;
-#if DEVICEKIT_HAS_MDSPAN
-template <class T, class E, class L>
-inline constexpr bool is_shaped_array_v<shaped_array<T, E, L>> = true;
-#endif
-
-template <class T>
-inline constexpr bool is_mdspan_view_v = false;
-#if DEVICEKIT_HAS_MDSPAN
-template <class T, class E, class L>
-inline constexpr bool is_mdspan_view_v<md::mdspan<T, E, L, md::default_accessor<T>>> = true;
-#endif
-
-template <class L>
-inline constexpr bool is_scalar_leaf_v = leaf_traits<std::remove_cvref_t<L>>::kind == leaf_kind::scalar;
 
 /// The leaf that placing `leaf` gives, at `p` on `dev`, kept alive by `owner`.
 template <class L>
