@@ -81,26 +81,24 @@ template <class L>
 /// moved as a whole, in one transfer, from one place. Host leaves may be mixed in.
 template <class T>
 [[nodiscard]] std::optional<device> source_device(const T& tree, const char* operation) {
+  // Devices only; the paths are spelled out by a second walk when two disagree (tree/flat.hpp).
   std::optional<device> found;
-  std::string found_path;
-  for_each_leaf_with_path(
-      [&](const tree_path& path, const auto& leaf) {
+  bool mixed = false;
+  for_each_leaf(
+      [&](const auto& leaf) {
         using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
         if constexpr (traits::kind != leaf_kind::scalar) {
           const device d = traits::device(leaf);
           if (d.is_cpu()) return;
           if (!found) {
             found = d;
-            found_path = path.display();
           } else if (*found != d) {
-            throw device_mismatch(std::string(operation) + ": the tree's leaves are on different devices: '" +
-                                      found_path + "' is on " + found->str() + ", '" + path.display() + "' is on " +
-                                      d.str() + "; place them on one device first",
-                                  *found, d);
+            mixed = true;
           }
         }
       },
       tree);
+  if (mixed) throw_mixed_devices(tree, operation);
   return found;
 }
 

@@ -38,28 +38,34 @@ enum class copy_completion { queued, finished };
 /// (placement_stream), which no caller can capture, so they are not asked (capture_of).
 enum class stream_owner { caller, own_stream };
 
-/// The copy items of one call, taken from this thread's spare vector and given back on
-/// destruction (as reused_flat_tree, tree/flat.hpp): a tree of many leaves does not allocate them
-/// again on every call. A nested call finds the spare taken and starts empty.
-class reused_copy_items {
+/// A vector for one call, taken from this thread's spare one and given back on destruction (as
+/// reused_flat_tree, tree/flat.hpp): a tree of many leaves does not allocate it again on every
+/// call. A nested call finds the spare taken and starts empty.
+template <class T>
+class reused_vector {
  public:
-  reused_copy_items() noexcept : items_(std::move(spare())) { items_.clear(); }
-  reused_copy_items(const reused_copy_items&) = delete;
-  reused_copy_items& operator=(const reused_copy_items&) = delete;
-  ~reused_copy_items() {
-    constexpr std::size_t kept_items = std::size_t{1} << 16;
-    if (items_.capacity() <= kept_items) spare() = std::move(items_);
+  reused_vector() noexcept : v_(std::move(spare())) { v_.clear(); }
+  reused_vector(const reused_vector&) = delete;
+  reused_vector& operator=(const reused_vector&) = delete;
+  ~reused_vector() {
+    // Only a modest one is kept: a huge tree's scratch is not held for the thread's life.
+    constexpr std::size_t kept = std::size_t{1} << 16;
+    if (v_.capacity() <= kept) spare() = std::move(v_);
   }
-  [[nodiscard]] std::vector<copy_item>& operator*() noexcept { return items_; }
-  [[nodiscard]] std::vector<copy_item>* operator->() noexcept { return &items_; }
+  [[nodiscard]] std::vector<T>& operator*() noexcept { return v_; }
+  [[nodiscard]] std::vector<T>* operator->() noexcept { return &v_; }
 
  private:
-  [[nodiscard]] static std::vector<copy_item>& spare() noexcept {
-    thread_local std::vector<copy_item> v;
+  [[nodiscard]] static std::vector<T>& spare() noexcept {
+    thread_local std::vector<T> v;
     return v;
   }
-  std::vector<copy_item> items_;
+  std::vector<T> v_;
 };
+
+/// The copies of one call, and the destinations of one placement.
+using reused_copy_items = reused_vector<copy_item>;
+using reused_destinations = reused_vector<std::byte*>;
 
 /// A placed leaf's bytes rounded up to placement_alignment, where the next one starts.
 [[nodiscard]] constexpr std::size_t aligned_size(std::size_t bytes) noexcept {
@@ -71,27 +77,6 @@ class reused_copy_items {
 [[nodiscard]] inline std::size_t next_offset(const flat_leaf& leaf, std::size_t offset) noexcept {
   return leaf.memory().is_cpu() ? offset + page_offset_padding(leaf.data, offset, leaf.bytes) : offset;
 }
-
-/// The destinations of one call (place_flat), reused as reused_copy_items is.
-class reused_destinations {
- public:
-  reused_destinations() noexcept : d_(std::move(spare())) { d_.clear(); }
-  reused_destinations(const reused_destinations&) = delete;
-  reused_destinations& operator=(const reused_destinations&) = delete;
-  ~reused_destinations() {
-    constexpr std::size_t kept = std::size_t{1} << 16;
-    if (d_.capacity() <= kept) spare() = std::move(d_);
-  }
-  [[nodiscard]] std::vector<std::byte*>& operator*() noexcept { return d_; }
-  [[nodiscard]] std::vector<std::byte*>* operator->() noexcept { return &d_; }
-
- private:
-  [[nodiscard]] static std::vector<std::byte*>& spare() noexcept {
-    thread_local std::vector<std::byte*> v;
-    return v;
-  }
-  std::vector<std::byte*> d_;
-};
 
 /// A tree's placement, worked out in one walk of it (for_each_flat_leaf): its copies, whose
 /// destinations are offsets into the block until the block exists, the block's size, and the
