@@ -15,7 +15,9 @@
 #include <devicekit/memory/pool_stats.hpp>
 #include <devicekit/memory/profiler.hpp>
 #include <devicekit/memory/registry.hpp>
+#include <devicekit/memory/replay.hpp>
 #include <devicekit/memory/resource_concepts.hpp>
 #include <devicekit/memory/resources.hpp>
 #include <devicekit/memory/stats.hpp>
 #include <devicekit/memory/strategy.hpp>
+#include <devicekit/memory/trace.hpp>

@@ -12,10 +12,13 @@
 #include <devicekit/detect/nvml.hpp>
 #include <devicekit/detect/start_environment.hpp>
 #include <devicekit/distribute/assignment.hpp>
+#include <devicekit/memory/pool.hpp>
 #include <devicekit/memory/pool_config.hpp>
+#include <devicekit/memory/trace.hpp>
 #include <devicekit/transfer/detail/copy_workers.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <iostream>
@@ -52,6 +55,17 @@ std::string read(const std::string& variable) {
       {"DEVICEKIT_COPY_THREADS", [] { return std::to_string(dk::host_copy_threads()); }},
       {"DEVICEKIT_MEMORY_DEBUG",
        [] { return std::string(dk::detail::memory_debug_from_environment() ? "on" : "off"); }},
+      {"DEVICEKIT_TRACE",
+       [] {
+         // Read when the first pool is made; the probe removes the trace it made.
+         dk::pool_config small;
+         small.max_size = 1u << 20;
+         { dk::memory_pool<dk::host_resource> pool{dk::host_resource{}, small}; }
+         const std::string path = dk::memory_trace_path();
+         dk::stop_memory_trace();
+         if (!path.empty()) std::remove(path.c_str());
+         return path.empty() ? std::string("none") : path;
+       }},
       {"DEVICEKIT_TPU_BATCH_FACTOR",
        [] { return std::to_string(dk::hardware_table_config::from_environment().tpu_batch_factor); }},
       {"DEVICEKIT_ALLOW_TPU",

@@ -64,6 +64,7 @@
 #include <devicekit/memory/detail/block_heap.hpp>
 #include <devicekit/memory/detail/block_router.hpp>
 #include <devicekit/memory/detail/graph_blocks.hpp>
+#include <devicekit/memory/detail/memory_trace.hpp>
 #include <devicekit/memory/detail/pool_counters.hpp>
 #include <devicekit/memory/detail/pool_invariants.hpp>
 #include <devicekit/memory/detail/pool_mutex.hpp>
@@ -190,6 +191,7 @@ class device_memory : private detail::graph_memory_holder {
   /// for the old stream's work. A stream the pool has not seen is ignored.
   void release_stream(native_stream_handle s) {
     std::lock_guard lock(mutex_);
+    trace_maintenance(detail::trace_maintenance::release_stream, s);
     streams_.release(s, heap_, slabs_);
   }
   void release_stream(stream_ref s) { release_stream(s.native_handle()); }
@@ -291,6 +293,24 @@ class device_memory : private detail::graph_memory_holder {
 
   void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
                       const std::source_location& where);
+  /// allocate_impl's work once the lock is held and the stream's slot known.
+  void* allocate_locked(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes, std::size_t alignment,
+                        std::uint16_t sid, const std::source_location& where);
+
+  // The pool's side of a memory trace (memory/trace.hpp), under the lock, only while one is
+  // active. The first event of the pool in a trace registers it: its configuration and what is
+  // live (but the block at `except`, which the event itself records).
+  void trace_register(detail::memory_trace_writer& w, std::uintptr_t except);
+  void trace_allocation(detail::memory_trace_writer& w, detail::trace_op op, std::uintptr_t addr, std::size_t bytes,
+                        std::size_t alignment, bool ordered, native_stream_handle s, const std::source_location& where);
+  void trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes, bool ordered,
+                  native_stream_handle s);
+  void trace_maintenance(detail::trace_maintenance what, native_stream_handle s = native_stream_handle{}) {
+    if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+      trace_register(*w, 0);
+      w->maintenance(this, what, s);
+    }
+  }
   /// allocate on a stream capturing sequence `id`: a graph memory node, within the budget.
   void* allocate_in_capture(std::size_t bytes, std::size_t alignment, native_stream_handle s, unsigned long long id);
   /// deallocate of a block graph_blocks_ knows, on `s` (`c`: its capture state).
@@ -389,6 +409,12 @@ class device_memory : private detail::graph_memory_holder {
 /// and what its captured graphs hold. A pool keeps that memory to reuse it, so it does not count
 /// as taken when a budget is measured (device_available_bytes, memory/pool.hpp).
 [[nodiscard]] DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev);
+
+namespace detail {
+/// Closes the process's memory trace (memory/trace.hpp): every pool in it that is still alive
+/// records its figures first, as a pool destroyed during the trace does; then the end record.
+DEVICEKIT_DECL void finish_memory_trace() noexcept;
+}  // namespace detail
 
 }  // namespace devicekit
 

@@ -42,8 +42,23 @@ DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev) {
   return held;
 }
 
+DEVICEKIT_DECL void detail::finish_memory_trace() noexcept {
+  if (memory_trace_writer* w = active_memory_trace.load(std::memory_order_acquire)) {
+    auto& census = pool_census::instance();
+    std::lock_guard lock(census.mutex);
+    for (const device_memory* p : census.pools) {
+      try {
+        const pool_stats s = p->stats();
+        w->pool_end(p, s.peak_allocated_bytes, s.peak_reserved_bytes, s.allocation_count, s.oom_count);
+      } catch (...) {}  // a figure left out; the trace still closes
+    }
+  }
+  memory_trace_writer::instance().close();
+}
+
 DEVICEKIT_DECL std::size_t device_memory::trim() {
   std::lock_guard lock(mutex_);
+  trace_maintenance(detail::trace_maintenance::trim);
   take_in_frees(false);
   const std::size_t released = heap_.release_empty_chunks(true).first;
   notify(detail::pool_event::other, 0);
@@ -53,6 +68,7 @@ DEVICEKIT_DECL std::size_t device_memory::trim() {
 
 DEVICEKIT_DECL std::size_t device_memory::release_cached() {
   std::lock_guard lock(mutex_);
+  trace_maintenance(detail::trace_maintenance::release_cached);
   take_in_frees(true);
   const std::size_t released = heap_.release_empty_chunks(false).first;
   notify(detail::pool_event::other, 0);
@@ -62,6 +78,7 @@ DEVICEKIT_DECL std::size_t device_memory::release_cached() {
 
 DEVICEKIT_DECL defragment_result device_memory::defragment(bool force) {
   std::lock_guard lock(mutex_);
+  trace_maintenance(force ? detail::trace_maintenance::defragment_forced : detail::trace_maintenance::defragment);
   defragment_result r;
   r.fragmentation_before = stats_locked().fragmentation;
   take_in_frees(false);
@@ -113,7 +130,8 @@ DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::s
   events_ = upstream.has_events();
   heap_.configure(upstream_, min_chunk_, detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule),
                   config_.growth_factor);
-  streams_.configure(upstream_, slabs_.class_count());
+  streams_.configure(upstream_, slabs_.class_count(), this);
+  detail::memory_trace_from_environment(&detail::finish_memory_trace);
   budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes, default_available_bytes);
   max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
   {
@@ -158,6 +176,10 @@ DEVICEKIT_DECL void device_memory::release_everything() noexcept {
   // First, and without the pool's lock: the ledger calls holders under its own lock.
   detail::graph_memory_ledger::instance().withdraw(this);
   std::lock_guard lock(mutex_);
+  if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+    const pool_stats s = stats_locked();
+    w->pool_end(this, s.peak_allocated_bytes, s.peak_reserved_bytes, s.allocation_count, s.oom_count);
+  }
   live_.report_leaks(device_, config_.on_leak);
   if (cuda_calls_allowed()) {
     try {
@@ -182,6 +204,25 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   std::unique_lock lock(mutex_);
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s, heap_, slabs_) : 0;
   if (sid != 0) streams_.before_allocate(streams_.at(sid));  // may throw: nothing changed yet
+  if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+    void* p = nullptr;
+    try {
+      p = allocate_locked(lock, bytes, alignment, sid, where);
+    } catch (const out_of_memory&) {
+      // Not when the user's on_out_of_memory callback threw it: the lock is not held then.
+      if (lock.owns_lock()) trace_allocation(*w, detail::trace_op::out_of_memory, 0, bytes, alignment, ordered, s, where);
+      throw;
+    }
+    trace_allocation(*w, detail::trace_op::allocate, reinterpret_cast<std::uintptr_t>(p), bytes, alignment, ordered, s,
+                     where);
+    return p;
+  }
+  return allocate_locked(lock, bytes, alignment, sid, where);
+}
+
+DEVICEKIT_DECL void* device_memory::allocate_locked(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
+                                                    std::size_t alignment, std::uint16_t sid,
+                                                    const std::source_location& where) {
   if (bytes > max_size_) {
     throw_oom(bytes, "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
   }
@@ -195,6 +236,39 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   counters_.allocated_one(bytes, t.size);
   if (!observers_.empty()) notify(detail::pool_event::allocate, bytes);
   return reinterpret_cast<void*>(t.addr);
+}
+
+DEVICEKIT_DECL void device_memory::trace_register(detail::memory_trace_writer& w, std::uintptr_t except) {
+  detail::trace_pool_description d;
+  d.device_name = device_.str();
+  d.gpu = device_.kind() == device_kind::cuda;
+  d.has_events = events_;
+  d.has_fence = events_ && upstream_->has_fence();
+  d.config = &config_;
+  d.budget = &budget_;
+  d.max_size = max_size_;
+  if (!w.add_pool(this, d)) return;
+  for (const allocation_record& r : live_.snapshot()) {
+    if (reinterpret_cast<std::uintptr_t>(r.ptr) == except) continue;
+    w.live(this, reinterpret_cast<std::uintptr_t>(r.ptr), r.bytes, r.alignment,
+           r.where.line() != 0 ? &r.where : nullptr);
+  }
+}
+
+DEVICEKIT_DECL void device_memory::trace_allocation(detail::memory_trace_writer& w, detail::trace_op op,
+                                                    std::uintptr_t addr, std::size_t bytes, std::size_t alignment,
+                                                    bool ordered, native_stream_handle s,
+                                                    const std::source_location& where) {
+  if (w.allocate(this, op, addr, bytes, alignment, ordered, s, where)) return;
+  trace_register(w, addr);
+  w.allocate(this, op, addr, bytes, alignment, ordered, s, where);
+}
+
+DEVICEKIT_DECL void device_memory::trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes,
+                                              bool ordered, native_stream_handle s) {
+  if (w.deallocate(this, addr, bytes, ordered, s)) return;
+  trace_register(w, 0);  // the freed block is still live: registered as such, then freed
+  w.deallocate(this, addr, bytes, ordered, s);
 }
 
 DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<detail::pool_mutex>& lock,
@@ -321,6 +395,9 @@ DEVICEKIT_DECL void device_memory::deallocate_impl(void* p, std::size_t bytes, b
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s, heap_, slabs_) : 0;
   // May throw (a CUDA error): nothing has changed yet, so the pool stays as it was.
   if (sid != 0) streams_.before_free(streams_.at(sid));
+  if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+    trace_free(*w, reinterpret_cast<std::uintptr_t>(p), bytes, ordered, s);
+  }
   const detail::live_record r = rec;
   live_.erase(&rec);
   counters_.in_use -= detail::return_block(r, r.key, sid, heap_, slabs_, streams_);

@@ -25,6 +25,7 @@
 /// Not locked: device_memory calls it under its own lock.
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/detail/block_heap.hpp>
+#include <devicekit/memory/detail/memory_trace.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
 #include <devicekit/memory/detail/pool_upstream.hpp>
 #include <devicekit/memory/detail/slab_cache.hpp>
@@ -43,9 +44,11 @@ class pool_stream_registry {
   /// Stream slots kept at once (block headers store the slot in 16 bits).
   static constexpr std::size_t max_stream_slots = 65535;
 
-  void configure(pool_upstream* upstream, int class_count) noexcept {
+  /// `owner`: the pool, as a memory trace (memory/trace.hpp) names it.
+  void configure(pool_upstream* upstream, int class_count, const void* owner) noexcept {
     upstream_ = upstream;
     class_count_ = class_count;
+    owner_ = owner;
   }
 
   [[nodiscard]] stream_state& at(std::uint16_t sid) noexcept { return *streams_[sid - 1u]; }
@@ -142,6 +145,7 @@ class pool_stream_registry {
   void retire(stream_state& st) noexcept;
 
   pool_upstream* upstream_ = nullptr;
+  const void* owner_ = nullptr;
   int class_count_ = 0;
   std::vector<std::unique_ptr<stream_state>> streams_;
   /// The slot of each stream not retired: a program may use thousands of streams (one per

@@ -65,6 +65,9 @@ DEVICEKIT_DECL void pool_stream_registry::record_event(stream_state& st, std::ui
   if (st.event == nullptr) st.event = upstream_->create_event(st.handle);
   upstream_->record_event(st.event, st.handle);
   st.recorded_seq = upto;
+  if (memory_trace_writer* w = active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+    st.trace_cover = w->cover_mark(owner_);
+  }
   st.event_in_flight = true;
   st.event_wanted = false;
 }
@@ -114,6 +117,9 @@ DEVICEKIT_DECL bool pool_stream_registry::poll(std::uint16_t except, bool wait, 
       upstream_->wait_event(st.event);
     } else if (!upstream_->event_complete(st.event)) {
       continue;
+    } else if (memory_trace_writer* w = active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+      // What only the device's progress decided: a replay answers the same query from this record.
+      w->ready(owner_, st.handle, st.trace_cover);
     }
     st.event_in_flight = false;
     any = migrate(st, st.recorded_seq, heap, slabs) || any;

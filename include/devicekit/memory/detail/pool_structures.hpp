@@ -188,6 +188,7 @@ struct stream_state {
   std::size_t small_pending = 0;
   std::uint64_t next_seq = 1;      ///< given to the next free on this stream
   std::uint64_t recorded_seq = 0;  ///< frees up to this one are covered by `event`
+  std::uint64_t trace_cover = 0;   ///< in a memory trace, what `event` covers (trace_ready_body::upto)
   void* event = nullptr;
   bool event_in_flight = false;  ///< `event` was recorded and not yet seen complete
   bool retired = false;          ///< the slot is free for another stream (release_stream)

@@ -41,6 +41,8 @@ class pool_upstream {
   /// Whether memory from this upstream is used by stream-ordered work (the event members below
   /// are called only then).
   [[nodiscard]] bool has_events() const noexcept { return has_events_; }
+  /// Whether the upstream has a device-wide fence (fence() below does something).
+  [[nodiscard]] bool has_fence() const noexcept { return has_fence_; }
   virtual void* create_event(native_stream_handle s) = 0;
   virtual void record_event(void* ev, native_stream_handle s) = 0;
   virtual bool event_complete(void* ev) = 0;
@@ -65,11 +67,12 @@ class pool_upstream {
   virtual void graph_deallocate(void* p, std::size_t bytes, native_stream_handle s) = 0;
 
  protected:
-  explicit pool_upstream(bool has_events) noexcept : has_events_(has_events) {}
+  pool_upstream(bool has_events, bool has_fence) noexcept : has_events_(has_events), has_fence_(has_fence) {}
   ~pool_upstream() = default;  // never deleted through the interface
 
  private:
   bool has_events_;
+  bool has_fence_;
 };
 
 template <class U>
@@ -101,7 +104,7 @@ template <class Upstream>
 class upstream_adapter final : public pool_upstream {
  public:
   explicit upstream_adapter(Upstream upstream)
-      : pool_upstream(stream_event_source<Upstream>), upstream_(std::move(upstream)) {}
+      : pool_upstream(stream_event_source<Upstream>, has_device_fence<Upstream>), upstream_(std::move(upstream)) {}
   ~upstream_adapter() = default;
 
   [[nodiscard]] Upstream& resource() noexcept { return upstream_; }

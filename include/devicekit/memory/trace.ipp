@@ -1,0 +1,437 @@
+#pragma once
+/// \file
+/// The definitions behind memory/trace.hpp: recording's entry points, the reader and the JSON dump.
+/// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
+#include <devicekit/memory/detail/memory_trace.hpp>
+#include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/trace.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <unordered_map>
+
+namespace devicekit {
+
+DEVICEKIT_DECL void start_memory_trace(const std::string& path) { detail::memory_trace_writer::instance().open(path); }
+
+DEVICEKIT_DECL void stop_memory_trace() noexcept { detail::finish_memory_trace(); }
+
+DEVICEKIT_DECL std::string memory_trace_path() { return detail::memory_trace_writer::instance().path(); }
+
+DEVICEKIT_DECL const traced_pool* memory_trace::pool(std::uint32_t id) const noexcept {
+  for (const traced_pool& p : pools) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+namespace detail {
+
+/// Reads one record's body of a fixed layout; the reader has checked the size.
+template <class Body>
+Body read_body(const unsigned char* at) {
+  Body b;
+  std::memcpy(&b, at + sizeof(trace_prefix), sizeof b);
+  return b;
+}
+
+[[nodiscard]] inline bool plausible_size(std::uint64_t bytes) noexcept {
+  // Past 2^56 bytes (64 PiB) no device has it, and the pool's arithmetic would wrap.
+  return bytes < (std::uint64_t{1} << 56);
+}
+
+[[nodiscard]] inline bool valid_fraction(double f) noexcept { return std::isfinite(f) && f > 0.0 && f <= 1.0; }
+
+}  // namespace detail
+
+DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> bytes, bool allow_partial) {
+  using namespace detail;
+  memory_trace t;
+  if (bytes.size() < trace_header_bytes || std::memcmp(bytes.data(), trace_magic, 8) != 0) {
+    throw trace_format_error("not a devicekit memory trace (it does not start with \"DKMTRACE\"); record one with "
+                             "DEVICEKIT_TRACE=<file> or devicekit::start_memory_trace",
+                             0);
+  }
+  std::uint32_t version = 0;
+  std::uint32_t mark = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&mark, bytes.data() + 12, 4);
+  if (mark != trace_endian_mark) {
+    throw trace_format_error("written on a machine of the other byte order; replay it where it was recorded", 12);
+  }
+  if (version != trace_version) {
+    throw trace_format_error("format version " + std::to_string(version) + ", and this devicekit reads version " +
+                                 std::to_string(trace_version) + "; replay it with the devicekit that recorded it",
+                             8);
+  }
+  t.version = version;
+  t.locations.emplace_back();
+  // What is live, per pool, to refuse a free of an address never allocated (the replay relies on it).
+  std::unordered_map<std::uint64_t, std::unordered_map<std::uint64_t, std::uint64_t>> live;
+  std::uint64_t last_seq = 0;
+  std::uint64_t records = 0;
+  std::size_t at = trace_header_bytes;
+  while (at < bytes.size()) {
+    const std::uint64_t offset = at;
+    if (bytes.size() - at < sizeof(trace_prefix)) {
+      throw trace_format_error("the file ends inside a record: it was cut short (a run that stopped while writing, "
+                               "or a partial copy)",
+                               offset);
+    }
+    trace_prefix prefix;
+    std::memcpy(&prefix, bytes.data() + at, sizeof prefix);
+    if (prefix.size < sizeof(trace_prefix) || prefix.size > bytes.size() - at) {
+      throw trace_format_error(prefix.size < sizeof(trace_prefix)
+                                   ? "a record of " + std::to_string(prefix.size) + " bytes, shorter than its prefix: the file is corrupt"
+                                   : "the file ends inside a record: it was cut short (a run that stopped while "
+                                     "writing, or a partial copy)",
+                               offset);
+    }
+    const unsigned char* rec = bytes.data() + at;
+    const std::size_t body_bytes = prefix.size - sizeof(trace_prefix);
+    auto need = [&](std::size_t n, const char* what) {
+      if (body_bytes < n || (n != 0 && body_bytes != n && std::string_view(what) != "pool" &&
+                             std::string_view(what) != "location")) {
+        throw trace_format_error(std::string("a ") + what + " record of " + std::to_string(prefix.size) +
+                                     " bytes, which is not its size: the file is corrupt",
+                                 offset);
+      }
+    };
+    auto known_pool = [&](std::uint32_t id) {
+      if (t.pool(id) == nullptr) {
+        throw trace_format_error("a record of pool " + std::to_string(id) +
+                                     ", which the trace never described: the file is corrupt",
+                                 offset);
+      }
+    };
+    auto check_seq = [&](std::uint64_t seq) {
+      if (seq <= last_seq) {
+        throw trace_format_error("sequence number " + std::to_string(seq) + " after " + std::to_string(last_seq) +
+                                     ": records out of order, the file is corrupt",
+                                 offset);
+      }
+      last_seq = seq;
+    };
+    ++records;
+    switch (prefix.op) {
+      case trace_op::pool: {
+        need(sizeof(trace_pool_body), "pool");
+        const auto b = read_body<trace_pool_body>(rec);
+        if (b.pool == 0 || t.pool(b.pool) != nullptr) {
+          throw trace_format_error("pool " + std::to_string(b.pool) + " described twice or numbered 0: the file is corrupt",
+                                   offset);
+        }
+        if (!plausible_size(b.total_bytes) || !plausible_size(b.budget_bytes) || !plausible_size(b.initial_size) ||
+            !plausible_size(b.min_chunk_size) || !plausible_size(b.max_chunk_size) ||
+            !plausible_size(b.small_size_limit) || !plausible_size(b.headroom_bytes) ||
+            !plausible_size(b.collective_reserve_bytes) || !std::isfinite(b.fraction) || b.fraction < 0 ||
+            b.fraction > 1 || !std::isfinite(b.growth_factor) || b.growth_factor < 1 || b.growth_factor > 1e6 ||
+            !std::isfinite(b.defrag_threshold)) {
+          throw trace_format_error("pool " + std::to_string(b.pool) +
+                                       " is described with sizes or factors no pool has: the file is corrupt",
+                                   offset);
+        }
+        traced_pool p;
+        p.id = b.pool;
+        p.device.assign(reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b,
+                        body_bytes - sizeof b);
+        p.gpu = (b.flags & trace_pool_gpu) != 0;
+        p.has_events = (b.flags & trace_pool_has_events) != 0;
+        p.has_fence = (b.flags & trace_pool_has_fence) != 0;
+        p.release_on_free = (b.flags & trace_pool_release_on_free) != 0;
+        p.capped_to_available = (b.flags & trace_pool_capped) != 0;
+        p.own_max_size = (b.flags & trace_pool_own_max_size) != 0;
+        p.total_bytes = b.total_bytes;
+        p.headroom_bytes = b.headroom_bytes;
+        p.budget_bytes = b.budget_bytes;
+        p.collective_reserve_bytes = b.collective_reserve_bytes;
+        p.initial_size = b.initial_size;
+        p.min_chunk_size = b.min_chunk_size;
+        p.max_chunk_size = b.max_chunk_size;
+        p.small_size_limit = b.small_size_limit;
+        p.fraction = b.fraction;
+        p.growth_factor = b.growth_factor;
+        p.defrag_threshold = b.defrag_threshold;
+        t.pools.push_back(std::move(p));
+        break;
+      }
+      case trace_op::location: {
+        need(sizeof(trace_location_body), "location");
+        const auto b = read_body<trace_location_body>(rec);
+        if (b.id != t.locations.size() || b.file_bytes > body_bytes - sizeof b) {
+          throw trace_format_error("source location " + std::to_string(b.id) + " out of place: the file is corrupt",
+                                   offset);
+        }
+        const char* text = reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b;
+        std::string where(text, b.file_bytes);
+        where += ":" + std::to_string(b.line);
+        const std::size_t fn_bytes = body_bytes - sizeof b - b.file_bytes;
+        if (fn_bytes != 0) {
+          // GCC's names of template instances end in " [with T = ...]", often longer than the rest.
+          const std::string_view fn(text + b.file_bytes, fn_bytes);
+          where += " (" + std::string(fn.substr(0, fn.find(" [with "))) + ")";
+        }
+        t.locations.push_back(std::move(where));
+        break;
+      }
+      case trace_op::allocate:
+      case trace_op::out_of_memory:
+      case trace_op::live: {
+        need(sizeof(trace_alloc_body), "allocation");
+        const auto b = read_body<trace_alloc_body>(rec);
+        known_pool(b.pool);
+        if (b.location >= t.locations.size()) {
+          throw trace_format_error("an allocation at source location " + std::to_string(b.location) +
+                                       ", which the trace never named: the file is corrupt",
+                                   offset);
+        }
+        if (!plausible_size(b.bytes) || b.bytes == 0 || !plausible_size(b.alignment) ||
+            (b.alignment & (b.alignment - 1)) != 0) {
+          throw trace_format_error("an allocation of " + std::to_string(b.bytes) + " bytes aligned to " +
+                                       std::to_string(b.alignment) + ": sizes no pool records, the file is corrupt",
+                                   offset);
+        }
+        trace_record r;
+        r.what = prefix.op == trace_op::live            ? trace_record::kind::live
+                 : prefix.op == trace_op::allocate      ? trace_record::kind::allocate
+                                                        : trace_record::kind::out_of_memory;
+        if (prefix.op != trace_op::live) check_seq(b.seq);
+        if (prefix.op != trace_op::out_of_memory) {
+          auto& mine = live[b.pool];
+          if (b.addr == 0 || !mine.emplace(b.addr, b.bytes).second) {
+            throw trace_format_error("an allocation at address " + std::to_string(b.addr) +
+                                         ", which is live already (or 0): the file is corrupt",
+                                     offset);
+          }
+        }
+        r.ordered = (prefix.flags & trace_ordered) != 0;
+        r.pool = b.pool;
+        r.location = b.location;
+        r.seq = b.seq;
+        r.addr = b.addr;
+        r.bytes = b.bytes;
+        r.alignment = b.alignment;
+        r.stream = b.stream;
+        r.offset = offset;
+        t.records.push_back(r);
+        break;
+      }
+      case trace_op::deallocate: {
+        need(sizeof(trace_free_body), "free");
+        const auto b = read_body<trace_free_body>(rec);
+        known_pool(b.pool);
+        check_seq(b.seq);
+        auto& mine = live[b.pool];
+        const auto it = mine.find(b.addr);
+        if (it == mine.end()) {
+          throw trace_format_error("a free of address " + std::to_string(b.addr) + " in pool " +
+                                       std::to_string(b.pool) + ", which the trace never allocated there",
+                                   offset);
+        }
+        if (it->second != b.bytes) {
+          throw trace_format_error("a free of " + std::to_string(b.bytes) + " bytes of an allocation of " +
+                                       std::to_string(it->second) + ": the file is corrupt",
+                                   offset);
+        }
+        mine.erase(it);
+        trace_record r;
+        r.what = trace_record::kind::deallocate;
+        r.ordered = (prefix.flags & trace_ordered) != 0;
+        r.pool = b.pool;
+        r.seq = b.seq;
+        r.addr = b.addr;
+        r.bytes = b.bytes;
+        r.stream = b.stream;
+        r.offset = offset;
+        t.records.push_back(r);
+        break;
+      }
+      case trace_op::ready: {
+        need(sizeof(trace_ready_body), "ready");
+        const auto b = read_body<trace_ready_body>(rec);
+        known_pool(b.pool);
+        trace_record r;
+        r.what = trace_record::kind::ready;
+        r.pool = b.pool;
+        r.stream = b.stream;
+        r.value = b.upto;
+        r.offset = offset;
+        t.records.push_back(r);
+        break;
+      }
+      case trace_op::maintenance: {
+        need(sizeof(trace_maintenance_body), "maintenance");
+        const auto b = read_body<trace_maintenance_body>(rec);
+        known_pool(b.pool);
+        if (b.what < 1 || b.what > 5) {
+          throw trace_format_error("maintenance of kind " + std::to_string(b.what) + ": the file is corrupt", offset);
+        }
+        trace_record r;
+        r.what = trace_record::kind::maintenance;
+        r.pool = b.pool;
+        r.stream = b.stream;
+        r.value = b.what;
+        r.offset = offset;
+        t.records.push_back(r);
+        break;
+      }
+      case trace_op::pool_end: {
+        need(sizeof(trace_pool_end_body), "pool end");
+        const auto b = read_body<trace_pool_end_body>(rec);
+        known_pool(b.pool);
+        auto& p = *std::find_if(t.pools.begin(), t.pools.end(), [&](const traced_pool& q) { return q.id == b.pool; });
+        p.peak_allocated_bytes = b.peak_allocated_bytes;
+        p.peak_reserved_bytes = b.peak_reserved_bytes;
+        live.erase(b.pool);
+        trace_record r;
+        r.what = trace_record::kind::pool_end;
+        r.pool = b.pool;
+        r.offset = offset;
+        t.records.push_back(r);
+        break;
+      }
+      case trace_op::end: {
+        need(sizeof(trace_end_body), "end");
+        const auto b = read_body<trace_end_body>(rec);
+        if (b.records != records) {
+          throw trace_format_error("the end record counts " + std::to_string(b.records) + " records where there are " +
+                                       std::to_string(records) + ": the file is corrupt",
+                                   offset);
+        }
+        if (at + prefix.size != bytes.size()) {
+          throw trace_format_error("bytes after the end record: two traces written to one file, or a corrupt file",
+                                   offset + prefix.size);
+        }
+        t.complete = true;
+        break;
+      }
+      default:
+        throw trace_format_error("a record of unknown kind " + std::to_string(static_cast<int>(prefix.op)) +
+                                     " (a newer format, or a corrupt file)",
+                                 offset);
+    }
+    at += prefix.size;
+  }
+  if (!t.complete && !allow_partial) {
+    throw trace_format_error("the trace ends without its end record: the run stopped before the trace was closed "
+                             "(a crash, or a kill), or the file was cut; replay what there is with --partial",
+                             bytes.size());
+  }
+  return t;
+}
+
+DEVICEKIT_DECL memory_trace read_memory_trace(const std::string& path, bool allow_partial) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw config_error("cannot read the memory trace \"" + path + "\": no such file, or no permission");
+  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_memory_trace(bytes, allow_partial);
+}
+
+namespace detail {
+
+inline void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+inline const char* record_kind_name(trace_record::kind k) noexcept {
+  switch (k) {
+    case trace_record::kind::live: return "live";
+    case trace_record::kind::allocate: return "allocate";
+    case trace_record::kind::deallocate: return "free";
+    case trace_record::kind::out_of_memory: return "out_of_memory";
+    case trace_record::kind::ready: return "ready";
+    case trace_record::kind::maintenance: return "maintenance";
+    case trace_record::kind::pool_end: return "pool_end";
+  }
+  return "?";
+}
+
+inline const char* maintenance_name(std::uint64_t v) noexcept {
+  switch (v) {
+    case 1: return "release_cached";
+    case 2: return "trim";
+    case 3: return "defragment";
+    case 4: return "defragment_forced";
+    case 5: return "release_stream";
+  }
+  return "?";
+}
+
+}  // namespace detail
+
+DEVICEKIT_DECL std::string memory_trace_json(const memory_trace& trace) {
+  std::string out = "{\"format\":\"devicekit-memory-trace\",\"version\":" + std::to_string(trace.version) +
+                    ",\"complete\":" + (trace.complete ? "true" : "false") + "}\n";
+  for (const traced_pool& p : trace.pools) {
+    out += "{\"op\":\"pool\",\"pool\":" + std::to_string(p.id) + ",\"device\":";
+    detail::append_json_string(out, p.device);
+    out += ",\"gpu\":" + std::string(p.gpu ? "true" : "false") + ",\"total_bytes\":" + std::to_string(p.total_bytes) +
+           ",\"budget_bytes\":" + std::to_string(p.budget_bytes) + ",\"fraction\":" + std::to_string(p.fraction) +
+           ",\"headroom_bytes\":" + std::to_string(p.headroom_bytes) +
+           ",\"collective_reserve_bytes\":" + std::to_string(p.collective_reserve_bytes) +
+           ",\"initial_size\":" + std::to_string(p.initial_size) +
+           ",\"min_chunk_size\":" + std::to_string(p.min_chunk_size) +
+           ",\"max_chunk_size\":" + std::to_string(p.max_chunk_size) +
+           ",\"small_size_limit\":" + std::to_string(p.small_size_limit) +
+           ",\"growth_factor\":" + std::to_string(p.growth_factor) +
+           ",\"release_on_free\":" + (p.release_on_free ? "true" : "false") +
+           ",\"stream_events\":" + (p.has_events ? "true" : "false") + "}\n";
+  }
+  for (const trace_record& r : trace.records) {
+    out += "{\"op\":\"" + std::string(detail::record_kind_name(r.what)) + "\",\"pool\":" + std::to_string(r.pool);
+    switch (r.what) {
+      case trace_record::kind::live:
+      case trace_record::kind::allocate:
+      case trace_record::kind::out_of_memory:
+        if (r.what != trace_record::kind::live) out += ",\"seq\":" + std::to_string(r.seq);
+        out += ",\"addr\":" + std::to_string(r.addr) + ",\"bytes\":" + std::to_string(r.bytes) +
+               ",\"alignment\":" + std::to_string(r.alignment);
+        if (r.ordered) out += ",\"stream\":" + std::to_string(r.stream);
+        if (r.location != 0) {
+          out += ",\"at\":";
+          detail::append_json_string(out, trace.locations[r.location]);
+        }
+        break;
+      case trace_record::kind::deallocate:
+        out += ",\"seq\":" + std::to_string(r.seq) + ",\"addr\":" + std::to_string(r.addr) +
+               ",\"bytes\":" + std::to_string(r.bytes);
+        if (r.ordered) out += ",\"stream\":" + std::to_string(r.stream);
+        break;
+      case trace_record::kind::ready:
+        out += ",\"stream\":" + std::to_string(r.stream) + ",\"upto\":" + std::to_string(r.value);
+        break;
+      case trace_record::kind::maintenance:
+        out += ",\"what\":\"" + std::string(detail::maintenance_name(r.value)) + "\"";
+        if (r.value == 5) out += ",\"stream\":" + std::to_string(r.stream);
+        break;
+      case trace_record::kind::pool_end:
+        if (const traced_pool* p = trace.pool(r.pool); p != nullptr && p->peak_allocated_bytes) {
+          out += ",\"peak_allocated_bytes\":" + std::to_string(*p->peak_allocated_bytes) +
+                 ",\"peak_reserved_bytes\":" + std::to_string(*p->peak_reserved_bytes);
+        }
+        break;
+    }
+    out += "}\n";
+  }
+  return out;
+}
+
+}  // namespace devicekit
