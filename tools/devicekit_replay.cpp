@@ -73,11 +73,11 @@ void print_result(const dk::replay_result& r, const dk::memory_trace& t) {
   if (r.failure) {
     const dk::replay_failure& f = *r.failure;
     std::cout << "does not fit: " << f.device << " (pool " << f.pool << ") cannot allocate " << human(f.bytes) << " ("
-              << f.bytes << " bytes), allocation " << f.seq << " of the trace";
+              << f.bytes << " bytes), its request " << f.seq;
     if (!f.location.empty()) std::cout << ", at " << f.location;
     std::cout << "\n  live then: " << human(f.live_bytes) << " in " << f.live_count << " allocations; the largest:\n";
     for (const auto& a : f.largest_live) {
-      std::cout << "    " << human(a.bytes) << " (allocation " << a.seq << ")" << (a.location.empty() ? "" : " at ")
+      std::cout << "    " << human(a.bytes) << " (request " << a.seq << ")" << (a.location.empty() ? "" : " at ")
                 << a.location << "\n";
     }
     std::cout << "  " << f.message << "\n";

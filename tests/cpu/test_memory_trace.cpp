@@ -309,7 +309,7 @@ TEST_CASE("a trace that frees what it never allocated is refused", "[memory][tra
   std::size_t at = 16;
   while (at < bytes.size() && bytes[at] != 4) at += static_cast<std::size_t>(bytes[at + 2] | (bytes[at + 3] << 8));
   REQUIRE(at < bytes.size());
-  bytes[at + 4 + 16] ^= 0x10;  // trace_free_body::addr
+  bytes[at + 4 + 24] ^= 0x10;  // trace_block_body::addr, after the order (24 bytes)
   CHECK_THROWS_WITH(dk::parse_memory_trace(bytes), Catch::Contains("never allocated"));
 }
 

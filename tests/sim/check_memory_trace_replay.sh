@@ -54,7 +54,7 @@ quarter=$((peak / 4))
 "$replay" "$trace" --memory "$quarter" >"$dir/quarter.txt" 2>&1
 rc=$?
 [ $rc -eq 1 ] || fail "the replay at a quarter of the peak ($quarter bytes) exited $rc, not 1: $(cat "$dir/quarter.txt")"
-grep -Eq "^does not fit: cuda:[0-9]+ \(pool [0-9]+\) cannot allocate .* allocation [0-9]+ of the trace, at .+:[0-9]+" \
+grep -Eq "^does not fit: cuda:[0-9]+ \(pool [0-9]+\) cannot allocate .*, its request [0-9]+, at .+:[0-9]+" \
   "$dir/quarter.txt" || fail "the failure does not name the allocation and its source: $(cat "$dir/quarter.txt")"
 
 # 4. The last record cut.
@@ -101,7 +101,7 @@ replayed = json.load(open(sys.argv[1]))["failure"]
 refused = [json.loads(l) for l in open(sys.argv[2]) if '"op":"out_of_memory"' in l]
 assert refused, "the short run was refused nothing its pools recorded"
 first = refused[0]
-assert (first["seq"], first["bytes"]) == (replayed["seq"], replayed["bytes"]), (first, replayed)
+assert (first["pool"], first["seq"], first["bytes"]) == (replayed["pool"], replayed["seq"], replayed["bytes"]), (first, replayed)
 PY
   else
     echo "note: 1 MiB below the smallest size that fits is below the simulator's smallest GPU (1 MiB): not run"

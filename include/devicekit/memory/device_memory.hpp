@@ -90,6 +90,10 @@ namespace devicekit {
 
 namespace detail {
 class process_memory;  // memory/registry.hpp: keeps a pool whose owner went while it had live allocations
+/// Closes the process's memory trace (memory/trace.hpp): every pool in it that is still alive hands
+/// over its figures and the rest of its log first, as a pool destroyed during the trace does; then
+/// the end record.
+DEVICEKIT_DECL void finish_memory_trace() noexcept;
 }  // namespace detail
 
 struct defragment_result {
@@ -258,6 +262,7 @@ class device_memory : private detail::graph_memory_holder {
  private:
   friend class memory_profiler;
   friend class detail::process_memory;
+  friend void detail::finish_memory_trace() noexcept;
 
   using taken = detail::taken_block;
 
@@ -298,17 +303,23 @@ class device_memory : private detail::graph_memory_holder {
                         std::uint16_t sid, const std::source_location& where);
 
   // The pool's side of a memory trace (memory/trace.hpp), under the lock, only while one is
-  // active. The first event of the pool in a trace registers it: its configuration and what is
-  // live (but the block at `except`, which the event itself records).
-  void trace_register(detail::memory_trace_writer& w, std::uintptr_t except);
+  // open: the pool joins it at its first event (its configuration, and what is live but the block
+  // at `except`, which the event itself records), then records into its own log.
+  bool trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept;
   void trace_allocation(detail::memory_trace_writer& w, detail::trace_op op, std::uintptr_t addr, std::size_t bytes,
-                        std::size_t alignment, bool ordered, native_stream_handle s, const std::source_location& where);
+                        std::size_t alignment, bool ordered, native_stream_handle s,
+                        const std::source_location& where) noexcept {
+    if (trace_joined(w, addr)) trace_log_.allocate(w, op, addr, bytes, alignment, ordered, s, where);
+  }
   void trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes, bool ordered,
-                  native_stream_handle s);
-  void trace_maintenance(detail::trace_maintenance what, native_stream_handle s = native_stream_handle{}) {
+                  native_stream_handle s) noexcept {
+    if (trace_joined(w, 0)) trace_log_.deallocate(w, addr, bytes, ordered, s);  // the block is still live
+  }
+  /// The pool's figures and the rest of its log to the trace (when it goes, or the trace ends).
+  void trace_finish() const noexcept;
+  void trace_maintenance(detail::trace_maintenance what, native_stream_handle s = native_stream_handle{}) noexcept {
     if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
-      trace_register(*w, 0);
-      w->maintenance(this, what, s);
+      if (trace_joined(*w, 0)) trace_log_.maintenance(what, s);
     }
   }
   /// allocate on a stream capturing sequence `id`: a graph memory node, within the budget.
@@ -402,6 +413,7 @@ class device_memory : private detail::graph_memory_holder {
   detail::pool_counters counters_;
   detail::observer_list observers_;
   detail::graph_blocks graph_blocks_;
+  mutable detail::pool_trace_log trace_log_;  ///< written by const members too (trace_finish)
 };
 
 /// The bytes of `dev`'s memory that this process's devicekit pools hold now: of every pool alive
@@ -409,12 +421,6 @@ class device_memory : private detail::graph_memory_holder {
 /// and what its captured graphs hold. A pool keeps that memory to reuse it, so it does not count
 /// as taken when a budget is measured (device_available_bytes, memory/pool.hpp).
 [[nodiscard]] DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev);
-
-namespace detail {
-/// Closes the process's memory trace (memory/trace.hpp): every pool in it that is still alive
-/// records its figures first, as a pool destroyed during the trace does; then the end record.
-DEVICEKIT_DECL void finish_memory_trace() noexcept;
-}  // namespace detail
 
 }  // namespace devicekit
 

@@ -43,17 +43,19 @@ DEVICEKIT_DECL std::uint64_t pool_held_bytes(device dev) {
 }
 
 DEVICEKIT_DECL void detail::finish_memory_trace() noexcept {
-  if (memory_trace_writer* w = active_memory_trace.load(std::memory_order_acquire)) {
+  if (active_memory_trace.load(std::memory_order_acquire) != nullptr) {
     auto& census = pool_census::instance();
     std::lock_guard lock(census.mutex);
-    for (const device_memory* p : census.pools) {
-      try {
-        const pool_stats s = p->stats();
-        w->pool_end(p, s.peak_allocated_bytes, s.peak_reserved_bytes, s.allocation_count, s.oom_count);
-      } catch (...) {}  // a figure left out; the trace still closes
-    }
+    for (const device_memory* p : census.pools) p->trace_finish();
   }
   memory_trace_writer::instance().close();
+}
+
+DEVICEKIT_DECL void device_memory::trace_finish() const noexcept {
+  std::lock_guard lock(mutex_);
+  if (!trace_log_.joined(detail::memory_trace_writer::instance().epoch())) return;
+  const pool_stats s = stats_locked();
+  trace_log_.finish(s.peak_allocated_bytes, s.peak_reserved_bytes, s.allocation_count, s.oom_count);
 }
 
 DEVICEKIT_DECL std::size_t device_memory::trim() {
@@ -130,7 +132,7 @@ DEVICEKIT_DECL void device_memory::start(detail::pool_upstream& upstream, std::s
   events_ = upstream.has_events();
   heap_.configure(upstream_, min_chunk_, detail::round_up_pow2(config_.max_chunk_size, detail::pool_granule),
                   config_.growth_factor);
-  streams_.configure(upstream_, slabs_.class_count(), this);
+  streams_.configure(upstream_, slabs_.class_count(), &trace_log_);
   detail::memory_trace_from_environment(&detail::finish_memory_trace);
   budget_ = detail::budget_of(config_, device_.kind(), default_total_bytes, default_available_bytes);
   max_size_ = config_.max_size ? *config_.max_size : static_cast<std::size_t>(budget_.budget_bytes);
@@ -175,11 +177,8 @@ DEVICEKIT_DECL void device_memory::release_everything() noexcept {
   }
   // First, and without the pool's lock: the ledger calls holders under its own lock.
   detail::graph_memory_ledger::instance().withdraw(this);
+  trace_finish();  // takes the lock itself
   std::lock_guard lock(mutex_);
-  if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
-    const pool_stats s = stats_locked();
-    w->pool_end(this, s.peak_allocated_bytes, s.peak_reserved_bytes, s.allocation_count, s.oom_count);
-  }
   live_.report_leaks(device_, config_.on_leak);
   if (cuda_calls_allowed()) {
     try {
@@ -238,37 +237,28 @@ DEVICEKIT_DECL void* device_memory::allocate_locked(std::unique_lock<detail::poo
   return reinterpret_cast<void*>(t.addr);
 }
 
-DEVICEKIT_DECL void device_memory::trace_register(detail::memory_trace_writer& w, std::uintptr_t except) {
-  detail::trace_pool_description d;
-  d.device_name = device_.str();
-  d.gpu = device_.kind() == device_kind::cuda;
-  d.has_events = events_;
-  d.has_fence = events_ && upstream_->has_fence();
-  d.config = &config_;
-  d.budget = &budget_;
-  d.max_size = max_size_;
-  if (!w.add_pool(this, d)) return;
-  for (const allocation_record& r : live_.snapshot()) {
-    if (reinterpret_cast<std::uintptr_t>(r.ptr) == except) continue;
-    w.live(this, reinterpret_cast<std::uintptr_t>(r.ptr), r.bytes, r.alignment,
-           r.where.line() != 0 ? &r.where : nullptr);
+DEVICEKIT_DECL bool device_memory::trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept {
+  if (trace_log_.joined(w.epoch())) return true;
+  try {
+    detail::trace_pool_description d;
+    d.device_name = device_.str();
+    d.gpu = device_.kind() == device_kind::cuda;
+    d.has_events = events_;
+    d.has_fence = events_ && upstream_->has_fence();
+    d.config = &config_;
+    d.budget = &budget_;
+    d.max_size = max_size_;
+    if (!w.join(trace_log_, d)) return false;
+    for (const allocation_record& r : live_.snapshot()) {
+      if (reinterpret_cast<std::uintptr_t>(r.ptr) == except) continue;
+      trace_log_.live(w, reinterpret_cast<std::uintptr_t>(r.ptr), r.bytes, r.alignment,
+                      r.where.line() != 0 ? &r.where : nullptr);
+    }
+  } catch (const std::bad_alloc&) {
+    // No memory for the description or the list of what is live: the pool records from here on
+    // as well as it can; a replay then refuses a free of what it never saw, with its offset.
   }
-}
-
-DEVICEKIT_DECL void device_memory::trace_allocation(detail::memory_trace_writer& w, detail::trace_op op,
-                                                    std::uintptr_t addr, std::size_t bytes, std::size_t alignment,
-                                                    bool ordered, native_stream_handle s,
-                                                    const std::source_location& where) {
-  if (w.allocate(this, op, addr, bytes, alignment, ordered, s, where)) return;
-  trace_register(w, addr);
-  w.allocate(this, op, addr, bytes, alignment, ordered, s, where);
-}
-
-DEVICEKIT_DECL void device_memory::trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes,
-                                              bool ordered, native_stream_handle s) {
-  if (w.deallocate(this, addr, bytes, ordered, s)) return;
-  trace_register(w, 0);  // the freed block is still live: registered as such, then freed
-  w.deallocate(this, addr, bytes, ordered, s);
+  return trace_log_.joined(w.epoch());
 }
 
 DEVICEKIT_DECL device_memory::taken device_memory::recover(std::unique_lock<detail::pool_mutex>& lock,

@@ -63,7 +63,7 @@ struct replay_pool_result {
 
 struct replay_live_allocation {
   std::uint64_t bytes = 0;
-  std::uint64_t seq = 0;
+  std::uint64_t seq = 0;  ///< the pool's request that made it (trace_record::seq)
   std::string location;
 };
 
@@ -71,7 +71,8 @@ struct replay_live_allocation {
 struct replay_failure {
   std::uint32_t pool = 0;
   std::string device;
-  std::uint64_t seq = 0;
+  std::uint64_t seq = 0;       ///< the pool's request (trace_record::seq)
+  std::uint64_t position = 0;  ///< the record's index in memory_trace::records
   std::uint64_t bytes = 0;
   std::string location;
   std::string message;  ///< the out_of_memory's text
@@ -81,7 +82,7 @@ struct replay_failure {
 };
 
 struct replay_sample {
-  std::uint64_t seq = 0;
+  std::uint64_t position = 0;  ///< after the record at this index of memory_trace::records
   std::uint32_t pool = 0;
   std::uint64_t allocated_bytes = 0;
   std::uint64_t reserved_bytes = 0;
@@ -103,7 +104,7 @@ struct replay_result {
 /// The result as a JSON object (devicekit-replay --json).
 [[nodiscard]] DEVICEKIT_DECL std::string replay_result_json(const replay_result& result);
 /// The timeline as Chrome trace event JSON, which Perfetto (ui.perfetto.dev) opens: a counter track
-/// of allocated and reserved bytes per pool, over the trace's sequence numbers as microseconds.
+/// of allocated and reserved bytes per pool, over the records' positions in the trace as microseconds.
 [[nodiscard]] DEVICEKIT_DECL std::string replay_timeline_json(const replay_result& result);
 
 }  // namespace devicekit

@@ -168,11 +168,13 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
   };
   // The sizes of each pool's live allocations, by recorded address, for a failure's list.
   std::unordered_map<std::uint32_t, std::unordered_map<std::uint64_t, std::uint64_t>> live_bytes;
+  std::uint64_t position = 0;  // of the record being replayed
   auto fail = [&](replay_pool& rp, const trace_record& r, const std::string& message) {
     replay_failure f;
     f.pool = r.pool;
     f.device = rp.traced->device;
     f.seq = r.seq;
+    f.position = position;
     f.bytes = r.bytes;
     f.location = trace.locations[r.location];
     f.message = message;
@@ -197,15 +199,16 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
     if (rp == nullptr) pools[id];  // left out (--gpus)
     return rp;
   };
-  auto sample = [&](replay_pool& rp, std::uint64_t seq) {
+  auto sample = [&](replay_pool& rp, std::uint64_t at) {
     const pool_stats s = rp.pool->stats();
     if (s.peak_reserved_bytes > rp.last_peak_reserved) {
       rp.last_peak_reserved = s.peak_reserved_bytes;
       rp.result.fragmentation_at_peak = s.fragmentation;
     }
-    if (options.timeline) result.timeline.push_back({seq, rp.result.pool, s.allocated_bytes, s.reserved_bytes});
+    if (options.timeline) result.timeline.push_back({at, rp.result.pool, s.allocated_bytes, s.reserved_bytes});
   };
-  for (const trace_record& r : trace.records) {
+  for (; position < trace.records.size(); ++position) {
+    const trace_record& r = trace.records[position];
     replay_pool* rp = nullptr;
     try {
       rp = pool_of(r.pool);
@@ -259,7 +262,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
         rp->live_location[r.addr] = r.location;
         live_bytes[r.pool][r.addr] = r.bytes;
         ++rp->result.allocations;
-        sample(*rp, r.seq);
+        sample(*rp, position);
         break;
       }
       case trace_record::kind::deallocate: {
@@ -277,7 +280,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
         rp->live_location.erase(r.addr);
         live_bytes[r.pool].erase(r.addr);
         ++rp->result.frees;
-        sample(*rp, r.seq);
+        sample(*rp, position);
         break;
       }
       case trace_record::kind::ready: {
@@ -378,7 +381,7 @@ DEVICEKIT_DECL std::string replay_timeline_json(const replay_result& r) {
     first = false;
     out += "{\"name\":";
     detail::append_json_string(out, name_of(s.pool));
-    out += ",\"ph\":\"C\",\"pid\":1,\"ts\":" + std::to_string(s.seq) +
+    out += ",\"ph\":\"C\",\"pid\":1,\"ts\":" + std::to_string(s.position) +
            ",\"args\":{\"allocated\":" + std::to_string(s.allocated_bytes) +
            ",\"reserved\":" + std::to_string(s.reserved_bytes) + "}}";
   }
@@ -387,7 +390,7 @@ DEVICEKIT_DECL std::string replay_timeline_json(const replay_result& r) {
     out += "{\"name\":";
     detail::append_json_string(out, "out of memory: " + std::to_string(r.failure->bytes) + " bytes at " +
                                         r.failure->location);
-    out += ",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"ts\":" + std::to_string(r.failure->seq) + "}";
+    out += ",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"ts\":" + std::to_string(r.failure->position) + "}";
   }
   out += "]}\n";
   return out;

@@ -25,7 +25,7 @@
 /// freed on a stream is reused by that stream at once and by others once the run saw that stream's
 /// event complete (or the replaying pool waits for it, as the real one would).
 ///
-/// The file is binary (version 1, layout in memory/detail/memory_trace.hpp): a pool operation
+/// The file is binary (version 1, layout in memory/detail/trace_format.hpp): a pool operation
 /// takes about 40 ns, and a JSON line several times that. `devicekit-replay --dump` prints it as
 /// JSON lines.
 #include <devicekit/core/config.hpp>
@@ -87,21 +87,27 @@ struct traced_pool {
   std::optional<std::uint64_t> peak_reserved_bytes;
 };
 
-/// One record of a trace after the pool descriptions and source locations.
+/// One record of a trace after the pool descriptions and source locations, in the process's order:
+/// each pool's records in the order the pool made them, and each thread's in the order it made
+/// them (thread, tick and thread_seq, detail/trace_format.hpp's trace_order).
 struct trace_record {
   enum class kind : std::uint8_t { live, allocate, deallocate, out_of_memory, ready, maintenance, pool_end };
   kind what = kind::allocate;
   bool ordered = false;        ///< on a stream (allocate, deallocate)
   std::uint32_t pool = 0;      ///< traced_pool::id
   std::uint32_t location = 0;  ///< index into memory_trace::locations (0: none)
-  std::uint64_t seq = 0;       ///< order of allocations, frees and failures over every pool
+  std::uint64_t seq = 0;       ///< the pool's count of allocations, frees and refused requests (live: 0)
   std::uint64_t addr = 0;
   std::uint64_t bytes = 0;
   std::uint64_t alignment = 0;
   std::uint64_t stream = 0;
-  std::uint64_t value = 0;   ///< ready: what the event covers; maintenance: which (1 release_cached,
-                             ///< 2 trim, 3 defragment, 4 forced, 5 release_stream)
-  std::uint64_t offset = 0;  ///< in the file
+  std::uint64_t value = 0;       ///< ready: which event (the pool's seq + 1 when it was recorded);
+                                 ///< maintenance: which call (1 release_cached, 2 trim, 3 defragment,
+                                 ///< 4 forced, 5 release_stream)
+  std::uint32_t thread = 0;      ///< the recording thread's number
+  std::uint32_t tick = 0;        ///< blocks written before the record was made
+  std::uint64_t thread_seq = 0;  ///< the thread's count of records
+  std::uint64_t offset = 0;      ///< in the file
 };
 
 /// A trace read back.

@@ -3,6 +3,7 @@
 /// The definitions behind memory/trace.hpp: recording's entry points, the reader and the JSON dump.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/memory_trace.hpp>
+#include <devicekit/memory/detail/trace_format.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/trace.hpp>
 
@@ -11,9 +12,15 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <map>
+#include <queue>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace devicekit {
 
@@ -49,6 +56,47 @@ Body read_body(const unsigned char* at) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// What the reader keeps of one pool while it reads.
+struct trace_reader_pool {
+  std::uint64_t last_seq = 0;
+  std::uint32_t locations = 0;                            ///< ids seen so far (from 1)
+  std::unordered_map<std::uint32_t, std::uint32_t> where;  ///< the pool's location id -> memory_trace::locations
+  std::unordered_map<std::uint64_t, std::uint64_t> live;   ///< address -> bytes
+  std::vector<trace_record> records;                       ///< in the pool's order
+  bool ended = false;
+};
+
+/// The records of every pool in the process's order: a merge of the pools' own orders, taking
+/// next the record made first by (tick, thread, thread_seq) among the pools' next records.
+inline std::vector<trace_record> merge_pool_records(std::map<std::uint32_t, trace_reader_pool>& pools) {
+  using key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>;
+  std::priority_queue<std::pair<key, std::uint32_t>, std::vector<std::pair<key, std::uint32_t>>, std::greater<>> heads;
+  std::unordered_map<std::uint32_t, std::size_t> next;
+  std::size_t total = 0;
+  auto push = [&](std::uint32_t pool) {
+    const auto& list = pools[pool].records;
+    const std::size_t i = next[pool];
+    if (i < list.size()) heads.push({key{list[i].tick, list[i].thread, list[i].thread_seq, pool}, pool});
+  };
+  for (auto& [id, p] : pools) {
+    total += p.records.size();
+    push(id);
+  }
+  std::vector<trace_record> out;
+  out.reserve(total);
+  while (!heads.empty()) {
+    const std::uint32_t pool = heads.top().second;
+    heads.pop();
+    out.push_back(pools[pool].records[next[pool]++]);
+    push(pool);
+  }
+  return out;
+}
+
+}  // namespace detail
+
 DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> bytes, bool allow_partial) {
   using namespace detail;
   memory_trace t;
@@ -71,13 +119,12 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
   }
   t.version = version;
   t.locations.emplace_back();
-  // What is live, per pool, to refuse a free of an address never allocated (the replay relies on it).
-  std::unordered_map<std::uint64_t, std::unordered_map<std::uint64_t, std::uint64_t>> live;
-  std::uint64_t last_seq = 0;
+  std::map<std::uint32_t, trace_reader_pool> pools;
   std::uint64_t records = 0;
   std::size_t at = trace_header_bytes;
   while (at < bytes.size()) {
     const std::uint64_t offset = at;
+    auto corrupt = [&](const std::string& what) { return trace_format_error(what + ": the file is corrupt", offset); };
     if (bytes.size() - at < sizeof(trace_prefix)) {
       throw trace_format_error("the file ends inside a record: it was cut short (a run that stopped while writing, "
                                "or a partial copy)",
@@ -85,61 +132,56 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
     }
     trace_prefix prefix;
     std::memcpy(&prefix, bytes.data() + at, sizeof prefix);
-    if (prefix.size < sizeof(trace_prefix) || prefix.size > bytes.size() - at) {
-      throw trace_format_error(prefix.size < sizeof(trace_prefix)
-                                   ? "a record of " + std::to_string(prefix.size) + " bytes, shorter than its prefix: the file is corrupt"
-                                   : "the file ends inside a record: it was cut short (a run that stopped while "
-                                     "writing, or a partial copy)",
+    if (prefix.size < sizeof(trace_prefix)) {
+      throw corrupt("a record of " + std::to_string(prefix.size) + " bytes, shorter than its prefix");
+    }
+    if (prefix.size > bytes.size() - at) {
+      throw trace_format_error("the file ends inside a record: it was cut short (a run that stopped while writing, "
+                               "or a partial copy)",
                                offset);
     }
     const unsigned char* rec = bytes.data() + at;
     const std::size_t body_bytes = prefix.size - sizeof(trace_prefix);
-    auto need = [&](std::size_t n, const char* what) {
-      if (body_bytes < n || (n != 0 && body_bytes != n && std::string_view(what) != "pool" &&
-                             std::string_view(what) != "location")) {
-        throw trace_format_error(std::string("a ") + what + " record of " + std::to_string(prefix.size) +
-                                     " bytes, which is not its size: the file is corrupt",
-                                 offset);
+    // Fixed bodies have their exact size; a pool's description and a location carry text after it.
+    auto need = [&](std::size_t n, const char* what, bool text_after) {
+      if (body_bytes < n || (!text_after && body_bytes != n)) {
+        throw corrupt(std::string("a ") + what + " record of " + std::to_string(prefix.size) + " bytes");
       }
     };
-    auto known_pool = [&](std::uint32_t id) {
-      if (t.pool(id) == nullptr) {
-        throw trace_format_error("a record of pool " + std::to_string(id) +
-                                     ", which the trace never described: the file is corrupt",
-                                 offset);
-      }
+    auto pool_of = [&](std::uint32_t id) -> trace_reader_pool& {
+      const auto it = pools.find(id);
+      if (it == pools.end()) throw corrupt("a record of pool " + std::to_string(id) + ", which the trace never described");
+      if (it->second.ended) throw corrupt("a record of pool " + std::to_string(id) + " after its end");
+      return it->second;
     };
-    auto check_seq = [&](std::uint64_t seq) {
-      if (seq <= last_seq) {
-        throw trace_format_error("sequence number " + std::to_string(seq) + " after " + std::to_string(last_seq) +
-                                     ": records out of order, the file is corrupt",
-                                 offset);
-      }
-      last_seq = seq;
+    auto ordered_record = [&](const trace_order& o, trace_record::kind k) {
+      trace_record r;
+      r.what = k;
+      r.ordered = (prefix.flags & trace_ordered) != 0;
+      r.pool = o.pool;
+      r.thread = o.thread;
+      r.tick = o.tick;
+      r.thread_seq = o.thread_seq;
+      r.offset = offset;
+      return r;
     };
     ++records;
     switch (prefix.op) {
       case trace_op::pool: {
-        need(sizeof(trace_pool_body), "pool");
+        need(sizeof(trace_pool_body), "pool", true);
         const auto b = read_body<trace_pool_body>(rec);
-        if (b.pool == 0 || t.pool(b.pool) != nullptr) {
-          throw trace_format_error("pool " + std::to_string(b.pool) + " described twice or numbered 0: the file is corrupt",
-                                   offset);
-        }
+        if (b.pool == 0 || pools.count(b.pool) != 0) throw corrupt("pool " + std::to_string(b.pool) + " described twice or numbered 0");
         if (!plausible_size(b.total_bytes) || !plausible_size(b.budget_bytes) || !plausible_size(b.initial_size) ||
             !plausible_size(b.min_chunk_size) || !plausible_size(b.max_chunk_size) ||
             !plausible_size(b.small_size_limit) || !plausible_size(b.headroom_bytes) ||
             !plausible_size(b.collective_reserve_bytes) || !std::isfinite(b.fraction) || b.fraction < 0 ||
             b.fraction > 1 || !std::isfinite(b.growth_factor) || b.growth_factor < 1 || b.growth_factor > 1e6 ||
             !std::isfinite(b.defrag_threshold)) {
-          throw trace_format_error("pool " + std::to_string(b.pool) +
-                                       " is described with sizes or factors no pool has: the file is corrupt",
-                                   offset);
+          throw corrupt("pool " + std::to_string(b.pool) + " is described with sizes or factors no pool has");
         }
         traced_pool p;
         p.id = b.pool;
-        p.device.assign(reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b,
-                        body_bytes - sizeof b);
+        p.device.assign(reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b, body_bytes - sizeof b);
         p.gpu = (b.flags & trace_pool_gpu) != 0;
         p.has_events = (b.flags & trace_pool_has_events) != 0;
         p.has_fence = (b.flags & trace_pool_has_fence) != 0;
@@ -158,15 +200,17 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         p.growth_factor = b.growth_factor;
         p.defrag_threshold = b.defrag_threshold;
         t.pools.push_back(std::move(p));
+        pools[b.pool];
         break;
       }
       case trace_op::location: {
-        need(sizeof(trace_location_body), "location");
+        need(sizeof(trace_location_body), "location", true);
         const auto b = read_body<trace_location_body>(rec);
-        if (b.id != t.locations.size() || b.file_bytes > body_bytes - sizeof b) {
-          throw trace_format_error("source location " + std::to_string(b.id) + " out of place: the file is corrupt",
-                                   offset);
+        trace_reader_pool& p = pool_of(b.pool);
+        if (b.id != p.locations + 1 || b.file_bytes > body_bytes - sizeof b) {
+          throw corrupt("source location " + std::to_string(b.id) + " of pool " + std::to_string(b.pool) + " out of place");
         }
+        ++p.locations;
         const char* text = reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b;
         std::string where(text, b.file_bytes);
         where += ":" + std::to_string(b.line);
@@ -176,132 +220,103 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
           const std::string_view fn(text + b.file_bytes, fn_bytes);
           where += " (" + std::string(fn.substr(0, fn.find(" [with "))) + ")";
         }
+        p.where[b.id] = static_cast<std::uint32_t>(t.locations.size());
         t.locations.push_back(std::move(where));
         break;
       }
       case trace_op::allocate:
       case trace_op::out_of_memory:
-      case trace_op::live: {
-        need(sizeof(trace_alloc_body), "allocation");
-        const auto b = read_body<trace_alloc_body>(rec);
-        known_pool(b.pool);
-        if (b.location >= t.locations.size()) {
-          throw trace_format_error("an allocation at source location " + std::to_string(b.location) +
-                                       ", which the trace never named: the file is corrupt",
-                                   offset);
-        }
-        if (!plausible_size(b.bytes) || b.bytes == 0 || !plausible_size(b.alignment) ||
-            (b.alignment & (b.alignment - 1)) != 0) {
-          throw trace_format_error("an allocation of " + std::to_string(b.bytes) + " bytes aligned to " +
-                                       std::to_string(b.alignment) + ": sizes no pool records, the file is corrupt",
-                                   offset);
-        }
-        trace_record r;
-        r.what = prefix.op == trace_op::live            ? trace_record::kind::live
-                 : prefix.op == trace_op::allocate      ? trace_record::kind::allocate
-                                                        : trace_record::kind::out_of_memory;
-        if (prefix.op != trace_op::live) check_seq(b.seq);
-        if (prefix.op != trace_op::out_of_memory) {
-          auto& mine = live[b.pool];
-          if (b.addr == 0 || !mine.emplace(b.addr, b.bytes).second) {
-            throw trace_format_error("an allocation at address " + std::to_string(b.addr) +
-                                         ", which is live already (or 0): the file is corrupt",
+      case trace_op::live:
+      case trace_op::deallocate: {
+        const bool on_stream = (prefix.flags & trace_ordered) != 0;
+        need(sizeof(trace_block_body) + (on_stream ? sizeof(std::uint64_t) : 0), "block", false);
+        const auto b = read_body<trace_block_body>(rec);
+        std::uint64_t stream = 0;
+        if (on_stream) std::memcpy(&stream, rec + sizeof(trace_prefix) + sizeof b, sizeof stream);
+        trace_reader_pool& p = pool_of(b.order.pool);
+        const auto k = prefix.op == trace_op::live         ? trace_record::kind::live
+                       : prefix.op == trace_op::allocate   ? trace_record::kind::allocate
+                       : prefix.op == trace_op::deallocate ? trace_record::kind::deallocate
+                                                           : trace_record::kind::out_of_memory;
+        trace_record r = ordered_record(b.order, k);
+        r.addr = b.addr;
+        r.bytes = b.bytes;
+        r.stream = stream;
+        if (k != trace_record::kind::live) r.seq = ++p.last_seq;
+        if (k == trace_record::kind::deallocate) {
+          if (b.order.extra != 0 || (prefix.flags & ~trace_ordered) != 0) throw corrupt("a free with an alignment or a location");
+          const auto it = p.live.find(b.addr);
+          if (it == p.live.end()) {
+            throw trace_format_error("a free of address " + std::to_string(b.addr) + " in pool " +
+                                         std::to_string(b.order.pool) + ", which the trace never allocated there",
                                      offset);
           }
+          if (it->second != b.bytes) {
+            throw corrupt("a free of " + std::to_string(b.bytes) + " bytes of an allocation of " +
+                          std::to_string(it->second));
+          }
+          p.live.erase(it);
+          p.records.push_back(r);
+          break;
         }
-        r.ordered = (prefix.flags & trace_ordered) != 0;
-        r.pool = b.pool;
-        r.location = b.location;
-        r.seq = b.seq;
-        r.addr = b.addr;
-        r.bytes = b.bytes;
-        r.alignment = b.alignment;
-        r.stream = b.stream;
-        r.offset = offset;
-        t.records.push_back(r);
-        break;
-      }
-      case trace_op::deallocate: {
-        need(sizeof(trace_free_body), "free");
-        const auto b = read_body<trace_free_body>(rec);
-        known_pool(b.pool);
-        check_seq(b.seq);
-        auto& mine = live[b.pool];
-        const auto it = mine.find(b.addr);
-        if (it == mine.end()) {
-          throw trace_format_error("a free of address " + std::to_string(b.addr) + " in pool " +
-                                       std::to_string(b.pool) + ", which the trace never allocated there",
-                                   offset);
+        if (b.order.extra != 0) {
+          const auto it = p.where.find(b.order.extra);
+          if (it == p.where.end()) {
+            throw corrupt("an allocation at source location " + std::to_string(b.order.extra) +
+                          ", which the trace never named");
+          }
+          r.location = it->second;
         }
-        if (it->second != b.bytes) {
-          throw trace_format_error("a free of " + std::to_string(b.bytes) + " bytes of an allocation of " +
-                                       std::to_string(it->second) + ": the file is corrupt",
-                                   offset);
+        r.alignment = trace_alignment_of(prefix.flags);
+        if (!plausible_size(b.bytes) || b.bytes == 0 || r.alignment >= (std::uint64_t{1} << 56)) {
+          throw corrupt("an allocation of " + std::to_string(b.bytes) + " bytes aligned to " +
+                        std::to_string(r.alignment));
         }
-        mine.erase(it);
-        trace_record r;
-        r.what = trace_record::kind::deallocate;
-        r.ordered = (prefix.flags & trace_ordered) != 0;
-        r.pool = b.pool;
-        r.seq = b.seq;
-        r.addr = b.addr;
-        r.bytes = b.bytes;
-        r.stream = b.stream;
-        r.offset = offset;
-        t.records.push_back(r);
+        if (k != trace_record::kind::out_of_memory && (b.addr == 0 || !p.live.emplace(b.addr, b.bytes).second)) {
+          throw corrupt("an allocation at address " + std::to_string(b.addr) + ", which is live already (or 0)");
+        }
+        p.records.push_back(r);
         break;
       }
       case trace_op::ready: {
-        need(sizeof(trace_ready_body), "ready");
+        need(sizeof(trace_ready_body), "ready", false);
         const auto b = read_body<trace_ready_body>(rec);
-        known_pool(b.pool);
-        trace_record r;
-        r.what = trace_record::kind::ready;
-        r.pool = b.pool;
+        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_record r = ordered_record(b.order, trace_record::kind::ready);
         r.stream = b.stream;
         r.value = b.upto;
-        r.offset = offset;
-        t.records.push_back(r);
+        p.records.push_back(r);
         break;
       }
       case trace_op::maintenance: {
-        need(sizeof(trace_maintenance_body), "maintenance");
+        need(sizeof(trace_maintenance_body), "maintenance", false);
         const auto b = read_body<trace_maintenance_body>(rec);
-        known_pool(b.pool);
-        if (b.what < 1 || b.what > 5) {
-          throw trace_format_error("maintenance of kind " + std::to_string(b.what) + ": the file is corrupt", offset);
-        }
-        trace_record r;
-        r.what = trace_record::kind::maintenance;
-        r.pool = b.pool;
+        trace_reader_pool& p = pool_of(b.order.pool);
+        if (b.order.extra < 1 || b.order.extra > 5) throw corrupt("maintenance of kind " + std::to_string(b.order.extra));
+        trace_record r = ordered_record(b.order, trace_record::kind::maintenance);
         r.stream = b.stream;
-        r.value = b.what;
-        r.offset = offset;
-        t.records.push_back(r);
+        r.value = b.order.extra;
+        p.records.push_back(r);
         break;
       }
       case trace_op::pool_end: {
-        need(sizeof(trace_pool_end_body), "pool end");
+        need(sizeof(trace_pool_end_body), "pool end", false);
         const auto b = read_body<trace_pool_end_body>(rec);
-        known_pool(b.pool);
-        auto& p = *std::find_if(t.pools.begin(), t.pools.end(), [&](const traced_pool& q) { return q.id == b.pool; });
-        p.peak_allocated_bytes = b.peak_allocated_bytes;
-        p.peak_reserved_bytes = b.peak_reserved_bytes;
-        live.erase(b.pool);
-        trace_record r;
-        r.what = trace_record::kind::pool_end;
-        r.pool = b.pool;
-        r.offset = offset;
-        t.records.push_back(r);
+        trace_reader_pool& p = pool_of(b.order.pool);
+        auto& described = *std::find_if(t.pools.begin(), t.pools.end(),
+                                        [&](const traced_pool& q) { return q.id == b.order.pool; });
+        described.peak_allocated_bytes = b.peak_allocated_bytes;
+        described.peak_reserved_bytes = b.peak_reserved_bytes;
+        p.ended = true;
+        p.records.push_back(ordered_record(b.order, trace_record::kind::pool_end));
         break;
       }
       case trace_op::end: {
-        need(sizeof(trace_end_body), "end");
+        need(sizeof(trace_end_body), "end", false);
         const auto b = read_body<trace_end_body>(rec);
         if (b.records != records) {
-          throw trace_format_error("the end record counts " + std::to_string(b.records) + " records where there are " +
-                                       std::to_string(records) + ": the file is corrupt",
-                                   offset);
+          throw corrupt("the end record counts " + std::to_string(b.records) + " records where there are " +
+                        std::to_string(records));
         }
         if (at + prefix.size != bytes.size()) {
           throw trace_format_error("bytes after the end record: two traces written to one file, or a corrupt file",
@@ -322,6 +337,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
                              "(a crash, or a kill), or the file was cut; replay what there is with --partial",
                              bytes.size());
   }
+  t.records = merge_pool_records(pools);
   return t;
 }
 

@@ -6,16 +6,80 @@
 #include <devicekit/core/settings.hpp>
 #include <devicekit/memory/detail/memory_trace.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <new>
 
 namespace devicekit::detail {
 
-namespace {
-constexpr std::size_t trace_buffer_bytes = std::size_t{1} << 20;
+// --- a pool's log, under the pool's lock ----------------------------------------------------------
+
+DEVICEKIT_DECL void pool_trace_log::put(trace_op op, std::uint8_t flags, const void* body, std::size_t body_bytes,
+                                        const char* tail, std::size_t tail_bytes, const char* tail2,
+                                        std::size_t tail2_bytes) noexcept {
+  if (!block_) return;  // joined without memory for a block: nothing is kept
+  const std::size_t size = sizeof(trace_prefix) + body_bytes + tail_bytes + tail2_bytes;
+  if (used_ + size > capacity) memory_trace_writer::instance().write(*this);
+  const trace_prefix prefix{op, flags, static_cast<std::uint16_t>(size)};
+  unsigned char* out = block_.get() + used_;
+  std::memcpy(out, &prefix, sizeof prefix);
+  std::memcpy(out + sizeof prefix, body, body_bytes);
+  if (tail_bytes != 0) std::memcpy(out + sizeof prefix + body_bytes, tail, tail_bytes);
+  if (tail2_bytes != 0) std::memcpy(out + sizeof prefix + body_bytes + tail_bytes, tail2, tail2_bytes);
+  used_ += size;
+  ++records_;
 }
+
+DEVICEKIT_DECL std::uint32_t pool_trace_log::location_id(const std::source_location& where) noexcept {
+  if (!locations_) return 0;
+  const location_key key{where.file_name(), where.function_name(), where.line()};
+  location_table::cached& cached =
+      locations_->cache[(reinterpret_cast<std::uintptr_t>(key.file) / 8 + key.line * 31u) % location_table::cache_size];
+  if (cached.key == key) return cached.id;
+  std::uint32_t id = 0;
+  try {
+    const auto [it, fresh] = locations_->ids.try_emplace(key, static_cast<std::uint32_t>(locations_->ids.size() + 1));
+    id = it->second;
+    if (fresh) {
+      // A record holds at most 64 KiB: names longer than a few KiB are cut (they are for people).
+      const std::size_t file_bytes = std::min<std::size_t>(std::strlen(key.file), 4096);
+      const std::size_t function_bytes = std::min<std::size_t>(std::strlen(key.function), 4096);
+      const trace_location_body body{pool_, id, key.line, static_cast<std::uint32_t>(file_bytes)};
+      put(trace_op::location, 0, &body, sizeof body, key.file, file_bytes, key.function, function_bytes);
+    }
+  } catch (const std::bad_alloc&) {
+    return 0;  // recorded without its location
+  }
+  cached = {key, id};
+  return id;
+}
+
+DEVICEKIT_DECL void pool_trace_log::ready(const void* stream, std::uint64_t upto) noexcept {
+  const trace_ready_body body{next_order(memory_trace_writer::instance(), 0), reinterpret_cast<std::uintptr_t>(stream),
+                              upto};
+  put(trace_op::ready, 0, &body, sizeof body);
+}
+
+DEVICEKIT_DECL void pool_trace_log::maintenance(trace_maintenance what, const void* stream) noexcept {
+  const trace_maintenance_body body{next_order(memory_trace_writer::instance(), static_cast<std::uint32_t>(what)),
+                                    reinterpret_cast<std::uintptr_t>(stream)};
+  put(trace_op::maintenance, 0, &body, sizeof body);
+}
+
+DEVICEKIT_DECL void pool_trace_log::finish(std::uint64_t peak_allocated, std::uint64_t peak_reserved,
+                                           std::uint64_t allocations, std::uint64_t ooms) noexcept {
+  const trace_pool_end_body body{next_order(memory_trace_writer::instance(), 0), peak_allocated, peak_reserved,
+                                 allocations, ooms};
+  put(trace_op::pool_end, 0, &body, sizeof body);
+  memory_trace_writer::instance().write(*this);
+  epoch_ = 0;  // the pool's part is complete; a pool that goes on joins the next trace afresh
+}
+
+// --- the writer -----------------------------------------------------------------------------------
 
 DEVICEKIT_DECL memory_trace_writer& memory_trace_writer::instance() {
   static auto* writer = new memory_trace_writer();  // never destroyed: see the declaration
@@ -33,23 +97,17 @@ DEVICEKIT_DECL void memory_trace_writer::open(const std::string& path) {
     throw config_error("start_memory_trace: cannot write \"" + path + "\" (" + std::strerror(errno) +
                        "); name a file in a directory that exists and that this process may write");
   }
-  file_ = f;
-  path_ = path;
-  buffer_.clear();
-  buffer_.reserve(trace_buffer_bytes);
-  seq_ = 0;
-  records_ = 0;
-  next_pool_ = 0;
-  next_location_ = 0;
-  write_failed_ = false;
-  pools_.clear();
-  locations_.clear();
-  forget_caches();
   unsigned char header[trace_header_bytes];
   std::memcpy(header, trace_magic, 8);
   std::memcpy(header + 8, &trace_version, 4);
   std::memcpy(header + 12, &trace_endian_mark, 4);
-  buffer_.insert(buffer_.end(), header, header + trace_header_bytes);
+  write_failed_ = std::fwrite(header, 1, sizeof header, f) != sizeof header;
+  file_ = f;
+  path_ = path;
+  records_ = 0;
+  next_pool_ = 0;
+  records_lost_ = false;
+  epoch_.fetch_add(1, std::memory_order_relaxed);  // odd: open
   active_memory_trace.store(this, std::memory_order_release);
 }
 
@@ -57,20 +115,23 @@ DEVICEKIT_DECL void memory_trace_writer::close() noexcept {
   std::lock_guard lock(mutex_);
   if (file_ == nullptr) return;
   active_memory_trace.store(nullptr, std::memory_order_release);
+  epoch_.fetch_add(1, std::memory_order_relaxed);  // even: every log still joined stops recording
   const trace_end_body body{records_ + 1};
-  put(trace_op::end, 0, &body, sizeof body);
-  flush_locked();
+  const trace_prefix prefix{trace_op::end, 0, static_cast<std::uint16_t>(sizeof prefix + sizeof body)};
+  unsigned char out[sizeof prefix + sizeof body];
+  std::memcpy(out, &prefix, sizeof prefix);
+  std::memcpy(out + sizeof prefix, &body, sizeof body);
+  if (std::fwrite(out, 1, sizeof out, file_) != sizeof out) write_failed_ = true;
   if (std::fclose(file_) != 0) write_failed_ = true;
   if (write_failed_) {
     std::fprintf(stderr, "devicekit: the memory trace \"%s\" could not be written in full (disk full?)\n", path_.c_str());
   }
+  if (records_lost_) {
+    std::fprintf(stderr, "devicekit: the memory trace \"%s\" lacks a pool's records: no memory was left for its log\n",
+                 path_.c_str());
+  }
   file_ = nullptr;
   path_.clear();
-  pools_.clear();
-  locations_.clear();
-  forget_caches();
-  buffer_.clear();
-  buffer_.shrink_to_fit();
 }
 
 DEVICEKIT_DECL std::string memory_trace_writer::path() const {
@@ -78,59 +139,32 @@ DEVICEKIT_DECL std::string memory_trace_writer::path() const {
   return path_;
 }
 
-DEVICEKIT_DECL void memory_trace_writer::flush_locked() noexcept {
-  if (buffer_.empty() || file_ == nullptr) return;
-  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) write_failed_ = true;
-  buffer_.clear();
+DEVICEKIT_DECL std::uint32_t memory_trace_writer::thread_number() noexcept {
+  return threads_.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-DEVICEKIT_DECL void memory_trace_writer::put(trace_op op, std::uint8_t flags, const void* body, std::size_t body_bytes,
-                                             const char* tail, std::size_t tail_bytes, const char* tail2,
-                                             std::size_t tail2_bytes) {
-  const std::size_t size = sizeof(trace_prefix) + body_bytes + tail_bytes + tail2_bytes;
-  const trace_prefix prefix{op, flags, static_cast<std::uint16_t>(size)};
-  if (buffer_.size() + size > trace_buffer_bytes) flush_locked();
-  const std::size_t at = buffer_.size();
-  buffer_.resize(at + size);  // reserved at open: no reallocation
-  unsigned char* out = buffer_.data() + at;
-  std::memcpy(out, &prefix, sizeof prefix);
-  std::memcpy(out + sizeof prefix, body, body_bytes);
-  if (tail_bytes != 0) std::memcpy(out + sizeof prefix + body_bytes, tail, tail_bytes);
-  if (tail2_bytes != 0) std::memcpy(out + sizeof prefix + body_bytes + tail_bytes, tail2, tail2_bytes);
-  ++records_;
-}
-
-DEVICEKIT_DECL std::uint32_t memory_trace_writer::location_id(const std::source_location& where) {
-  const location_key key{where.file_name(), where.function_name(), where.line()};
-  cached_location& cached =
-      location_cache_[(reinterpret_cast<std::uintptr_t>(key.file) / 8 + key.line * 31u) % location_cache_size];
-  if (cached.key == key) return cached.id;
-  const auto [it, fresh] = locations_.try_emplace(key, 0u);
-  if (fresh) {
-    it->second = ++next_location_;
-    // A record holds at most 64 KiB: names longer than a few KiB are cut (they are for people).
-    const std::size_t file_bytes = std::min<std::size_t>(std::strlen(key.file), 4096);
-    const std::size_t function_bytes = std::min<std::size_t>(std::strlen(key.function), 4096);
-    const trace_location_body body{it->second, key.line, static_cast<std::uint32_t>(file_bytes), 0};
-    put(trace_op::location, 0, &body, sizeof body, key.file, file_bytes, key.function, function_bytes);
+DEVICEKIT_DECL bool memory_trace_writer::join(pool_trace_log& log, const trace_pool_description& d) noexcept {
+  std::uint32_t pool = 0;
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (file_ == nullptr) return false;
+    pool = ++next_pool_;
+    epoch = epoch_.load(std::memory_order_relaxed);
   }
-  cached = {key, it->second};
-  return it->second;
-}
-
-DEVICEKIT_DECL void memory_trace_writer::forget_caches() noexcept {
-  for (cached_location& c : location_cache_) c = {};
-  last_pool_ = nullptr;
-  last_entry_ = nullptr;
-}
-
-DEVICEKIT_DECL bool memory_trace_writer::add_pool(const void* pool, const trace_pool_description& d) {
-  std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return false;
-  pool_entry& e = pools_[pool];
-  if (e.id != 0) return false;
-  forget_caches();  // the map may have rehashed: the cached entry may have moved
-  e.id = ++next_pool_;
+  try {
+    if (!log.block_) log.block_ = std::make_unique<unsigned char[]>(pool_trace_log::capacity);
+    log.locations_ = std::make_unique<pool_trace_log::location_table>();
+  } catch (const std::bad_alloc&) {
+    std::lock_guard lock(mutex_);
+    records_lost_ = true;
+    return false;
+  }
+  log.epoch_ = epoch;
+  log.pool_ = pool;
+  log.seq_ = 0;
+  log.records_ = 0;
+  log.used_ = 0;
   const pool_config& c = *d.config;
   const memory_budget& b = *d.budget;
   std::uint32_t flags = 0;
@@ -140,7 +174,7 @@ DEVICEKIT_DECL bool memory_trace_writer::add_pool(const void* pool, const trace_
   if (d.gpu) flags |= trace_pool_gpu;
   if (b.capped_to_available) flags |= trace_pool_capped;
   if (c.max_size && !c.budget) flags |= trace_pool_own_max_size;  // as budget_of reads them
-  const trace_pool_body body{e.id,
+  const trace_pool_body body{pool,
                              flags,
                              b.total_bytes,
                              b.headroom_bytes,
@@ -154,80 +188,21 @@ DEVICEKIT_DECL bool memory_trace_writer::add_pool(const void* pool, const trace_
                              c.growth_factor,
                              c.defrag_threshold};
   const std::size_t name_bytes = std::min<std::size_t>(d.device_name.size(), 256);
-  put(trace_op::pool, 0, &body, sizeof body, d.device_name.data(), name_bytes);
+  log.put(trace_op::pool, 0, &body, sizeof body, d.device_name.data(), name_bytes);
   return true;
 }
 
-DEVICEKIT_DECL void memory_trace_writer::live(const void* pool, std::uintptr_t addr, std::size_t bytes,
-                                              std::size_t alignment, const std::source_location* where) {
-  std::lock_guard lock(mutex_);
-  pool_entry* e = find_pool(pool);
-  if (file_ == nullptr || e == nullptr) return;
-  const std::uint32_t loc = where != nullptr ? location_id(*where) : 0;
-  const trace_alloc_body body{e->id, loc, 0, addr, bytes, alignment, 0};
-  put(trace_op::live, 0, &body, sizeof body);
-}
-
-DEVICEKIT_DECL bool memory_trace_writer::allocate(const void* pool, trace_op op, std::uintptr_t addr,
-                                                  std::size_t bytes, std::size_t alignment, bool ordered,
-                                                  const void* stream, const std::source_location& where) {
-  std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return true;  // closed meanwhile: nothing to register
-  pool_entry* e = find_pool(pool);
-  if (e == nullptr) return false;
-  const std::uint32_t loc = location_id(where);
-  const trace_alloc_body body{e->id, loc, ++seq_, addr, bytes, alignment, reinterpret_cast<std::uintptr_t>(stream)};
-  put(op, ordered ? trace_ordered : 0, &body, sizeof body);
-  e->last_seq = seq_;
-  return true;
-}
-
-DEVICEKIT_DECL bool memory_trace_writer::deallocate(const void* pool, std::uintptr_t addr, std::size_t bytes,
-                                                    bool ordered, const void* stream) {
-  std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return true;
-  pool_entry* e = find_pool(pool);
-  if (e == nullptr) return false;
-  const trace_free_body body{e->id, 0, ++seq_, addr, bytes, reinterpret_cast<std::uintptr_t>(stream)};
-  put(trace_op::deallocate, ordered ? trace_ordered : 0, &body, sizeof body);
-  e->last_seq = seq_;
-  return true;
-}
-
-DEVICEKIT_DECL std::uint64_t memory_trace_writer::cover_mark(const void* pool) {
-  std::lock_guard lock(mutex_);
-  const auto it = pools_.find(pool);
-  return it == pools_.end() ? 0 : it->second.last_seq + 1;
-}
-
-DEVICEKIT_DECL void memory_trace_writer::ready(const void* pool, const void* stream, std::uint64_t upto) {
-  std::lock_guard lock(mutex_);
-  const auto it = pools_.find(pool);
-  if (file_ == nullptr || it == pools_.end()) return;
-  const trace_ready_body body{it->second.id, 0, reinterpret_cast<std::uintptr_t>(stream), upto};
-  put(trace_op::ready, 0, &body, sizeof body);
-}
-
-DEVICEKIT_DECL void memory_trace_writer::maintenance(const void* pool, trace_maintenance what, const void* stream) {
-  std::lock_guard lock(mutex_);
-  const auto it = pools_.find(pool);
-  if (file_ == nullptr || it == pools_.end()) return;
-  const trace_maintenance_body body{it->second.id, static_cast<std::uint32_t>(what),
-                                    reinterpret_cast<std::uintptr_t>(stream)};
-  put(trace_op::maintenance, 0, &body, sizeof body);
-}
-
-DEVICEKIT_DECL void memory_trace_writer::pool_end(const void* pool, std::uint64_t peak_allocated,
-                                                  std::uint64_t peak_reserved, std::uint64_t allocations,
-                                                  std::uint64_t ooms) {
-  std::lock_guard lock(mutex_);
-  const auto it = pools_.find(pool);
-  if (file_ == nullptr || it == pools_.end()) return;
-  const trace_pool_end_body body{it->second.id, 0, peak_allocated, peak_reserved, allocations, ooms};
-  put(trace_op::pool_end, 0, &body, sizeof body);
-  pools_.erase(it);  // another pool may be made at the same address
-  forget_caches();
-  flush_locked();
+DEVICEKIT_DECL void memory_trace_writer::write(pool_trace_log& log) noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (file_ != nullptr && log.epoch_ == epoch_.load(std::memory_order_relaxed) && log.used_ != 0) {
+      if (std::fwrite(log.block_.get(), 1, log.used_, file_) != log.used_) write_failed_ = true;
+      records_ += log.records_;
+      tick_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  log.used_ = 0;
+  log.records_ = 0;
 }
 
 DEVICEKIT_DECL void memory_trace_from_environment(void (*finish)()) noexcept {

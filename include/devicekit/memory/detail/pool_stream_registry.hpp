@@ -44,11 +44,11 @@ class pool_stream_registry {
   /// Stream slots kept at once (block headers store the slot in 16 bits).
   static constexpr std::size_t max_stream_slots = 65535;
 
-  /// `owner`: the pool, as a memory trace (memory/trace.hpp) names it.
-  void configure(pool_upstream* upstream, int class_count, const void* owner) noexcept {
+  /// `trace`: the pool's log in a memory trace (memory/trace.hpp), under the pool's lock as this is.
+  void configure(pool_upstream* upstream, int class_count, pool_trace_log* trace) noexcept {
     upstream_ = upstream;
     class_count_ = class_count;
-    owner_ = owner;
+    trace_ = trace;
   }
 
   [[nodiscard]] stream_state& at(std::uint16_t sid) noexcept { return *streams_[sid - 1u]; }
@@ -145,7 +145,7 @@ class pool_stream_registry {
   void retire(stream_state& st) noexcept;
 
   pool_upstream* upstream_ = nullptr;
-  const void* owner_ = nullptr;
+  pool_trace_log* trace_ = nullptr;
   int class_count_ = 0;
   std::vector<std::unique_ptr<stream_state>> streams_;
   /// The slot of each stream not retired: a program may use thousands of streams (one per

@@ -65,8 +65,8 @@ DEVICEKIT_DECL void pool_stream_registry::record_event(stream_state& st, std::ui
   if (st.event == nullptr) st.event = upstream_->create_event(st.handle);
   upstream_->record_event(st.event, st.handle);
   st.recorded_seq = upto;
-  if (memory_trace_writer* w = active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
-    st.trace_cover = w->cover_mark(owner_);
+  if (active_memory_trace.load(std::memory_order_relaxed) != nullptr) [[unlikely]] {
+    st.trace_cover = trace_->cover_mark();
   }
   st.event_in_flight = true;
   st.event_wanted = false;
@@ -119,7 +119,7 @@ DEVICEKIT_DECL bool pool_stream_registry::poll(std::uint16_t except, bool wait, 
       continue;
     } else if (memory_trace_writer* w = active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
       // What only the device's progress decided: a replay answers the same query from this record.
-      w->ready(owner_, st.handle, st.trace_cover);
+      if (trace_->joined(w->epoch())) trace_->ready(st.handle, st.trace_cover);
     }
     st.event_in_flight = false;
     any = migrate(st, st.recorded_seq, heap, slabs) || any;
