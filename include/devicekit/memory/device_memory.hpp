@@ -304,17 +304,15 @@ class device_memory : private detail::graph_memory_holder {
 
   // The pool's side of a memory trace (memory/trace.hpp), under the lock, only while one is
   // open: the pool joins it at its first event (its configuration, and what is live but the block
-  // at `except`, which the event itself records), then records into its own log.
-  bool trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept;
-  void trace_allocation(detail::memory_trace_writer& w, detail::trace_op op, std::uintptr_t addr, std::size_t bytes,
-                        std::size_t alignment, bool ordered, native_stream_handle s,
-                        const std::source_location& where) noexcept {
-    if (trace_joined(w, addr)) trace_log_.allocate(w, op, addr, bytes, alignment, ordered, s, where);
-  }
-  void trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes, bool ordered,
-                  native_stream_handle s) noexcept {
-    if (trace_joined(w, 0)) trace_log_.deallocate(w, addr, bytes, ordered, s);  // the block is still live
-  }
+  // at `except`, which the event itself records), then records into its own log. Cold: the
+  // compiler keeps them out of the operations that call them, which stay as they are without one.
+  [[gnu::cold]] bool trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept;
+  /// allocate_impl while a trace is open: the allocation (or its refusal), then its record.
+  [[gnu::cold]] void* allocate_traced(detail::memory_trace_writer& w, std::unique_lock<detail::pool_mutex>& lock,
+                                      std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
+                                      std::uint16_t sid, const std::source_location& where);
+  [[gnu::cold]] void trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes, bool ordered,
+                                native_stream_handle s) noexcept;
   /// The pool's figures and the rest of its log to the trace (when it goes, or the trace ends).
   void trace_finish() const noexcept;
   void trace_maintenance(detail::trace_maintenance what, native_stream_handle s = native_stream_handle{}) noexcept {

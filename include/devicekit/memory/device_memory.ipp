@@ -204,19 +204,34 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   const std::uint16_t sid = ordered && events_ ? streams_.id_of(s, heap_, slabs_) : 0;
   if (sid != 0) streams_.before_allocate(streams_.at(sid));  // may throw: nothing changed yet
   if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
-    void* p = nullptr;
-    try {
-      p = allocate_locked(lock, bytes, alignment, sid, where);
-    } catch (const out_of_memory&) {
-      // Not when the user's on_out_of_memory callback threw it: the lock is not held then.
-      if (lock.owns_lock()) trace_allocation(*w, detail::trace_op::out_of_memory, 0, bytes, alignment, ordered, s, where);
-      throw;
-    }
-    trace_allocation(*w, detail::trace_op::allocate, reinterpret_cast<std::uintptr_t>(p), bytes, alignment, ordered, s,
-                     where);
-    return p;
+    return allocate_traced(*w, lock, bytes, alignment, ordered, s, sid, where);
   }
   return allocate_locked(lock, bytes, alignment, sid, where);
+}
+
+DEVICEKIT_DECL void* device_memory::allocate_traced(detail::memory_trace_writer& w,
+                                                    std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
+                                                    std::size_t alignment, bool ordered, native_stream_handle s,
+                                                    std::uint16_t sid, const std::source_location& where) {
+  void* p = nullptr;
+  try {
+    p = allocate_locked(lock, bytes, alignment, sid, where);
+  } catch (const out_of_memory&) {
+    // Not when the user's on_out_of_memory callback threw it: the lock is not held then.
+    if (lock.owns_lock() && trace_joined(w, 0)) {
+      trace_log_.allocate(w, detail::trace_op::out_of_memory, 0, bytes, alignment, ordered, s, where);
+    }
+    throw;
+  }
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  if (trace_joined(w, addr))
+    trace_log_.allocate(w, detail::trace_op::allocate, addr, bytes, alignment, ordered, s, where);
+  return p;
+}
+
+DEVICEKIT_DECL void device_memory::trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes,
+                                              bool ordered, native_stream_handle s) noexcept {
+  if (trace_joined(w, 0)) trace_log_.deallocate(w, addr, bytes, ordered, s);  // the block is still live
 }
 
 DEVICEKIT_DECL void* device_memory::allocate_locked(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,

@@ -38,7 +38,8 @@ inline std::uint64_t replay_headroom(const traced_pool& p, std::uint64_t device_
 inline std::uint64_t replay_budget(const traced_pool& p, const replay_options& o, std::uint64_t device_bytes) {
   if (!p.gpu) return p.budget_bytes;
   if (!o.gpu_memory_bytes && !o.fraction) return p.budget_bytes;
-  if (p.own_max_size || p.total_bytes == 0) return device_bytes != 0 ? std::min(p.budget_bytes, device_bytes) : p.budget_bytes;
+  if (p.own_max_size || p.total_bytes == 0)
+    return device_bytes != 0 ? std::min(p.budget_bytes, device_bytes) : p.budget_bytes;
   const double f = o.fraction.value_or(p.fraction);
   const memory_budget b = compute_budget(device_bytes, f, replay_headroom(p, device_bytes));
   return b.budget_bytes > p.collective_reserve_bytes ? b.budget_bytes - p.collective_reserve_bytes : 0;
@@ -115,7 +116,8 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
                        ": a fraction of the device must be in (0, 1]; or name conservative, balanced or aggressive");
   }
   if (options.gpus && *options.gpus < 1) throw config_error("--gpus " + std::to_string(*options.gpus) + ": at least 1");
-  if (options.gpu_memory_bytes && *options.gpu_memory_bytes == 0) throw config_error("--memory 0: a device needs memory");
+  if (options.gpu_memory_bytes && *options.gpu_memory_bytes == 0)
+    throw config_error("--memory 0: a device needs memory");
   {
     pool_config probe;  // the settings are checked before anything is replayed
     for (const auto& [name, value] : options.pool_settings) apply_pool_setting(probe, name, value);
@@ -184,9 +186,8 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
       ++f.live_count;
       f.largest_live.push_back({bytes, ours.second, trace.locations[rp.live_location[addr]]});
     }
-    std::sort(f.largest_live.begin(), f.largest_live.end(), [](const auto& x, const auto& y) {
-      return x.bytes != y.bytes ? x.bytes > y.bytes : x.seq < y.seq;
-    });
+    std::sort(f.largest_live.begin(), f.largest_live.end(),
+              [](const auto& x, const auto& y) { return x.bytes != y.bytes ? x.bytes > y.bytes : x.seq < y.seq; });
     if (f.largest_live.size() > 10) f.largest_live.resize(10);
     result.failure = std::move(f);
     result.fits = false;
@@ -332,7 +333,8 @@ DEVICEKIT_DECL std::string replay_result_json(const replay_result& r) {
     if (i != 0) out += ',';
     out += "{\"pool\":" + std::to_string(p.pool) + ",\"device\":";
     append_json_string(out, p.device);
-    out += ",\"budget_bytes\":" + std::to_string(p.budget_bytes) + ",\"device_bytes\":" + std::to_string(p.device_bytes) +
+    out += ",\"budget_bytes\":" + std::to_string(p.budget_bytes) +
+           ",\"device_bytes\":" + std::to_string(p.device_bytes) +
            ",\"peak_allocated_bytes\":" + std::to_string(p.peak_allocated_bytes) +
            ",\"peak_reserved_bytes\":" + std::to_string(p.peak_reserved_bytes) +
            ",\"fragmentation_at_peak\":" + std::to_string(p.fragmentation_at_peak) +
@@ -354,8 +356,8 @@ DEVICEKIT_DECL std::string replay_result_json(const replay_result& r) {
            ",\"largest_live\":[";
     for (std::size_t i = 0; i < f.largest_live.size(); ++i) {
       if (i != 0) out += ',';
-      out += "{\"bytes\":" + std::to_string(f.largest_live[i].bytes) + ",\"seq\":" + std::to_string(f.largest_live[i].seq) +
-             ",\"at\":";
+      out += "{\"bytes\":" + std::to_string(f.largest_live[i].bytes) +
+             ",\"seq\":" + std::to_string(f.largest_live[i].seq) + ",\"at\":";
       append_json_string(out, f.largest_live[i].location);
       out += "}";
     }
@@ -388,8 +390,8 @@ DEVICEKIT_DECL std::string replay_timeline_json(const replay_result& r) {
   if (r.failure) {
     if (!first) out += ',';
     out += "{\"name\":";
-    detail::append_json_string(out, "out of memory: " + std::to_string(r.failure->bytes) + " bytes at " +
-                                        r.failure->location);
+    detail::append_json_string(
+        out, "out of memory: " + std::to_string(r.failure->bytes) + " bytes at " + r.failure->location);
     out += ",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"ts\":" + std::to_string(r.failure->position) + "}";
   }
   out += "]}\n";

@@ -61,7 +61,7 @@ namespace detail {
 /// What the reader keeps of one pool while it reads.
 struct trace_reader_pool {
   std::uint64_t last_seq = 0;
-  std::uint32_t locations = 0;                            ///< ids seen so far (from 1)
+  std::uint32_t locations = 0;                             ///< ids seen so far (from 1)
   std::unordered_map<std::uint32_t, std::uint32_t> where;  ///< the pool's location id -> memory_trace::locations
   std::unordered_map<std::uint64_t, std::uint64_t> live;   ///< address -> bytes
   std::vector<trace_record> records;                       ///< in the pool's order
@@ -101,9 +101,10 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
   using namespace detail;
   memory_trace t;
   if (bytes.size() < trace_header_bytes || std::memcmp(bytes.data(), trace_magic, 8) != 0) {
-    throw trace_format_error("not a devicekit memory trace (it does not start with \"DKMTRACE\"); record one with "
-                             "DEVICEKIT_TRACE=<file> or devicekit::start_memory_trace",
-                             0);
+    throw trace_format_error(
+        "not a devicekit memory trace (it does not start with \"DKMTRACE\"); record one with "
+        "DEVICEKIT_TRACE=<file> or devicekit::start_memory_trace",
+        0);
   }
   std::uint32_t version = 0;
   std::uint32_t mark = 0;
@@ -126,9 +127,10 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
     const std::uint64_t offset = at;
     auto corrupt = [&](const std::string& what) { return trace_format_error(what + ": the file is corrupt", offset); };
     if (bytes.size() - at < sizeof(trace_prefix)) {
-      throw trace_format_error("the file ends inside a record: it was cut short (a run that stopped while writing, "
-                               "or a partial copy)",
-                               offset);
+      throw trace_format_error(
+          "the file ends inside a record: it was cut short (a run that stopped while writing, "
+          "or a partial copy)",
+          offset);
     }
     trace_prefix prefix;
     std::memcpy(&prefix, bytes.data() + at, sizeof prefix);
@@ -136,9 +138,10 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
       throw corrupt("a record of " + std::to_string(prefix.size) + " bytes, shorter than its prefix");
     }
     if (prefix.size > bytes.size() - at) {
-      throw trace_format_error("the file ends inside a record: it was cut short (a run that stopped while writing, "
-                               "or a partial copy)",
-                               offset);
+      throw trace_format_error(
+          "the file ends inside a record: it was cut short (a run that stopped while writing, "
+          "or a partial copy)",
+          offset);
     }
     const unsigned char* rec = bytes.data() + at;
     const std::size_t body_bytes = prefix.size - sizeof(trace_prefix);
@@ -150,7 +153,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
     };
     auto pool_of = [&](std::uint32_t id) -> trace_reader_pool& {
       const auto it = pools.find(id);
-      if (it == pools.end()) throw corrupt("a record of pool " + std::to_string(id) + ", which the trace never described");
+      if (it == pools.end())
+        throw corrupt("a record of pool " + std::to_string(id) + ", which the trace never described");
       if (it->second.ended) throw corrupt("a record of pool " + std::to_string(id) + " after its end");
       return it->second;
     };
@@ -170,7 +174,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
       case trace_op::pool: {
         need(sizeof(trace_pool_body), "pool", true);
         const auto b = read_body<trace_pool_body>(rec);
-        if (b.pool == 0 || pools.count(b.pool) != 0) throw corrupt("pool " + std::to_string(b.pool) + " described twice or numbered 0");
+        if (b.pool == 0 || pools.count(b.pool) != 0)
+          throw corrupt("pool " + std::to_string(b.pool) + " described twice or numbered 0");
         if (!plausible_size(b.total_bytes) || !plausible_size(b.budget_bytes) || !plausible_size(b.initial_size) ||
             !plausible_size(b.min_chunk_size) || !plausible_size(b.max_chunk_size) ||
             !plausible_size(b.small_size_limit) || !plausible_size(b.headroom_bytes) ||
@@ -208,7 +213,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         const auto b = read_body<trace_location_body>(rec);
         trace_reader_pool& p = pool_of(b.pool);
         if (b.id != p.locations + 1 || b.file_bytes > body_bytes - sizeof b) {
-          throw corrupt("source location " + std::to_string(b.id) + " of pool " + std::to_string(b.pool) + " out of place");
+          throw corrupt("source location " + std::to_string(b.id) + " of pool " + std::to_string(b.pool) +
+                        " out of place");
         }
         ++p.locations;
         const char* text = reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b;
@@ -244,7 +250,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         r.stream = stream;
         if (k != trace_record::kind::live) r.seq = ++p.last_seq;
         if (k == trace_record::kind::deallocate) {
-          if (b.order.extra != 0 || (prefix.flags & ~trace_ordered) != 0) throw corrupt("a free with an alignment or a location");
+          if (b.order.extra != 0 || (prefix.flags & ~trace_ordered) != 0)
+            throw corrupt("a free with an alignment or a location");
           const auto it = p.live.find(b.addr);
           if (it == p.live.end()) {
             throw trace_format_error("a free of address " + std::to_string(b.addr) + " in pool " +
@@ -292,7 +299,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         need(sizeof(trace_maintenance_body), "maintenance", false);
         const auto b = read_body<trace_maintenance_body>(rec);
         trace_reader_pool& p = pool_of(b.order.pool);
-        if (b.order.extra < 1 || b.order.extra > 5) throw corrupt("maintenance of kind " + std::to_string(b.order.extra));
+        if (b.order.extra < 1 || b.order.extra > 5)
+          throw corrupt("maintenance of kind " + std::to_string(b.order.extra));
         trace_record r = ordered_record(b.order, trace_record::kind::maintenance);
         r.stream = b.stream;
         r.value = b.order.extra;
@@ -303,8 +311,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         need(sizeof(trace_pool_end_body), "pool end", false);
         const auto b = read_body<trace_pool_end_body>(rec);
         trace_reader_pool& p = pool_of(b.order.pool);
-        auto& described = *std::find_if(t.pools.begin(), t.pools.end(),
-                                        [&](const traced_pool& q) { return q.id == b.order.pool; });
+        auto& described =
+            *std::find_if(t.pools.begin(), t.pools.end(), [&](const traced_pool& q) { return q.id == b.order.pool; });
         described.peak_allocated_bytes = b.peak_allocated_bytes;
         described.peak_reserved_bytes = b.peak_reserved_bytes;
         p.ended = true;
@@ -333,9 +341,10 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
     at += prefix.size;
   }
   if (!t.complete && !allow_partial) {
-    throw trace_format_error("the trace ends without its end record: the run stopped before the trace was closed "
-                             "(a crash, or a kill), or the file was cut; replay what there is with --partial",
-                             bytes.size());
+    throw trace_format_error(
+        "the trace ends without its end record: the run stopped before the trace was closed "
+        "(a crash, or a kill), or the file was cut; replay what there is with --partial",
+        bytes.size());
   }
   t.records = merge_pool_records(pools);
   return t;

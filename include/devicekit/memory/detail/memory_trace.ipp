@@ -124,7 +124,8 @@ DEVICEKIT_DECL void memory_trace_writer::close() noexcept {
   if (std::fwrite(out, 1, sizeof out, file_) != sizeof out) write_failed_ = true;
   if (std::fclose(file_) != 0) write_failed_ = true;
   if (write_failed_) {
-    std::fprintf(stderr, "devicekit: the memory trace \"%s\" could not be written in full (disk full?)\n", path_.c_str());
+    std::fprintf(stderr, "devicekit: the memory trace \"%s\" could not be written in full (disk full?)\n",
+                 path_.c_str());
   }
   if (records_lost_) {
     std::fprintf(stderr, "devicekit: the memory trace \"%s\" lacks a pool's records: no memory was left for its log\n",
