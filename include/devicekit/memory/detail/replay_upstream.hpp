@@ -15,9 +15,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <stdexcept>
+#include <new>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace devicekit::detail {
 
@@ -52,12 +53,13 @@ class replay_host_upstream {
 
   void* allocate(std::size_t bytes, std::size_t alignment) {
     if (memory_->capacity != 0 && bytes > memory_->capacity - std::min(memory_->capacity, memory_->used)) {
-      throw std::runtime_error("the replayed device has " + std::to_string(memory_->capacity - memory_->used) +
-                               " of its " + std::to_string(memory_->capacity) + " bytes left");
+      throw refusal("the replayed device has " +
+                    std::to_string(memory_->capacity - std::min(memory_->capacity, memory_->used)) + " of its " +
+                    std::to_string(memory_->capacity) + " bytes left");
     }
     const std::uintptr_t a = (memory_->next_address + alignment - 1) & ~(std::uintptr_t(alignment) - 1);
     if (a < memory_->next_address || bytes > address_limit - a) {
-      throw std::runtime_error("the replay ran out of addresses (the trace asks for more than 2^62 bytes in all)");
+      throw refusal("the replay ran out of addresses (the trace asks for more than 2^62 bytes in all)");
     }
     memory_->next_address = a + bytes;
     memory_->used += bytes;
@@ -67,6 +69,16 @@ class replay_host_upstream {
   [[nodiscard]] device get_device() const noexcept { return dev_; }
 
  private:
+  /// What the device says when it has no more: a std::bad_alloc, as host memory says it, which the
+  /// pool turns into out_of_memory wherever it asks (its growth, and the start it preallocates).
+  class refusal : public std::bad_alloc {
+   public:
+    explicit refusal(std::string what) : what_(std::move(what)) {}
+    [[nodiscard]] const char* what() const noexcept override { return what_.c_str(); }
+
+   private:
+    std::string what_;
+  };
   static constexpr std::uintptr_t address_limit = std::uintptr_t{1} << 62;
   device dev_;
   replay_device* memory_;
