@@ -298,21 +298,38 @@ class device_memory : private detail::graph_memory_holder {
 
   void* allocate_impl(std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
                       const std::source_location& where);
-  /// allocate_impl's work once the lock is held and the stream's slot known.
-  void* allocate_locked(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes, std::size_t alignment,
-                        std::uint16_t sid, const std::source_location& where);
+  /// allocate_impl's work once the lock is held and the stream's slot known. Always inline: it is
+  /// the allocation itself, and a call here would cost every allocation (allocate_traced has a copy).
+  [[gnu::always_inline]] void* allocate_locked(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
+                                               std::size_t alignment, std::uint16_t sid,
+                                               const std::source_location& where) {
+    if (bytes > max_size_) {
+      throw_oom(bytes,
+                "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
+    }
+    // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
+    // host - a few bytes for a free-list entry - is assumed not to fail; if it does, std::bad_alloc
+    // propagates.)
+    live_.reserve_one();
+    taken t = try_take(bytes, alignment, sid);
+    if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
+    live_.insert({t.addr, bytes, t.owner, t.kind}, where, alignment);
+    counters_.allocated_one(bytes, t.size);
+    if (!observers_.empty()) notify(detail::pool_event::allocate, bytes);
+    return reinterpret_cast<void*>(t.addr);
+  }
 
   // The pool's side of a memory trace (memory/trace.hpp), under the lock, only while one is
   // open: the pool joins it at its first event (its configuration, and what is live but the block
-  // at `except`, which the event itself records), then records into its own log. Cold: the
-  // compiler keeps them out of the operations that call them, which stay as they are without one.
-  [[gnu::cold]] bool trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept;
+  // at `except`, which the event itself records), then records into its own log. Never inlined
+  // (their definitions say so): the operations that call them stay as they are without a trace.
+  bool trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept;
   /// allocate_impl while a trace is open: the allocation (or its refusal), then its record.
-  [[gnu::cold]] void* allocate_traced(detail::memory_trace_writer& w, std::unique_lock<detail::pool_mutex>& lock,
-                                      std::size_t bytes, std::size_t alignment, bool ordered, native_stream_handle s,
-                                      std::uint16_t sid, const std::source_location& where);
-  [[gnu::cold]] void trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes, bool ordered,
-                                native_stream_handle s) noexcept;
+  void* allocate_traced(detail::memory_trace_writer& w, std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
+                        std::size_t alignment, bool ordered, native_stream_handle s, std::uint16_t sid,
+                        const std::source_location& where);
+  void trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes, bool ordered,
+                  native_stream_handle s) noexcept;
   /// The pool's figures and the rest of its log to the trace (when it goes, or the trace ends).
   void trace_finish() const noexcept;
   void trace_maintenance(detail::trace_maintenance what, native_stream_handle s = native_stream_handle{}) noexcept {

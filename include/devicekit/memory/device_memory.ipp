@@ -209,10 +209,9 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   return allocate_locked(lock, bytes, alignment, sid, where);
 }
 
-DEVICEKIT_DECL void* device_memory::allocate_traced(detail::memory_trace_writer& w,
-                                                    std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
-                                                    std::size_t alignment, bool ordered, native_stream_handle s,
-                                                    std::uint16_t sid, const std::source_location& where) {
+[[gnu::noinline]] DEVICEKIT_DECL void* device_memory::allocate_traced(
+    detail::memory_trace_writer& w, std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
+    std::size_t alignment, bool ordered, native_stream_handle s, std::uint16_t sid, const std::source_location& where) {
   void* p = nullptr;
   try {
     p = allocate_locked(lock, bytes, alignment, sid, where);
@@ -229,30 +228,14 @@ DEVICEKIT_DECL void* device_memory::allocate_traced(detail::memory_trace_writer&
   return p;
 }
 
-DEVICEKIT_DECL void device_memory::trace_free(detail::memory_trace_writer& w, std::uintptr_t addr, std::size_t bytes,
-                                              bool ordered, native_stream_handle s) noexcept {
+[[gnu::noinline]] DEVICEKIT_DECL void device_memory::trace_free(detail::memory_trace_writer& w, std::uintptr_t addr,
+                                                                std::size_t bytes, bool ordered,
+                                                                native_stream_handle s) noexcept {
   if (trace_joined(w, 0)) trace_log_.deallocate(w, addr, bytes, ordered, s);  // the block is still live
 }
 
-DEVICEKIT_DECL void* device_memory::allocate_locked(std::unique_lock<detail::pool_mutex>& lock, std::size_t bytes,
-                                                    std::size_t alignment, std::uint16_t sid,
-                                                    const std::source_location& where) {
-  if (bytes > max_size_) {
-    throw_oom(bytes, "the request is larger than the pool's budget (max_size " + std::to_string(max_size_) + " bytes)");
-  }
-  // Room for the record first: once a block is taken nothing may throw. (Bookkeeping on the
-  // host - a few bytes for a free-list entry - is assumed not to fail; if it does, std::bad_alloc
-  // propagates.)
-  live_.reserve_one();
-  taken t = try_take(bytes, alignment, sid);
-  if (t.addr == 0) t = recover(lock, bytes, alignment, sid);
-  live_.insert({t.addr, bytes, t.owner, t.kind}, where, alignment);
-  counters_.allocated_one(bytes, t.size);
-  if (!observers_.empty()) notify(detail::pool_event::allocate, bytes);
-  return reinterpret_cast<void*>(t.addr);
-}
-
-DEVICEKIT_DECL bool device_memory::trace_joined(detail::memory_trace_writer& w, std::uintptr_t except) const noexcept {
+[[gnu::noinline]] DEVICEKIT_DECL bool device_memory::trace_joined(detail::memory_trace_writer& w,
+                                                                  std::uintptr_t except) const noexcept {
   if (trace_log_.joined(w.epoch())) return true;
   try {
     detail::trace_pool_description d;
