@@ -343,7 +343,8 @@ DEVICEKIT_DECL std::string replay_result_json(const replay_result& r) {
       out += ",\"recorded_peak_allocated_bytes\":" + std::to_string(*p.recorded_peak_allocated_bytes) +
              ",\"recorded_peak_reserved_bytes\":" + std::to_string(*p.recorded_peak_reserved_bytes);
     }
-    out += ",\"recorded_out_of_memory\":" + std::to_string(p.recorded_out_of_memory) + "}";
+    out += ",\"recorded_out_of_memory\":" + std::to_string(p.recorded_out_of_memory) +
+           ",\"reproduced_out_of_memory\":" + std::to_string(p.reproduced_out_of_memory) + "}";
   }
   out += "]";
   if (r.failure) {
