@@ -80,6 +80,7 @@
 #include <devicekit/memory/strategy.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <source_location>
@@ -219,6 +220,10 @@ class device_memory : private detail::graph_memory_holder {
     heap_.reset_peak();
   }
   [[nodiscard]] device get_device() const noexcept { return device_; }
+  /// A token that expires when this pool is destroyed, for a handle that borrows the pool and may
+  /// outlive it (rmm_resource, rmm/resource.hpp): it refuses a call with an error instead of
+  /// reaching a pool that is gone.
+  [[nodiscard]] std::weak_ptr<const void> lifetime() const noexcept { return alive_; }
   [[nodiscard]] const pool_config& config() const noexcept { return config_; }
   /// How the budget (max_size) was reached.
   [[nodiscard]] const memory_budget& budget() const noexcept { return budget_; }
@@ -420,7 +425,8 @@ class device_memory : private detail::graph_memory_holder {
   std::uint8_t after_free_ = 0;                ///< release_after_free | report_idle_after_free (under the lock)
   void (*on_idle_)(device_memory*) = nullptr;  ///< report_when_idle's callback (under the lock)
 
-  mutable detail::pool_mutex mutex_;  // guards everything below
+  std::shared_ptr<const void> alive_ = std::make_shared<char>();  ///< lifetime()'s token
+  mutable detail::pool_mutex mutex_;                              // guards everything below
   detail::block_heap heap_;
   detail::slab_cache slabs_;
   detail::pool_stream_registry streams_;
