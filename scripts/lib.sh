@@ -7,7 +7,7 @@
 # The CUDA toolkit is not among them: it is found at /usr/local/cuda when present, and everything
 # builds for the CPU without it.
 DEVICEKIT_APT_PACKAGES=(cmake ninja-build g++ catch2 libboost-dev nlohmann-json3-dev libcli11-dev ccache
-                        libopenmpi-dev openmpi-bin python3 clang-format doxygen valgrind)
+                        libopenmpi-dev openmpi-bin python3 clang-format doxygen valgrind libgtest-dev)
 
 # The fuzz stage's compiler (scripts/fuzz: libFuzzer is part of clang's compiler-rt, which Debian
 # ships as libclang-rt-16-dev). scripts/test installs them as root; without them, or as another
@@ -143,4 +143,13 @@ DEVICEKIT_RMM_WHEELS=(librmm-cu13==26.10.0 rapids-logger==0.3.0)
 devicekit_fetch_rmm_wheels() {
   devicekit_fetch_wheels rmm-site librmm/include/rmm/mr/pool_memory_resource.hpp "${DEVICEKIT_RMM_WHEELS[@]}" ||
     echo "devicekit: benchmarks/rmm is not built"
+}
+
+# RMM's wheels for tests/rmm (RMM's own memory-resource tests against devicekit's resources, on
+# simulated GPUs): the release whose source third_party/rmm holds (its tests and the few compiled
+# functions they call), into .deps/rmm-tests-site once.
+DEVICEKIT_RMM_TEST_WHEELS=(librmm-cu13==26.6.0 rapids-logger==0.2.3)
+devicekit_fetch_rmm_test_wheels() {
+  devicekit_fetch_wheels rmm-tests-site librmm/include/rmm/resource_ref.hpp "${DEVICEKIT_RMM_TEST_WHEELS[@]}" ||
+    echo "devicekit: RMM's tests (tests/rmm) are not built"
 }
