@@ -50,13 +50,19 @@ TEST(RmmResource, DeviceBufferPastTheBudgetIsRmmOutOfMemoryWithDevicekitsFigures
   const rmm::cuda_stream stream;
   rmm::device_buffer a(8u << 20, stream.view(), rmm::device_async_resource_ref{mr});
   EXPECT_GE(pool->stats().in_use_bytes, std::size_t{8} << 20);
+  const auto clients = pool->client_stats();  // RMM's buffer is the client rmm's, not devicekit's
+  ASSERT_EQ(clients.size(), 2u);
+  EXPECT_EQ(clients[0].client, "devicekit");
+  EXPECT_EQ(clients[0].bytes_in_use, 0u);
+  EXPECT_EQ(clients[1].client, "rmm");
+  EXPECT_EQ(clients[1].bytes_in_use, std::uint64_t{8} << 20);
   try {
     rmm::device_buffer b(64u << 20, stream.view(), rmm::device_async_resource_ref{mr});
     FAIL() << "a buffer past the pool's 32 MiB budget was allocated";
   } catch (const rmm::out_of_memory& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("out_of_memory"), std::string::npos) << what;
-    EXPECT_NE(what.find("through RMM"), std::string::npos) << what;
+    EXPECT_NE(what.find("client rmm"), std::string::npos) << what;
     EXPECT_NE(what.find("budget"), std::string::npos) << what;
   }
   EXPECT_GE(pool->stats().in_use_bytes, std::size_t{8} << 20);  // the first buffer is untouched
@@ -110,6 +116,8 @@ TEST(RmmResource, AFreeThroughTheWrongRouteIsRefusedAndCountedThePoolUnchanged) 
   ref.deallocate_sync(mine, 4096, 256);
   other.deallocate_sync(foreign, 4096, 256);
   EXPECT_EQ(pool->stats().in_use_bytes, 0u);
+  EXPECT_EQ(pool->client_stats().at(1).bytes_in_use, 0u);  // refused frees counted nothing
+  EXPECT_EQ(pool->client_stats().at(1).num_allocs, 1u);
 }
 
 TEST(RmmResource, ABorrowedPoolGoneUnderRmmIsAnErrorNotACrash) {

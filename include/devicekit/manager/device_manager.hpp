@@ -338,7 +338,7 @@ class device_manager {
     device_memory_stats out;
     (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(d).budget_bytes;
-    state_.pools.for_each_pool_of(d, [&](const device_memory& m) { out += m.stats(); });
+    state_.pools.for_each_pool_of(d, [&](const device_memory& m) { add_pool_stats(out, m); });
     return out;
   }
 
@@ -350,7 +350,7 @@ class device_manager {
     const bool host_memory = kind != memory_kind::device || d.is_cpu();
     if (d.is_cuda()) (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(host_memory ? device::cpu() : d).budget_bytes;
-    state_.pools.for_each_pool_of(d, kind, [&](const device_memory& m) { out += m.stats(); });
+    state_.pools.for_each_pool_of(d, kind, [&](const device_memory& m) { add_pool_stats(out, m); });
     return out;
   }
 

@@ -61,6 +61,7 @@
 #include <devicekit/core/runtime.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/detail/allocation_registry.hpp>
+#include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/detail/block_heap.hpp>
 #include <devicekit/memory/detail/block_router.hpp>
 #include <devicekit/memory/detail/graph_blocks.hpp>
@@ -224,6 +225,12 @@ class device_memory : private detail::graph_memory_holder {
   /// outlive it (rmm_resource, rmm/resource.hpp): it refuses a call with an error instead of
   /// reaching a pool that is gone.
   [[nodiscard]] std::weak_ptr<const void> lifetime() const noexcept { return alive_; }
+  /// The ledger of `client` in this pool (memory/clients.hpp), made at the first call for that name
+  /// and shared by every later one: an adaptor that lets a library allocate here counts there.
+  [[nodiscard]] std::shared_ptr<client_ledger> client_ledger_for(const std::string& client);
+  /// This pool's live allocations by client: "devicekit" (what no ledger holds; its peak is the
+  /// pool's, an upper bound) first, then each ledger's. Adds up to stats().allocated_bytes.
+  [[nodiscard]] std::vector<client_memory_stats> client_stats() const;
   [[nodiscard]] const pool_config& config() const noexcept { return config_; }
   /// How the budget (max_size) was reached.
   [[nodiscard]] const memory_budget& budget() const noexcept { return budget_; }
@@ -435,7 +442,15 @@ class device_memory : private detail::graph_memory_holder {
   detail::observer_list observers_;
   detail::graph_blocks graph_blocks_;
   mutable detail::pool_trace_log trace_log_;  ///< written by const members too (trace_finish)
+  std::vector<std::shared_ptr<client_ledger>> clients_;
 };
+
+/// Adds `m`'s figures to `out`, and its allocations by client to out.clients
+/// (device_manager::memory_stats).
+inline void add_pool_stats(device_memory_stats& out, const device_memory& m) {
+  out += m.stats();
+  for (const client_memory_stats& c : m.client_stats()) add_client_stats(out.clients, c);
+}
 
 /// The bytes of `dev`'s memory that this process's devicekit pools hold now: of every pool alive
 /// on `dev` (the process's, every manager's, a program's own), what it reserved from its upstream

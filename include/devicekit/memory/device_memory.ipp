@@ -78,6 +78,32 @@ DEVICEKIT_DECL std::size_t device_memory::release_cached() {
   return released;
 }
 
+DEVICEKIT_DECL std::shared_ptr<client_ledger> device_memory::client_ledger_for(const std::string& client) {
+  std::lock_guard lock(mutex_);
+  for (const auto& c : clients_) {
+    if (c->name() == client) return c;
+  }
+  clients_.push_back(std::make_shared<client_ledger>(client));
+  return clients_.back();
+}
+
+DEVICEKIT_DECL std::vector<client_memory_stats> device_memory::client_stats() const {
+  std::lock_guard lock(mutex_);
+  const pool_stats s = stats_locked();
+  std::vector<client_memory_stats> out;
+  out.reserve(clients_.size() + 1);
+  out.push_back({"devicekit", s.allocated_bytes, s.peak_allocated_bytes, s.allocation_count});
+  for (const auto& c : clients_) {
+    client_memory_stats m = c->stats();
+    // A ledger counts after the pool's figures change (a client allocates or frees, then counts):
+    // a reader in between may see a free in the pool and not yet in the ledger, hence the clamp.
+    out.front().bytes_in_use -= std::min(out.front().bytes_in_use, m.bytes_in_use);
+    out.front().num_allocs -= std::min(out.front().num_allocs, m.num_allocs);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 DEVICEKIT_DECL defragment_result device_memory::defragment(bool force) {
   std::lock_guard lock(mutex_);
   trace_maintenance(force ? detail::trace_maintenance::defragment_forced : detail::trace_maintenance::defragment);

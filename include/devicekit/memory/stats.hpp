@@ -6,6 +6,7 @@
 /// throws are in <devicekit/memory/errors.hpp>, included here for code that includes only this
 /// header.
 #include <devicekit/core/config.hpp>
+#include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/errors.hpp>      // IWYU pragma: export
 #include <devicekit/memory/pool_stats.hpp>  // IWYU pragma: export
 
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace devicekit {
 
@@ -29,6 +31,9 @@ struct device_memory_stats {
   std::uint64_t largest_alloc_size = 0;        ///< the largest single allocation served
   std::uint64_t bytes_reserved = 0;            ///< held from the driver now
   std::uint64_t largest_free_block_bytes = 0;  ///< the largest request served without growing
+  /// bytes_in_use by client (memory/clients.hpp): "devicekit" first, then the libraries that
+  /// allocate through devicekit's pools ("rmm"). Not one of jaxlib's keys: as_map leaves it out.
+  std::vector<client_memory_stats> clients;
 
   /// Adds one pool's figures.
   device_memory_stats& operator+=(const pool_stats& p);

@@ -34,6 +34,18 @@ namespace devicekit {
           {"max_size", s.max_size}};
 }
 
+/// A device's memory by client: [{client, bytes_in_use, peak_bytes_in_use, num_allocs}].
+[[nodiscard]] inline nlohmann::json clients_json(const std::vector<client_memory_stats>& clients) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const client_memory_stats& c : clients) {
+    out.push_back({{"client", c.client},
+                   {"bytes_in_use", c.bytes_in_use},
+                   {"peak_bytes_in_use", c.peak_bytes_in_use},
+                   {"num_allocs", c.num_allocs}});
+  }
+  return out;
+}
+
 /// The budget basis of a device and its pool's stats (null until the pool exists).
 [[nodiscard]] inline nlohmann::json to_json(const device_memory_info& m) {
   return {{"total_bytes", m.budget.total_bytes},
@@ -49,7 +61,8 @@ namespace devicekit {
           {"scratch",
            {{"in_use_bytes", m.scratch_in_use_bytes},
             {"peak_bytes", m.scratch_peak_bytes},
-            {"allocations", m.scratch_allocations}}}};
+            {"allocations", m.scratch_allocations}}},
+          {"clients", clients_json(m.clients)}};
 }
 
 [[nodiscard]] inline nlohmann::json to_json(const device_properties& d, const cost_table& costs) {

@@ -57,6 +57,9 @@ struct device_memory_info {
   std::size_t scratch_in_use_bytes = 0;
   std::size_t scratch_peak_bytes = 0;
   std::uint64_t scratch_allocations = 0;
+  /// The pool's allocations by client (device_memory::client_stats): "devicekit", then the libraries
+  /// that allocate through it ("rmm"); empty until the pool exists.
+  std::vector<client_memory_stats> clients;
 };
 
 /// One device's clock rates in a report, read when the report was built (query_clock_rates).

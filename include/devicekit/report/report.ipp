@@ -122,6 +122,12 @@ DEVICEKIT_DECL std::string memory_line(const device_memory_info& m) {
   } else {
     s += "; pool not created yet";
   }
+  if (m.clients.size() > 1) {  // only devicekit's own: the pool's figures say it all
+    s += "; by client:";
+    for (std::size_t i = 0; i < m.clients.size(); ++i) {
+      s += (i == 0 ? " " : ", ") + m.clients[i].client + " " + format_bytes(m.clients[i].bytes_in_use);
+    }
+  }
   if (m.scratch_allocations > 0) {
     s += "; scratch: " + format_bytes(m.scratch_in_use_bytes) + " in use (peak " + format_bytes(m.scratch_peak_bytes) +
          ", " + std::to_string(m.scratch_allocations) + " allocations)";

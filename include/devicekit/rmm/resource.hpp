@@ -27,6 +27,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/cuda_resources.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/errors.hpp>
@@ -63,16 +64,16 @@ class rmm_resource {
   explicit rmm_resource(device_memory& pool) : rmm_resource(pool, std::shared_ptr<device_memory>{}) {}
 
   [[nodiscard]] void* allocate(::cuda::stream_ref s, std::size_t bytes, std::size_t alignment = 256) {
-    return translate([&] { return live_pool().allocate_async(bytes, alignment, s.get()); }, bytes);
+    return counted(translate([&] { return live_pool().allocate_async(bytes, alignment, s.get()); }, bytes), bytes);
   }
   void deallocate(::cuda::stream_ref s, void* p, std::size_t bytes, std::size_t alignment = 256) noexcept {
-    refuse_quietly([&] { live_pool().deallocate_async(p, bytes, alignment, s.get()); });
+    refuse_quietly([&] { live_pool().deallocate_async(p, bytes, alignment, s.get()); }, p, bytes);
   }
   [[nodiscard]] void* allocate_sync(std::size_t bytes, std::size_t alignment = 256) {
-    return translate([&] { return live_pool().allocate(bytes, alignment); }, bytes);
+    return counted(translate([&] { return live_pool().allocate(bytes, alignment); }, bytes), bytes);
   }
   void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment = 256) noexcept {
-    refuse_quietly([&] { live_pool().deallocate(p, bytes, alignment); });
+    refuse_quietly([&] { live_pool().deallocate(p, bytes, alignment); }, p, bytes);
   }
 
   /// The pool; throws rmm::bad_alloc once a borrowed pool is gone.
@@ -98,6 +99,7 @@ class rmm_resource {
     device_memory* pool = nullptr;
     std::shared_ptr<device_memory> owner;  ///< set when constructed from a shared_ptr
     std::weak_ptr<const void> alive;       ///< device_memory::lifetime()
+    std::shared_ptr<client_ledger> rmm;    ///< the client "rmm" in the pool (memory/clients.hpp)
     device dev;
     std::atomic<std::size_t> refused{0};
     mutable std::mutex m;
@@ -114,6 +116,7 @@ class rmm_resource {
     state_->pool = &pool;
     state_->owner = std::move(owner);
     state_->alive = pool.lifetime();
+    state_->rmm = pool.client_ledger_for("rmm");
     state_->dev = pool.get_device();
   }
 
@@ -139,17 +142,23 @@ class rmm_resource {
     } catch (const out_of_memory& e) {
       // RMM's callers tell a full device from other failures by rmm::out_of_memory (RMM's own
       // tests look for "out_of_memory" in what()).
-      throw ::rmm::out_of_memory(std::string("a request through RMM to the devicekit pool: ") + e.what());
+      throw ::rmm::out_of_memory(std::string("client rmm (a request through RMM to a devicekit pool): ") + e.what());
     } catch (const invalid_request& e) {
       throw ::rmm::bad_alloc(std::string("devicekit::rmm_resource: a request of ") + std::to_string(bytes) +
                              " bytes was refused: " + e.what());
     }
   }
 
+  void* counted(void* p, std::size_t bytes) const noexcept {
+    if (p != nullptr) state_->rmm->allocated(bytes);
+    return p;
+  }
+
   template <class F>
-  void refuse_quietly(F&& f) const noexcept {
+  void refuse_quietly(F&& f, void* p, std::size_t bytes) const noexcept {
     try {
       f();
+      if (p != nullptr) state_->rmm->freed(bytes);
     } catch (const std::exception& e) {
       note_refusal(e.what());
     } catch (...) {

@@ -22,8 +22,11 @@ DEVICEKIT_DECL void fill_report_routing(routing_info& routing, const settings& c
 }
 
 DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budget& b, const manager_pools& pools) {
-  device_memory_info info{d, b, std::nullopt};
-  if (const device_memory* p = pools.find(d)) info.pool = p->stats();
+  device_memory_info info{d, b, std::nullopt, 0, 0, 0, {}};
+  if (const device_memory* p = pools.find(d)) {
+    info.pool = p->stats();
+    info.clients = p->client_stats();
+  }
   const scratch_stats scratch = devicekit::scratch_memory_stats(d);
   info.scratch_in_use_bytes = scratch.in_use_bytes;
   info.scratch_peak_bytes = scratch.peak_bytes;
