@@ -242,6 +242,14 @@ class device_memory : private detail::graph_memory_holder {
     return live_.snapshot();
   }
 
+  /// The bytes `p` was allocated with, while it is live; 0 for anything else (for callers that free
+  /// without the size, as CuPy's allocator interface does).
+  [[nodiscard]] std::size_t allocation_size(const void* p) const {
+    std::lock_guard lock(mutex_);
+    const detail::live_record* r = live_.find(reinterpret_cast<std::uintptr_t>(p));
+    return r != nullptr ? r->requested : 0;
+  }
+
   /// The live allocations as a report (what the destructor of a tracking pool prints); empty
   /// when there are none.
   [[nodiscard]] std::string leak_report() const {
