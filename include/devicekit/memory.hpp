@@ -6,6 +6,7 @@
 #include <devicekit/memory/allocator.hpp>
 #include <devicekit/memory/buffer.hpp>
 #include <devicekit/memory/clients.hpp>
+#include <devicekit/memory/cub_temp_storage.hpp>
 #include <devicekit/memory/context_headroom.hpp>
 #include <devicekit/memory/cuda_resources.hpp>
 #include <devicekit/memory/device_memory.hpp>

@@ -6,6 +6,7 @@
 
 #include <devicekit/manager.hpp>
 #include <devicekit/memory/clients.hpp>
+#include <devicekit/memory/cub_temp_storage.hpp>
 #include <devicekit/report/json.hpp>
 
 #include <sstream>
@@ -109,4 +110,59 @@ TEST_CASE("the manager's memory_stats and report give a device's memory by clien
   std::ostringstream after;
   dk::write_text(after, dm.report());
   CHECK_THAT(after.str(), Catch::Contains(", rmm 0.0 MiB"));
+}
+
+TEST_CASE("CUB's temporary storage: both calls made, the storage from the pool as thrust/cub, kept while large enough",
+          "[memory][clients]") {
+  dk::memory_pool<dk::host_resource> pool;
+  std::vector<std::size_t> seen;
+  auto call_needing = [&](std::size_t need) {
+    return [&seen, need](void* storage, std::size_t& bytes) {
+      if (storage == nullptr) {
+        bytes = need;  // the size query
+      } else {
+        seen.push_back(bytes);
+      }
+      return 0;  // cudaSuccess
+    };
+  };
+  {
+    dk::cub_temp_storage tmp(pool, dk::stream_ref{});
+    CHECK(tmp.run(call_needing(1000)) == 0);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0] == 1000);
+    CHECK(tmp.size() == 1000);
+    CHECK(in_use_of(pool.client_stats(), "thrust/cub") == 1000);
+    void* first = tmp.data();
+    CHECK(tmp.run(call_needing(500)) == 0);  // fits: kept
+    CHECK(tmp.data() == first);
+    CHECK(tmp.run(call_needing(5000)) == 0);  // grows
+    CHECK(tmp.size() == 5000);
+    CHECK(in_use_of(pool.client_stats(), "thrust/cub") == 5000);
+    // A failing size query is returned as is, and nothing more is allocated.
+    CHECK(tmp.run([](void*, std::size_t& bytes) {
+      bytes = 1u << 30;
+      return 2;  // cudaErrorMemoryAllocation
+    }) == 2);
+    CHECK(tmp.size() == 5000);
+  }
+  CHECK(in_use_of(pool.client_stats(), "thrust/cub") == 0);  // the destructor freed it
+  CHECK(pool.stats().allocated_bytes == 0);
+}
+
+TEST_CASE("CUB's temporary storage past the budget: out_of_memory, nothing left allocated", "[memory][clients]") {
+  dk::pool_config c;
+  c.max_size = 4u << 20;
+  dk::memory_pool<dk::host_resource> pool{dk::host_resource{}, c};
+  dk::cub_temp_storage tmp(pool, dk::stream_ref{});
+  tmp.reserve(1u << 20);
+  CHECK_THROWS_AS(tmp.run([](void*, std::size_t& bytes) {
+    bytes = 64u << 20;
+    return 0;
+  }),
+                  dk::out_of_memory);
+  CHECK(tmp.size() == 0);
+  CHECK(pool.stats().allocated_bytes == 0);
+  CHECK(in_use_of(pool.client_stats(), "thrust/cub") == 0);
+  pool.check_consistency();
 }
