@@ -47,6 +47,15 @@ class out_of_memory : public error {
         stats_(stats),
         what_(what) {}
 
+  /// `e` refused to a request made for `client` (a library allocating through devicekit, such as
+  /// "cublas"): the same figures, the message led by the client's name.
+  out_of_memory(const out_of_memory& e, const std::string& client)
+      : error("client " + client + ": " + e.what()),
+        device_(e.device_),
+        requested_(e.requested_),
+        stats_(e.stats_),
+        what_(e.what_) {}
+
   [[nodiscard]] device get_device() const noexcept { return device_; }
   [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_; }
   /// The pool's stats when the request failed.
