@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +63,18 @@ inline std::unique_lock<std::mutex> lock_state() {
   bool torn_down = false;
   return enter(global(), torn_down);
 }
+
+/// NCCL's device memory, modelled from NCCL's documented settings (sim/README.md, "NCCL's
+/// memory"): a communicator takes nccl_init_bytes on its device when made, and the first operation
+/// of each kind (every collective its own, ncclSend and ncclRecv together) connects its buffers,
+/// nccl_connect_bytes more, as NCCL does with NCCL_RUNTIME_CONNECT (the default since 2.22).
+std::uint64_t nccl_init_bytes();
+std::uint64_t nccl_connect_bytes(int nranks);
+/// Takes `bytes` of `comm`'s device for NCCL (lock held); ncclUnhandledCudaError, as NCCL reports
+/// a cudaMalloc that failed, when the device has not that much free.
+ncclResult_t nccl_take_memory(state& g, ncclComm_t comm, std::uint64_t bytes, const char* api);
+/// The first operation of kind `kind` on `comm` connects its buffers (lock held).
+ncclResult_t nccl_connect(state& g, ncclComm_t comm, const std::string& kind, const char* api);
 
 /// Records `why` for ncclGetLastError (of `comm`, or of the thread when it is null) and returns
 /// ncclInvalidArgument.
@@ -118,4 +131,8 @@ struct ncclComm {
   /// name their files by these numbers, in the order the calls were issued).
   std::map<int, std::uint64_t> sent;
   std::map<int, std::uint64_t> received;
+  /// NCCL's device memory for this rank as the simulator models it (nccl_memory below): counted in
+  /// its device's bytes in use until the communicator is destroyed or aborted.
+  std::uint64_t device_bytes = 0;
+  std::set<std::string> connected;  ///< kinds of operation whose buffers are connected
 };

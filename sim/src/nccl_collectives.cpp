@@ -150,6 +150,7 @@ ncclResult_t collective(const char* api, ncclComm_t comm, cudaStream_t stream, c
                             "supported by the simulator (its cross-process transport runs eagerly)");
     return ncclInvalidUsage;
   }
+  if (const ncclResult_t r = nccl_connect(g, comm, api, api); r != ncclSuccess) return r;
   const std::uint64_t seq = comm->next_collective++;
   // Captured, the operation runs once per launch of its graph: the k-th launch of each rank's
   // graph meets the k-th launch of its peers' (a rendezvous per launch, apart from the eager
@@ -249,6 +250,7 @@ ncclResult_t point_to_point(const char* api, const void* buffer, bool receive, s
                             "supported by the simulator (its cross-process transport runs eagerly)");
     return ncclInvalidUsage;
   }
+  if (const ncclResult_t r = nccl_connect(g, comm, "p2p", api); r != ncclSuccess) return r;
   // Captured, each launch sends or receives once more on the same channel, in order.
   p2p_side side{comm->group, comm->rank, comm->device, count * type_size(datatype)};
   if (comm->group->remote) {

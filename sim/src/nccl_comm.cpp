@@ -5,10 +5,12 @@
 // registers in the id's rendezvous directory (nccl_remote.cpp). When all ranks turn out to be in
 // this process, they share one clique in memory (pending_ids) and the directory goes; otherwise
 // the clique is remote and its operations exchange data through that directory.
+#include "memory_model.hpp"
 #include "nccl.hpp"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -38,13 +40,56 @@ ncclComm_t make_comm(const std::shared_ptr<clique>& c, int rank, int device) {
   return comm;
 }
 
-/// Frees `comm`; its clique stays while other communicators or queued operations hold it.
+/// Frees `comm` and its device memory; its clique stays while other communicators or queued
+/// operations hold it.
 void release(ncclComm_t comm) {
+  auto& in_use = global().bytes_in_use[static_cast<std::size_t>(comm->device)];
+  in_use -= std::min(in_use, comm->device_bytes);
   --comm->group->members;
   delete comm;
 }
 
+/// A positive integer from NCCL's environment variable `name`, else `fallback` (NCCL ignores a
+/// value it cannot read, and so does the simulator).
+std::uint64_t nccl_setting(const char* name, std::uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 0);
+  return end != nullptr && *end == '\0' && n > 0 ? n : fallback;
+}
+
 }  // namespace
+
+std::uint64_t nccl_init_bytes() { return std::uint64_t{8} << 20; }
+
+std::uint64_t nccl_connect_bytes(int nranks) {
+  // Each channel keeps a send and a receive buffer of NCCL_BUFFSIZE (NCCL's default: 4 MiB) per
+  // connected peer; a ring or a pair connects at most two peers. NCCL picks its channel count from
+  // the topology; the simulator takes NCCL_MIN_NCHANNELS, or 2.
+  const std::uint64_t peers = static_cast<std::uint64_t>(std::min(nranks - 1, 2));
+  return nccl_setting("NCCL_MIN_NCHANNELS", 2) * peers * 2 * nccl_setting("NCCL_BUFFSIZE", std::uint64_t{4} << 20);
+}
+
+ncclResult_t nccl_take_memory(state& g, ncclComm_t comm, std::uint64_t bytes, const char* api) {
+  const auto d = static_cast<std::size_t>(comm->device);
+  if (bytes > free_device_bytes(g.devices[d], g.bytes_in_use[d])) {
+    last_error_text = std::string(api) + ": Cuda failure 2 'out of memory' (NCCL needs " + std::to_string(bytes) +
+                      " more bytes of device " + std::to_string(comm->device) + ")";
+    comm->last_error = last_error_text;
+    return ncclUnhandledCudaError;
+  }
+  g.bytes_in_use[d] += bytes;
+  comm->device_bytes += bytes;
+  return ncclSuccess;
+}
+
+ncclResult_t nccl_connect(state& g, ncclComm_t comm, const std::string& kind, const char* api) {
+  if (comm->connected.count(kind) != 0) return ncclSuccess;
+  const ncclResult_t r = nccl_take_memory(g, comm, nccl_connect_bytes(comm->group->nranks), api);
+  if (r == ncclSuccess) comm->connected.insert(kind);
+  return r;
+}
 
 ncclResult_t invalid(ncclComm_t comm, const std::string& why) {
   last_error_text = why;
@@ -114,6 +159,13 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   auto c = std::make_shared<clique>();
   c->nranks = ndev;
   for (int i = 0; i < ndev; ++i) comms[i] = make_comm(c, i, devs[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < ndev; ++i) {
+    if (const ncclResult_t r = nccl_take_memory(g, comms[i], nccl_init_bytes(), "ncclCommInitAll"); r != ncclSuccess) {
+      for (int k = 0; k < ndev; ++k) release(comms[k]);  // nothing is left behind
+      for (int k = 0; k < ndev; ++k) comms[k] = nullptr;
+      return r;
+    }
+  }
   return ncclSuccess;
 }
 
@@ -142,6 +194,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   std::shared_ptr<clique> c = pending.first;
   if (c->nranks != nranks) return invalid(nullptr, "ncclCommInitRank: ranks disagree on nranks");
   *comm = make_comm(c, rank, tl_device);
+  if (const ncclResult_t r = nccl_take_memory(global(), *comm, nccl_init_bytes(), "ncclCommInitRank");
+      r != ncclSuccess) {
+    release(*comm);
+    *comm = nullptr;
+    return r;
+  }
   ++pending.second;
   nccl_cv.notify_all();
   // Inside a group the ranks are this process's (several in one thread, so none may wait).

@@ -4,7 +4,9 @@
 
 #include "sim_devicekit_support.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -92,5 +94,76 @@ TEST_CASE("NCCL's scratch comes from the device's pool and is counted as scratch
   for (std::size_t i = 0; i < devs.size(); ++i) {
     CHECK(dk::scratch_memory_stats(devs[i]).in_use_bytes == before[i].in_use_bytes);  // given back with it
   }
+}
+
+namespace {
+std::uint64_t nccl_bytes(dk::device d) {
+  for (const auto& c : dk::device_client_stats(d)) {
+    if (c.client == "nccl") return c.bytes_in_use;
+  }
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("NCCL's device memory is the client nccl of each device, measured and given back", "[sim][nccl][clients]") {
+  std::vector<dk::device> devs;
+  for (int g = 0; g < sim::device_count(); ++g) devs.push_back(dk::device::cuda(g));
+  std::vector<std::uint64_t> before;
+  for (const auto d : devs) before.push_back(nccl_bytes(d));
+  {
+    auto comm = dk::nccl_communicator::init_all(devs);
+    std::vector<std::uint64_t> made;
+    for (std::size_t i = 0; i < devs.size(); ++i) {
+      made.push_back(nccl_bytes(devs[i]));
+      CHECK(made[i] - before[i] == (8u << 20));  // the simulator's communicator: 8 MiB on its device
+    }
+    std::vector<std::tuple<dk::device_array<float>>> trees;
+    for (const auto d : devs) trees.emplace_back(dk::place(std::vector<float>(64, 1.f), d));
+    dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum);
+    std::vector<std::uint64_t> connected;
+    for (std::size_t i = 0; i < devs.size(); ++i) {
+      connected.push_back(nccl_bytes(devs[i]));
+      if (devs.size() > 1) {
+        // NCCL connects the peers' buffers at the first collective of each kind (2 channels x a send
+        // and a receive buffer of 4 MiB per ring neighbour, in the simulator's model).
+        const std::uint64_t per_kind = 2u * std::min<std::uint64_t>(devs.size() - 1, 2) * 2u * (4u << 20);
+        CHECK(connected[i] > made[i]);
+        CHECK((connected[i] - made[i]) % per_kind == 0);
+      } else {
+        CHECK(connected[i] == made[i]);  // one rank has no peer to connect
+      }
+      // The same figures in the manager's memory_stats and in its report's JSON.
+      bool listed = false;
+      for (const auto& c : dk::memory_stats(devs[i]).clients)
+        listed = listed || (c.client == "nccl" && c.bytes_in_use >= connected[i] - before[i]);
+      CHECK(listed);
+    }
+    dk::all_reduce(comm, dk::one_per_device(trees), dk::reduce_op::sum);  // already connected
+    for (std::size_t i = 0; i < devs.size(); ++i) CHECK(nccl_bytes(devs[i]) == connected[i]);
+  }
+  for (std::size_t i = 0; i < devs.size(); ++i) CHECK(nccl_bytes(devs[i]) == before[i]);  // given back with it
+}
+
+TEST_CASE("the budget holds across clients: NCCL's memory past the reserve makes a pool's budget smaller",
+          "[sim][nccl][clients]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::pool_config config;
+  config.max_size = 64u << 20;  // no reserve for collectives: all of NCCL's memory is charged
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), config};
+  const std::size_t big = 60u << 20;
+  {
+    auto comm = dk::nccl_communicator::one_rank(gpu);  // 8 MiB of NCCL's on cuda:0
+    REQUIRE(nccl_bytes(gpu) >= (8u << 20));
+    try {
+      void* p = pool.allocate(big);
+      pool.deallocate(p, big);
+      FAIL("60 MiB fit a 64 MiB budget while NCCL held 8 MiB of the device beside it");
+    } catch (const dk::out_of_memory& e) {
+      CHECK_THAT(e.what(), Catch::Contains("other clients hold that much of the device"));
+    }
+    pool.check_consistency();
+  }
+  void* p = pool.allocate(big);  // NCCL's memory went with its communicator
+  pool.deallocate(p, big);
 }
 #endif

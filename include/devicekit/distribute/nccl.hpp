@@ -199,6 +199,7 @@ class nccl_backend : public nccl_transport {
     for (auto& q : parts_) {
       if (q.stream != nullptr) (void)cudaStreamSynchronize(q.stream);
       if (q.comm != nullptr) (void)ncclCommDestroy(q.comm);
+      nccl_memory::release(q);
       for (int slot = 0; slot < 3; ++slot) free_scratch(q, slot);
       for (const auto& [ptr, bytes] : q.retired) give_back(q.dev, ptr, bytes);
       q.retired.clear();
@@ -229,13 +230,17 @@ class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_c
     }
     const int n = static_cast<int>(devices.size());
     std::vector<ncclComm_t> comms(devices.size(), nullptr);
-    detail::nccl_setup_check(ncclCommInitAll(comms.data(), n, ordinals.data()), "ncclCommInitAll", 0, n);
     std::vector<detail::nccl_participant> parts(devices.size());
     for (int i = 0; i < n; ++i) {
       const auto ii = static_cast<std::size_t>(i);
       parts[ii].dev = devices[ii];
       parts[ii].rank = i;
-      parts[ii].comm = comms[ii];
+      detail::nccl_memory::snapshot(parts[ii]);
+    }
+    detail::nccl_setup_check(ncclCommInitAll(comms.data(), n, ordinals.data()), "ncclCommInitAll", 0, n);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      parts[i].comm = comms[i];
+      detail::nccl_memory::charge(parts[i]);  // the client "nccl" of the device
     }
     nccl_communicator c(options);
     c.backend().adopt(std::move(parts), n);
@@ -256,14 +261,16 @@ class nccl_communicator : public basic_communicator<detail::nccl_backend, nccl_c
                                                    collective_options options = {}) {
     if (!dev.is_cuda()) throw config_error("nccl_communicator: " + dev.str() + " is not a CUDA device");
     ncclComm_t comm = nullptr;
+    std::vector<detail::nccl_participant> parts(1);
+    parts[0].dev = dev;
+    parts[0].rank = rank;
+    detail::nccl_memory::snapshot(parts[0]);
     {
       scoped_device on(dev.ordinal());
       detail::nccl_setup_check(ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank", rank, nranks);
     }
-    std::vector<detail::nccl_participant> parts(1);
-    parts[0].dev = dev;
-    parts[0].rank = rank;
     parts[0].comm = comm;
+    detail::nccl_memory::charge(parts[0]);  // the client "nccl" of the device
     nccl_communicator c(options);
     c.backend().adopt(std::move(parts), nranks);
     return c;

@@ -339,7 +339,7 @@ class device_manager {
     (void)total_memory(d, "memory_stats");  // validates d
     out.bytes_limit = budget(d).budget_bytes;
     state_.pools.for_each_pool_of(d, [&](const device_memory& m) { add_pool_stats(out, m); });
-    return out;
+    return add_device_clients(out, d);
   }
 
   /// The memory of `kind` for `d`: `device` as memory_stats(d) on a GPU (the host pools only, on

@@ -8,6 +8,15 @@
 /// of a device. Counting is two atomic additions per allocation or free, and only on a client's
 /// route: devicekit's own allocations count nothing more (PyTorch's allocator likewise counts by
 /// pool, not by caller).
+///
+/// Memory a library takes beside devicekit's pools (NCCL's communicators: the client "nccl",
+/// measured when a communicator is made and after its first collective of each kind) is kept in a
+/// ledger of the device (device_client_ledger), shown with the pools' clients, and charged to the
+/// budget of every pool of that device past the reserve kept for collectives
+/// (settings::set_collective_memory_size): the budget then holds across clients.
+#include <devicekit/core/config.hpp>
+#include <devicekit/core/device.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -45,6 +54,7 @@ class client_ledger {
   void freed(std::uint64_t bytes) noexcept { in_use_.fetch_sub(bytes, std::memory_order_relaxed); }
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] std::uint64_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
   [[nodiscard]] client_memory_stats stats() const {
     return {name_, in_use_.load(std::memory_order_relaxed), peak_.load(std::memory_order_relaxed),
             allocs_.load(std::memory_order_relaxed)};
@@ -71,4 +81,16 @@ inline void add_client_stats(std::vector<client_memory_stats>& list, const clien
   it->num_allocs += c.num_allocs;
 }
 
+/// The ledger of `client`'s memory on `dev` outside any pool, made at the first call for that name
+/// and kept for the process (never destroyed, as the process's pools are not).
+[[nodiscard]] DEVICEKIT_DECL client_ledger& device_client_ledger(device dev, const std::string& client);
+/// The figures of `dev`'s device-wide ledgers, one per client, in the order they were made.
+[[nodiscard]] DEVICEKIT_DECL std::vector<client_memory_stats> device_client_stats(device dev);
+/// The bytes the device-wide ledgers of `dev` hold now, all clients together.
+[[nodiscard]] DEVICEKIT_DECL std::uint64_t device_client_bytes(device dev);
+
 }  // namespace devicekit
+
+#if DEVICEKIT_DEFINE_IMPL
+#  include <devicekit/memory/clients.ipp>
+#endif

@@ -352,6 +352,9 @@ class device_memory : private detail::graph_memory_holder {
                   native_stream_handle s) noexcept;
   /// The pool's figures and the rest of its log to the trace (when it goes, or the trace ends).
   void trace_finish() const noexcept;
+  /// Before the pool grows on a GPU: what other clients hold of it, when it changed since the pool
+  /// last recorded it (the replay charges it to the budget, as outside_charge does here).
+  void trace_outside(detail::memory_trace_writer& w) noexcept;
   void trace_maintenance(detail::trace_maintenance what, native_stream_handle s = native_stream_handle{}) noexcept {
     if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
       if (trace_joined(*w, 0)) trace_log_.maintenance(what, s);
@@ -377,8 +380,19 @@ class device_memory : private detail::graph_memory_holder {
     graph_blocks_.release(id);
   }
   /// What the pool's own chunks may reserve: the budget less what captured graphs hold.
-  [[nodiscard]] std::size_t chunk_budget() const noexcept {
-    return graph_blocks_.reserved() < max_size_ ? max_size_ - graph_blocks_.reserved() : 0;
+  [[nodiscard]] std::size_t chunk_budget() const {
+    const std::size_t cap = max_size_ - std::min<std::size_t>(max_size_, outside_charge());
+    return graph_blocks_.reserved() < cap ? cap - graph_blocks_.reserved() : 0;
+  }
+  /// What libraries hold beside the pools on this GPU (memory/clients.hpp: NCCL's communicators)
+  /// past the reserve the budget already left them: the budget holds across clients. Asked only
+  /// when the pool grows.
+  [[nodiscard]] std::size_t outside_charge() const {
+    if (device_.kind() != device_kind::cuda) return 0;
+    const std::uint64_t outside = upstream_->outside_bytes(device_);
+    return outside > budget_.collective_reserve_bytes
+               ? static_cast<std::size_t>(outside - budget_.collective_reserve_bytes)
+               : 0;
   }
 
   taken try_take(std::size_t bytes, std::size_t alignment, std::uint16_t sid) {
@@ -392,6 +406,9 @@ class device_memory : private detail::graph_memory_holder {
                 std::uint16_t sid);
 
   bool grow(std::size_t need) {
+    if (detail::memory_trace_writer* w = detail::active_memory_trace.load(std::memory_order_relaxed)) [[unlikely]] {
+      trace_outside(*w);
+    }
     if (!heap_.grow(need, chunk_budget(), device_)) return false;
     if (!observers_.empty()) notify(detail::pool_event::grew, 0);
     return true;
@@ -458,6 +475,12 @@ class device_memory : private detail::graph_memory_holder {
 inline void add_pool_stats(device_memory_stats& out, const device_memory& m) {
   out += m.stats();
   for (const client_memory_stats& c : m.client_stats()) add_client_stats(out.clients, c);
+}
+/// Adds the clients that hold `dev`'s memory beside the pools (device_client_stats: NCCL's
+/// communicators) to out.clients, and returns `out` (device_manager::memory_stats).
+inline device_memory_stats& add_device_clients(device_memory_stats& out, device dev) {
+  for (const client_memory_stats& c : device_client_stats(dev)) add_client_stats(out.clients, c);
+  return out;
 }
 
 /// The bytes of `dev`'s memory that this process's devicekit pools hold now: of every pool alive

@@ -254,6 +254,16 @@ DEVICEKIT_DECL void* device_memory::allocate_impl(std::size_t bytes, std::size_t
   return p;
 }
 
+[[gnu::noinline]] DEVICEKIT_DECL void device_memory::trace_outside(detail::memory_trace_writer& w) noexcept {
+  if (device_.kind() != device_kind::cuda || !trace_joined(w, 0)) return;
+  try {
+    const std::uint64_t bytes = upstream_->outside_bytes(device_);
+    if (bytes != trace_log_.last_outside()) trace_log_.outside(bytes);
+  } catch (...) {
+    // The figure cannot be read (no memory for the ledger's lock): the replay keeps the last one.
+  }
+}
+
 [[gnu::noinline]] DEVICEKIT_DECL void device_memory::trace_free(detail::memory_trace_writer& w, std::uintptr_t addr,
                                                                 std::size_t bytes, bool ordered,
                                                                 native_stream_handle s) noexcept {
@@ -351,7 +361,14 @@ DEVICEKIT_DECL void device_memory::throw_oom(std::size_t bytes, const std::strin
     what = shortage::available;
   }
   heap_.clear_upstream_error();
-  throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), cause, what);
+  std::string why = cause;
+  if (const std::size_t outside = outside_charge(); outside > 0) {
+    why += "; the budget is " + detail::human_bytes(outside) +
+           " smaller while other clients hold that much of the device beyond the reserve for collectives (" +
+           detail::human_bytes(budget_.collective_reserve_bytes) +
+           "): memory_stats(dev).clients names them; raise settings::set_collective_memory_size to plan for it";
+  }
+  throw out_of_memory(device_, bytes, s, detail::budget_text(budget_), why, what);
 }
 
 DEVICEKIT_DECL void* device_memory::allocate_in_capture(std::size_t bytes, std::size_t alignment,

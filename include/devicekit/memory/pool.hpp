@@ -33,10 +33,12 @@ namespace devicekit {
 
 /// What `dev` has available for a budget now. On a GPU: the free memory cudaMemGetInfo reports
 /// (which creates the device's CUDA context if there is none) plus pool_held_bytes(dev), what
-/// this process's devicekit pools hold there. Memory that other processes, other libraries or the
-/// program's own cudaMalloc took is not available; memory a devicekit pool holds is, to that pool,
-/// which reuses it (another manager's pool on the same device does not make a new manager's
-/// budget smaller). nullopt for the host, without CUDA, and where the runtime cannot answer.
+/// this process's devicekit pools hold there, plus what the clients beside the pools hold
+/// (device_client_bytes: NCCL's communicators, which the budget pays for itself, past the reserve
+/// for collectives). Memory that other processes, other libraries or the program's own cudaMalloc
+/// took is not available; memory a devicekit pool holds is, to that pool, which reuses it (another
+/// manager's pool on the same device does not make a new manager's budget smaller). nullopt for
+/// the host, without CUDA, and where the runtime cannot answer.
 [[nodiscard]] DEVICEKIT_DECL std::optional<std::uint64_t> device_available_bytes(device dev);
 
 namespace detail {

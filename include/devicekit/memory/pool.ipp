@@ -4,6 +4,7 @@
 /// default budget basis.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/pool.hpp>
+#include <devicekit/memory/clients.hpp>
 
 #include <memory>
 #include <utility>
@@ -25,7 +26,11 @@ DEVICEKIT_DECL device_memory_figures memory_figures_of(device dev) {
     scoped_device on(dev.ordinal());
     DEVICEKIT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   }
-  return {total, static_cast<std::uint64_t>(free_bytes) + pool_held_bytes(dev)};
+  // What the pools hold is theirs to reuse, and what other clients hold beside them (NCCL's
+  // communicators, memory/clients.hpp) is paid for by the budget itself (device_memory charges it
+  // past the reserve for collectives): neither makes the budget smaller here, or it would be
+  // counted twice.
+  return {total, static_cast<std::uint64_t>(free_bytes) + pool_held_bytes(dev) + device_client_bytes(dev)};
 #else
   return {};
 #endif

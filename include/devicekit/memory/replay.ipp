@@ -95,6 +95,7 @@ struct replay_pool {
   std::unordered_map<std::uint64_t, std::uint32_t> live_location;           ///< recorded address -> location
   replay_pool_result result;
   std::uint64_t last_peak_reserved = 0;
+  replay_device* device = nullptr;  ///< the device the pool replays on (its outside records update it)
 };
 
 [[nodiscard]] inline int gpu_ordinal(const std::string& device_name) {
@@ -133,6 +134,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
     const std::uint64_t device_bytes =
         p.gpu ? options.gpu_memory_bytes.value_or(p.total_bytes) : 0;  // host pools: their budget only
     replay_device& dev = devices[p.device];
+    rp.device = &dev;
     if (p.gpu && device_bytes != 0) {
       // What the run's device had for its pools: its memory less the context (the simulated GPUs
       // charge exactly cuda_context_headroom_bytes, memory/context_headroom.hpp).
@@ -298,6 +300,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
           case 5: rp->pool->release_stream(stream); break;
         }
         break;
+      case trace_record::kind::outside: rp->device->outside = r.value; break;
       case trace_record::kind::pool_end: {
         const pool_stats s = rp->pool->stats();
         rp->result.peak_allocated_bytes = s.peak_allocated_bytes;

@@ -91,7 +91,7 @@ struct traced_pool {
 /// each pool's records in the order the pool made them, and each thread's in the order it made
 /// them (thread, tick and thread_seq, detail/trace_format.hpp's trace_order).
 struct trace_record {
-  enum class kind : std::uint8_t { live, allocate, deallocate, out_of_memory, ready, maintenance, pool_end };
+  enum class kind : std::uint8_t { live, allocate, deallocate, out_of_memory, ready, maintenance, pool_end, outside };
   kind what = kind::allocate;
   bool ordered = false;        ///< on a stream (allocate, deallocate)
   std::uint32_t pool = 0;      ///< traced_pool::id
@@ -103,7 +103,8 @@ struct trace_record {
   std::uint64_t stream = 0;
   std::uint64_t value = 0;       ///< ready: which event (the pool's seq + 1 when it was recorded);
                                  ///< maintenance: which call (1 release_cached, 2 trim, 3 defragment,
-                                 ///< 4 forced, 5 release_stream)
+                                 ///< 4 forced, 5 release_stream); outside: the bytes other clients
+                                 ///< held of the pool's GPU beside the pools (memory/clients.hpp)
   std::uint32_t thread = 0;      ///< the recording thread's number
   std::uint32_t tick = 0;        ///< blocks written before the record was made
   std::uint64_t thread_seq = 0;  ///< the thread's count of records

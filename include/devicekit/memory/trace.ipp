@@ -113,9 +113,10 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
   if (mark != trace_endian_mark) {
     throw trace_format_error("written on a machine of the other byte order; replay it where it was recorded", 12);
   }
-  if (version != trace_version) {
-    throw trace_format_error("format version " + std::to_string(version) + ", and this devicekit reads version " +
-                                 std::to_string(trace_version) + "; replay it with the devicekit that recorded it",
+  if (version < trace_oldest_version || version > trace_version) {
+    throw trace_format_error("format version " + std::to_string(version) + ", and this devicekit reads versions " +
+                                 std::to_string(trace_oldest_version) + " to " + std::to_string(trace_version) +
+                                 "; replay it with the devicekit that recorded it",
                              8);
   }
   t.version = version;
@@ -307,6 +308,16 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         p.records.push_back(r);
         break;
       }
+      case trace_op::outside: {
+        if (version < 2) throw corrupt("an outside record in a version 1 trace");
+        need(sizeof(trace_outside_body), "outside", false);
+        const auto b = read_body<trace_outside_body>(rec);
+        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_record r = ordered_record(b.order, trace_record::kind::outside);
+        r.value = b.bytes;
+        p.records.push_back(r);
+        break;
+      }
       case trace_op::pool_end: {
         need(sizeof(trace_pool_end_body), "pool end", false);
         const auto b = read_body<trace_pool_end_body>(rec);
@@ -385,6 +396,7 @@ inline const char* record_kind_name(trace_record::kind k) noexcept {
     case trace_record::kind::ready: return "ready";
     case trace_record::kind::maintenance: return "maintenance";
     case trace_record::kind::pool_end: return "pool_end";
+    case trace_record::kind::outside: return "outside";
   }
   return "?";
 }
@@ -447,6 +459,7 @@ DEVICEKIT_DECL std::string memory_trace_json(const memory_trace& trace) {
         out += ",\"what\":\"" + std::string(detail::maintenance_name(r.value)) + "\"";
         if (r.value == 5) out += ",\"stream\":" + std::to_string(r.stream);
         break;
+      case trace_record::kind::outside: out += ",\"bytes\":" + std::to_string(r.value); break;
       case trace_record::kind::pool_end:
         if (const traced_pool* p = trace.pool(r.pool); p != nullptr && p->peak_allocated_bytes) {
           out += ",\"peak_allocated_bytes\":" + std::to_string(*p->peak_allocated_bytes) +

@@ -122,7 +122,8 @@ DEVICEKIT_DECL std::string memory_line(const device_memory_info& m) {
   } else {
     s += "; pool not created yet";
   }
-  if (m.clients.size() > 1) {  // only devicekit's own: the pool's figures say it all
+  // Only devicekit's own: the pool's figures say it all.
+  if (m.clients.size() > 1 || (m.clients.size() == 1 && m.clients[0].client != "devicekit")) {
     s += "; by client:";
     for (std::size_t i = 0; i < m.clients.size(); ++i) {
       s += (i == 0 ? " " : ", ") + m.clients[i].client + " " + format_bytes(m.clients[i].bytes_in_use);

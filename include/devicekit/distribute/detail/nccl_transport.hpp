@@ -16,12 +16,16 @@
 #  include <devicekit/distribute/detail/pack.hpp>
 #  include <devicekit/distribute/errors.hpp>
 #  include <devicekit/distribute/options.hpp>
+#  include <devicekit/memory/clients.hpp>
+#  include <devicekit/memory/device_memory.hpp>
 #  include <devicekit/transfer/detail/copy.hpp>
 
 #  include <nccl.h>
 
+#  include <algorithm>
 #  include <chrono>
 #  include <cstddef>
+#  include <cstdint>
 #  include <span>
 #  include <string>
 #  include <string_view>
@@ -69,6 +73,55 @@ struct nccl_participant {
   bool in_graph[3] = {false, false, false};  ///< used by a captured operation: a graph may read it
   /// Staging buffers replaced while a graph may still use them: kept until the communicator goes.
   std::vector<std::pair<void*, std::size_t>> retired;
+  /// The device memory NCCL took for this rank, as measured (nccl_memory): the client "nccl" of the
+  /// device (memory/clients.hpp) until the communicator goes.
+  std::uint64_t nccl_bytes = 0;
+  std::uint64_t free_before = 0;  ///< the device's free memory at the last snapshot (0: none)
+  std::uint64_t held_before = 0;  ///< what devicekit's pools held on the device then
+};
+
+/// NCCL's device memory, which NCCL has no call to report: the device's free memory drops by it
+/// when a communicator is made and at the first collective of each kind (NCCL connects its peers'
+/// buffers when they are first needed: NCCL_RUNTIME_CONNECT, on by default since 2.22), while
+/// devicekit's own pools may grow meanwhile (pool_held_bytes), which is taken off. Another thread
+/// allocating at the same moment would be counted too: the figure is what the device lost.
+struct nccl_memory {
+  static void snapshot(nccl_participant& q) noexcept {
+    q.free_before = free_bytes(q.dev);
+    q.held_before = q.free_before != 0 ? pool_held_bytes(q.dev) : 0;
+  }
+  /// Charges what the device lost since the snapshot to the rank's NCCL memory.
+  static void charge(nccl_participant& q) noexcept {
+    if (q.free_before == 0) return;
+    const std::uint64_t now = free_bytes(q.dev);
+    const std::uint64_t held = pool_held_bytes(q.dev);
+    const std::uint64_t grown = held > q.held_before ? held - q.held_before : 0;
+    const std::uint64_t lost = q.free_before > now ? q.free_before - now : 0;
+    q.free_before = 0;
+    if (lost <= grown || now == 0) return;
+    q.nccl_bytes += lost - grown;
+    device_client_ledger(q.dev, "nccl").allocated(lost - grown);
+  }
+  /// The communicator went: its memory is the device's again.
+  static void release(nccl_participant& q) noexcept {
+    if (q.nccl_bytes == 0) return;
+    device_client_ledger(q.dev, "nccl").freed(q.nccl_bytes);
+    q.nccl_bytes = 0;
+  }
+  static std::uint64_t free_bytes(device dev) noexcept {
+    try {
+      scoped_device on(dev.ordinal());
+      std::size_t free = 0;
+      std::size_t total = 0;
+      if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+      }
+      return free;
+    } catch (...) {
+      return 0;
+    }
+  }
 };
 
 /// Everything of the NCCL backend but its staging buffers (see nccl_backend in
@@ -118,6 +171,12 @@ class nccl_transport {
     captured_ = !capturing.empty();
     op_ = op;
     issued_ = 0;
+    // The first eager operation of each kind is measured (nccl_memory): NCCL may connect buffers.
+    measuring_ = !captured_ && std::find(measured_.begin(), measured_.end(), op) == measured_.end();
+    if (measuring_) {
+      measured_.emplace_back(op);
+      for (auto& q : parts_) nccl_memory::snapshot(q);
+    }
   }
   /// Whether the current operation is being captured: its work is queued on the capturing
   /// streams and nothing waits for it on the host (finish() returns at once; no timeout, no
@@ -227,6 +286,10 @@ class nccl_transport {
   void finish(std::string_view operation) {
     if (captured_) return;
     for (std::size_t p = 0; p < participants(); ++p) wait(p, operation);
+    if (measuring_) {
+      measuring_ = false;
+      for (auto& q : parts_) nccl_memory::charge(q);
+    }
   }
 
   /// Waits for local rank p; aborts and throws on an asynchronous error or the timeout.
@@ -280,6 +343,7 @@ class nccl_transport {
     for (auto& q : parts_) {
       if (q.comm != nullptr) (void)ncclCommAbort(q.comm);
       q.comm = nullptr;
+      nccl_memory::release(q);  // an aborted communicator's resources are freed (ncclCommAbort)
     }
   }
 
@@ -350,6 +414,8 @@ class nccl_transport {
     std::swap(abort_reason_, o.abort_reason_);
     std::swap(in_group_, o.in_group_);
     std::swap(captured_, o.captured_);
+    std::swap(measured_, o.measured_);
+    std::swap(measuring_, o.measuring_);
   }
   std::vector<nccl_participant> parts_;
   int size_ = 0;
@@ -359,7 +425,9 @@ class nccl_transport {
   bool aborted_ = false;
   std::string abort_reason_;
   bool in_group_ = false;
-  bool captured_ = false;  ///< the current operation is captured (set_operation)
+  bool captured_ = false;              ///< the current operation is captured (set_operation)
+  std::vector<std::string> measured_;  ///< operations whose first run measured NCCL's memory
+  bool measuring_ = false;             ///< the current operation is one of them, not yet charged
 };
 
 inline void nccl_setup_check(ncclResult_t r, std::string_view call, int rank, int size) {

@@ -73,6 +73,10 @@ class pool_trace_log {
             const std::source_location* where) noexcept;
   DEVICEKIT_DECL void ready(const void* stream, std::uint64_t upto) noexcept;
   DEVICEKIT_DECL void maintenance(trace_maintenance what, const void* stream) noexcept;
+  /// What other clients hold of the pool's GPU beside the pools (memory/clients.hpp), recorded when
+  /// the pool grows and the figure differs from the one it recorded last.
+  DEVICEKIT_DECL void outside(std::uint64_t bytes) noexcept;
+  [[nodiscard]] std::uint64_t last_outside() const noexcept { return outside_; }
   /// The pool's figures, then everything the log holds goes to the file.
   DEVICEKIT_DECL void finish(std::uint64_t peak_allocated, std::uint64_t peak_reserved, std::uint64_t allocations,
                              std::uint64_t ooms) noexcept;
@@ -119,6 +123,7 @@ class pool_trace_log {
   std::uint32_t pool_ = 0;   ///< the pool's number in that trace
   std::uint64_t seq_ = 0;    ///< allocations, frees and refused requests so far
   std::uint64_t records_ = 0;
+  std::uint64_t outside_ = 0;  ///< the last outside record's figure (0 before any)
   std::size_t used_ = 0;
   std::unique_ptr<unsigned char[]> block_;
   std::unique_ptr<location_table> locations_;

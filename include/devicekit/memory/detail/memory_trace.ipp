@@ -70,6 +70,12 @@ DEVICEKIT_DECL void pool_trace_log::maintenance(trace_maintenance what, const vo
   put(trace_op::maintenance, 0, &body, sizeof body);
 }
 
+DEVICEKIT_DECL void pool_trace_log::outside(std::uint64_t bytes) noexcept {
+  const trace_outside_body body{next_order(memory_trace_writer::instance(), 0), bytes};
+  put(trace_op::outside, 0, &body, sizeof body);
+  outside_ = bytes;
+}
+
 DEVICEKIT_DECL void pool_trace_log::finish(std::uint64_t peak_allocated, std::uint64_t peak_reserved,
                                            std::uint64_t allocations, std::uint64_t ooms) noexcept {
   const trace_pool_end_body body{next_order(memory_trace_writer::instance(), 0), peak_allocated, peak_reserved,
@@ -165,6 +171,7 @@ DEVICEKIT_DECL bool memory_trace_writer::join(pool_trace_log& log, const trace_p
   log.pool_ = pool;
   log.seq_ = 0;
   log.records_ = 0;
+  log.outside_ = 0;
   log.used_ = 0;
   const pool_config& c = *d.config;
   const memory_budget& b = *d.budget;

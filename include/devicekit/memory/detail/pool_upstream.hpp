@@ -17,11 +17,13 @@
 /// no hooks with placeholder bodies in the pool itself.
 #include <devicekit/core/capture.hpp>
 #include <devicekit/core/stream.hpp>
+#include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/detail/pool_structures.hpp>
 #include <devicekit/memory/resources.hpp>
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace devicekit::detail {
@@ -65,6 +67,10 @@ class pool_upstream {
   virtual void* graph_allocate(std::size_t bytes, native_stream_handle s) = 0;
   /// The free node of a graph_allocate'd block, on the capturing stream.
   virtual void graph_deallocate(void* p, std::size_t bytes, native_stream_handle s) = 0;
+  /// What other clients (NCCL's communicators) hold of GPU `d` beside the pools
+  /// (memory/clients.hpp: device_client_bytes); a replay's upstream answers with what the run had
+  /// recorded. Asked only when the pool grows.
+  virtual std::uint64_t outside_bytes(device d) = 0;
 
  protected:
   pool_upstream(bool has_events, bool has_fence) noexcept : has_events_(has_events), has_fence_(has_fence) {}
@@ -97,6 +103,12 @@ concept has_device_fence = requires(U& u, native_stream_handle s) {
 template <class U>
 concept has_upstream_trim = requires(U& u) {
   u.trim();
+};
+
+/// An upstream that says itself what other clients hold of its device (a replay's).
+template <class U>
+concept has_outside_bytes = requires(const U& u) {
+  { u.outside_bytes() } -> std::same_as<std::uint64_t>;
 };
 
 /// Owns the upstream resource and implements pool_upstream for it.
@@ -173,6 +185,13 @@ class upstream_adapter final : public pool_upstream {
     (void)p;
     (void)bytes;
     (void)s;
+  }
+  std::uint64_t outside_bytes(device d) override {
+    if constexpr (has_outside_bytes<Upstream>) {
+      return upstream_.outside_bytes();
+    } else {
+      return device_client_bytes(d);
+    }
   }
 
  private:

@@ -26,6 +26,7 @@ namespace devicekit::detail {
 struct replay_device {
   std::uint64_t capacity = 0;  ///< 0: unlimited
   std::uint64_t used = 0;
+  std::uint64_t outside = 0;  ///< what other clients held beside the pools (the run's outside records)
   std::uintptr_t next_address = std::uintptr_t{1} << 40;
 };
 
@@ -52,10 +53,12 @@ class replay_host_upstream {
   replay_host_upstream(device dev, replay_device* memory) : dev_(dev), memory_(memory) {}
 
   void* allocate(std::size_t bytes, std::size_t alignment) {
-    if (memory_->capacity != 0 && bytes > memory_->capacity - std::min(memory_->capacity, memory_->used)) {
+    const std::uint64_t taken = memory_->used + memory_->outside;
+    if (memory_->capacity != 0 && bytes > memory_->capacity - std::min(memory_->capacity, taken)) {
       throw refusal("the replayed device has " +
-                    std::to_string(memory_->capacity - std::min(memory_->capacity, memory_->used)) + " of its " +
-                    std::to_string(memory_->capacity) + " bytes left");
+                    std::to_string(memory_->capacity - std::min(memory_->capacity, taken)) + " of its " +
+                    std::to_string(memory_->capacity) + " bytes left" +
+                    (memory_->outside != 0 ? " (other clients hold " + std::to_string(memory_->outside) + ")" : ""));
     }
     const std::uintptr_t a = (memory_->next_address + alignment - 1) & ~(std::uintptr_t(alignment) - 1);
     if (a < memory_->next_address || bytes > address_limit - a) {
@@ -67,6 +70,8 @@ class replay_host_upstream {
   }
   void deallocate(void*, std::size_t bytes, std::size_t) noexcept { memory_->used -= std::min(bytes, memory_->used); }
   [[nodiscard]] device get_device() const noexcept { return dev_; }
+  /// What the run's other clients held of the device at this point of the replay.
+  [[nodiscard]] std::uint64_t outside_bytes() const noexcept { return memory_->outside; }
 
  private:
   /// What the device says when it has no more: a std::bad_alloc, as host memory says it, which the

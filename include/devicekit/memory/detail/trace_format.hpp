@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The layout of a memory trace file (memory/trace.hpp), version 1, shared by the writer
+/// The layout of a memory trace file (memory/trace.hpp), version 2, shared by the writer
 /// (detail/memory_trace.hpp) and the reader (memory/trace.ipp) so that they cannot disagree.
 ///
 /// Little-endian, as the machines that run CUDA are. A header (trace_magic, then the version and an
@@ -19,7 +19,9 @@
 namespace devicekit::detail {
 
 inline constexpr char trace_magic[8] = {'D', 'K', 'M', 'T', 'R', 'A', 'C', 'E'};
-inline constexpr std::uint32_t trace_version = 1;
+inline constexpr std::uint32_t trace_version = 2;
+/// The oldest version the reader reads: version 1 is version 2 without the outside records.
+inline constexpr std::uint32_t trace_oldest_version = 1;
 inline constexpr std::uint32_t trace_endian_mark = 0x01020304u;
 inline constexpr std::size_t trace_header_bytes = 16;
 
@@ -34,6 +36,9 @@ enum class trace_op : std::uint8_t {
   live = 8,           ///< trace_block_body of an allocation live when the trace started
   pool_end = 9,       ///< trace_pool_end_body: the pool's figures when it was destroyed or the trace ended
   end = 10,           ///< trace_end_body: the trace was closed (a file without it was cut short)
+  /// trace_outside_body (version 2): what other clients (NCCL's communicators) held of the pool's
+  /// GPU beside the pools, when the pool grew and it had changed since the pool's last record
+  outside = 11,
 };
 
 /// trace_prefix::flags of a trace_block_body record: bit 0, the call was on a stream (the stream's
@@ -127,6 +132,10 @@ struct trace_pool_end_body {
   std::uint64_t peak_reserved_bytes;
   std::uint64_t allocation_count;
   std::uint64_t oom_count;
+};
+struct trace_outside_body {
+  trace_order order;
+  std::uint64_t bytes;  ///< memory/clients.hpp: device_client_bytes of the pool's device
 };
 struct trace_end_body {
   std::uint64_t records;
