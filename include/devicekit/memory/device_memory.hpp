@@ -476,12 +476,6 @@ inline void add_pool_stats(device_memory_stats& out, const device_memory& m) {
   out += m.stats();
   for (const client_memory_stats& c : m.client_stats()) add_client_stats(out.clients, c);
 }
-/// Adds the clients that hold `dev`'s memory beside the pools (device_client_stats: NCCL's
-/// communicators) to out.clients, and returns `out` (device_manager::memory_stats).
-inline device_memory_stats& add_device_clients(device_memory_stats& out, device dev) {
-  for (const client_memory_stats& c : device_client_stats(dev)) add_client_stats(out.clients, c);
-  return out;
-}
 
 /// The bytes of `dev`'s memory that this process's devicekit pools hold now: of every pool alive
 /// on `dev` (the process's, every manager's, a program's own), what it reserved from its upstream

@@ -27,7 +27,7 @@ DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budg
     info.pool = p->stats();
     info.clients = p->client_stats();
   }
-  for (const client_memory_stats& c : devicekit::device_client_stats(d)) add_client_stats(info.clients, c);
+  devicekit::add_device_clients(info.clients, d);  // NCCL's and "other", beside the pools
   const scratch_stats scratch = devicekit::scratch_memory_stats(d);
   info.scratch_in_use_bytes = scratch.in_use_bytes;
   info.scratch_peak_bytes = scratch.peak_bytes;
