@@ -12,6 +12,7 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/errors.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -46,7 +47,11 @@ class cub_temp_storage {
   void reserve(std::size_t bytes) {
     if (bytes <= bytes_) return;
     release();
-    data_ = memory_->allocate_async(bytes, 256, stream_);
+    try {
+      data_ = memory_->allocate_async(bytes, 256, stream_);
+    } catch (const out_of_memory& e) {
+      throw out_of_memory(e, "thrust/cub");  // the client in the message, the figures kept
+    }
     bytes_ = bytes;
     ledger_->allocated(bytes);
   }

@@ -14,6 +14,7 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/errors.hpp>
 
 #include <thrust/device_malloc_allocator.h>
 #include <thrust/device_ptr.h>
@@ -34,7 +35,12 @@ class thrust_temporary_allocator : public thrust::device_malloc_allocator<char> 
       : memory_(&memory), stream_(s.native_handle()), ledger_(memory.client_ledger_for("thrust/cub").get()) {}
 
   pointer allocate(size_type n) {
-    char* p = static_cast<char*>(memory_->allocate_async(n, 256, stream_));
+    char* p = nullptr;
+    try {
+      p = static_cast<char*>(memory_->allocate_async(n, 256, stream_));
+    } catch (const out_of_memory& e) {
+      throw out_of_memory(e, "thrust/cub");  // the client in the message, the figures kept
+    }
     if (p != nullptr) ledger_->allocated(n);
     return thrust::device_pointer_cast(p);
   }
