@@ -53,13 +53,13 @@ struct device_memory_figures {
 }  // namespace detail
 
 /// Adds to `clients` those that hold `dev`'s memory beside the pools (device_client_stats: NCCL's
-/// communicators) and, on a GPU whose memory the runtime reports, "other": what the device has in
-/// use beyond this process's devicekit pools and those clients (the CUDA context, other libraries'
-/// and processes' memory, the program's own cudaMalloc), as measured now (its peak is that figure,
-/// its count 0).
-inline void add_device_clients(std::vector<client_memory_stats>& clients, device dev) {
+/// communicators) and, with `with_other`, on a GPU whose memory the runtime reports, "other": what
+/// the device has in use beyond this process's devicekit pools and those clients (the CUDA
+/// context, other libraries' and processes' memory, the program's own cudaMalloc), as measured now
+/// (its peak is that figure, its count 0). Measuring it makes the device's CUDA context.
+inline void add_device_clients(std::vector<client_memory_stats>& clients, device dev, bool with_other) {
   for (const client_memory_stats& c : device_client_stats(dev)) add_client_stats(clients, c);
-  if (!dev.is_cuda()) return;
+  if (!with_other || !dev.is_cuda()) return;
   try {
     const detail::device_memory_figures f = detail::memory_figures_of(dev);
     if (f.available_bytes && f.total_bytes > *f.available_bytes) {
@@ -70,9 +70,9 @@ inline void add_device_clients(std::vector<client_memory_stats>& clients, device
     // No runtime to ask (no driver): nothing is known beside the pools.
   }
 }
-/// add_device_clients into out.clients; returns `out` (device_manager::memory_stats).
+/// add_device_clients into out.clients, "other" included; returns `out` (device_manager::memory_stats).
 inline device_memory_stats& add_device_clients(device_memory_stats& out, device dev) {
-  add_device_clients(out.clients, dev);
+  add_device_clients(out.clients, dev, true);
   return out;
 }
 

@@ -27,7 +27,9 @@ DEVICEKIT_DECL device_memory_info report_memory_info(device d, const memory_budg
     info.pool = p->stats();
     info.clients = p->client_stats();
   }
-  devicekit::add_device_clients(info.clients, d);  // NCCL's and "other", beside the pools
+  // NCCL's, beside the pools; not "other", whose measure would make the device's CUDA context (a
+  // report makes none).
+  devicekit::add_device_clients(info.clients, d, false);
   const scratch_stats scratch = devicekit::scratch_memory_stats(d);
   info.scratch_in_use_bytes = scratch.in_use_bytes;
   info.scratch_peak_bytes = scratch.peak_bytes;
