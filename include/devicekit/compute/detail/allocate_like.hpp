@@ -95,7 +95,7 @@ template <class T, class Tree>
         if (s == nullptr) {
           host_wait(st);
         } else if (!captured) {
-          release.copied = record_event(st.native_handle());
+          release.record_copied(st.native_handle(), dev.ordinal());
         }
       } else {
         std::memset(base, 0, total);

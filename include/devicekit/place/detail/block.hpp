@@ -11,6 +11,10 @@
 #include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/leaf.hpp>
 
+#if DEVICEKIT_HAS_CUDA
+#  include <devicekit/transfer/detail/streams.hpp>
+#endif
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +43,17 @@ struct placed_block_release {
   R* resource;
   std::size_t bytes;
   void* copied = nullptr;                      ///< cudaEvent_t recorded after the copy; null: the copy had finished
+  int copied_on = 0;                           ///< the device of `copied`, whose reused events it goes back to
   native_stream_handle captured_on = nullptr;  ///< the capturing stream that allocated it; null: none
+
+#if DEVICEKIT_HAS_CUDA
+  /// Records `copied` on `s`, a stream of GPU `ordinal`, after the work that fills the block: an
+  /// event reused across placements (record_reused_event), given back when the block goes.
+  void record_copied(native_stream_handle s, int ordinal) {
+    copied = record_reused_event(s, ordinal);
+    copied_on = ordinal;
+  }
+#endif
 
   void operator()(void* p) const noexcept {
     if constexpr (std::derived_from<R, device_memory>) {
@@ -56,8 +70,13 @@ struct placed_block_release {
 #if DEVICEKIT_HAS_CUDA
     if (copied != nullptr && cuda_calls_allowed()) {
       auto ev = static_cast<cudaEvent_t>(copied);
-      if (cudaEventQuery(ev) == cudaErrorNotReady) (void)cudaEventSynchronize(ev);  // blocking-sync event
-      (void)cudaEventDestroy(ev);
+      cudaError_t done = cudaEventQuery(ev);
+      if (done == cudaErrorNotReady) done = cudaEventSynchronize(ev);  // blocking-sync event
+      if (done == cudaSuccess) {
+        give_back_reused_event(copied_on, ev);
+      } else {
+        (void)cudaEventDestroy(ev);  // not reused: a failed event says nothing of a later record
+      }
     }
 #endif
     resource->deallocate(p, bytes, placement_alignment);

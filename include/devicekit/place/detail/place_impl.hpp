@@ -179,8 +179,7 @@ template <class T, placement_resource R>
 #if DEVICEKIT_HAS_CUDA
   if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
     // The block waits for its copy before it goes back (placed_block_release).
-    scoped_device on(dev.ordinal());
-    std::get_deleter<placed_block_release<R>>(owner)->copied = record_event(s.native_handle());
+    std::get_deleter<placed_block_release<R>>(owner)->record_copied(s.native_handle(), dev.ordinal());
   }
 #endif
   return placed;

@@ -118,8 +118,7 @@ template <class T, class R>
     std::vector<std::byte*> dst;
     for (const std::size_t offset : dp.offsets) dst.push_back(base + offset);
     queue_fill(shard_fill(tree, dp, dev, dst), s.native_handle());
-    scoped_device on(dev.ordinal());
-    if (base != nullptr) release.copied = record_event(s.native_handle());
+    if (base != nullptr) release.record_copied(s.native_handle(), dev.ordinal());
   } catch (...) {
     if (base != nullptr) {
       {

@@ -10,6 +10,7 @@
 #  include <devicekit/core/device.hpp>
 #  include <devicekit/core/stream.hpp>
 
+#  include <cstddef>
 #  include <optional>
 
 namespace devicekit::detail {
@@ -21,6 +22,21 @@ namespace devicekit::detail {
 /// Creates an event on the current device (core/detail/event.hpp: host waits for it sleep), records it
 /// on `s` (a stream of that device), and returns it (the caller owns it).
 [[nodiscard]] DEVICEKIT_DECL cudaEvent_t record_event(cudaStream_t s);
+
+/// An event of device `ordinal` recorded on `s` (a stream of that device) for one wait or query,
+/// taken from a process-wide list of such events per device and given back with
+/// give_back_reused_event once nothing waits on it any more: a placed block's event (its copy has
+/// run) is then neither created nor destroyed per placement in steady state. cudaEventCreate and
+/// cudaEventDestroy cost more than a record (CUDA C++ Best Practices Guide: create events once and
+/// reuse them), and a later record does not change what an earlier wait waited for (CUDA runtime
+/// API, cudaEventRecord). The current device need not be `ordinal`: an event and the stream it is
+/// recorded on need only share a context (cudaEventRecord); a new event is created on `ordinal`.
+[[nodiscard]] DEVICEKIT_DECL cudaEvent_t record_reused_event(cudaStream_t s, int ordinal);
+/// Gives back an event from record_reused_event whose record has completed (queried or waited
+/// for): kept for the next record (up to reused_events_kept per device; past that, destroyed).
+/// After the CUDA runtime's teardown has begun (core/runtime.hpp) it is left to the process's exit.
+inline constexpr std::size_t reused_events_kept = 64;
+DEVICEKIT_DECL void give_back_reused_event(int ordinal, cudaEvent_t ev) noexcept;
 
 /// Events kept per thread and device (slots 0 to thread_event_slots - 1), so that a wait does not
 /// create and destroy an event each time (CUDA C++ Best Practices Guide: create events once and

@@ -14,6 +14,8 @@
 
 #  include <array>
 #  include <map>
+#  include <mutex>
+#  include <new>
 #  include <vector>
 
 namespace devicekit::detail {
@@ -33,6 +35,60 @@ DEVICEKIT_DECL cudaEvent_t record_event(cudaStream_t s) {
     DEVICEKIT_CUDA_CHECK(r);
   }
   return ev;
+}
+
+/// The events of record_reused_event, by device ordinal, under one lock: a block's event may be
+/// given back by any thread. Made once and never destroyed: placed trees may be dropped by static
+/// objects' destructors after any of this library's own (the CUDA runtime's teardown reclaims the
+/// events then).
+struct reused_events {
+  std::mutex mutex;
+  std::vector<std::vector<cudaEvent_t>> by_device;
+};
+DEVICEKIT_DECL reused_events& reused_events_of_process() {
+  static reused_events* const events = new reused_events;
+  return *events;
+}
+
+DEVICEKIT_DECL cudaEvent_t record_reused_event(cudaStream_t s, int ordinal) {
+  reused_events& kept = reused_events_of_process();
+  const auto at = static_cast<std::size_t>(ordinal);
+  cudaEvent_t ev = nullptr;
+  {
+    const std::lock_guard lock(kept.mutex);
+    if (at < kept.by_device.size() && !kept.by_device[at].empty()) {
+      ev = kept.by_device[at].back();
+      kept.by_device[at].pop_back();
+    }
+  }
+  if (ev == nullptr) {
+    scoped_device on(ordinal);  // an event belongs to the device current at its creation
+    ev = create_event();
+    note_cuda_runtime_used();
+  }
+  const cudaError_t r = cudaEventRecord(ev, s);
+  if (r != cudaSuccess) {
+    (void)cudaEventDestroy(ev);
+    DEVICEKIT_CUDA_CHECK(r);
+  }
+  return ev;
+}
+
+DEVICEKIT_DECL void give_back_reused_event(int ordinal, cudaEvent_t ev) noexcept {
+  if (ev == nullptr || !cuda_calls_allowed()) return;
+  reused_events& kept = reused_events_of_process();
+  const auto at = static_cast<std::size_t>(ordinal);
+  try {
+    const std::lock_guard lock(kept.mutex);
+    if (kept.by_device.size() <= at) kept.by_device.resize(at + 1);
+    if (kept.by_device[at].size() < reused_events_kept) {
+      kept.by_device[at].push_back(ev);
+      return;
+    }
+  } catch (const std::bad_alloc&) {
+    // No room to keep it: it is destroyed instead.
+  }
+  (void)cudaEventDestroy(ev);
 }
 
 /// This thread's kept events (thread_event), by device ordinal.
