@@ -36,12 +36,10 @@
 #include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>
 
-#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <typeinfo>
 #include <utility>
 
 namespace devicekit {
@@ -185,12 +183,25 @@ std::string first_array_leaf_path(const T& tree) {
   return first;
 }
 
-/// device_of's error, out of line: the walk that checks every leaf stays small.
+/// device_of's error, out of line: the walk that checks every leaf stays small, and keeps no
+/// paths. Walks `tree` again to name the first leaf that is not on `first`.
 template <class T>
-[[noreturn, gnu::cold, gnu::noinline]] void throw_leaves_on_two_devices(const T& tree, device first,
-                                                                        const tree_path& at, device other) {
+[[noreturn, gnu::cold, gnu::noinline]] void throw_leaves_on_two_devices(const T& tree, device first) {
+  std::string at;
+  device other = first;
+  for_each_leaf_with_path(
+      [&](const tree_path& path, const auto& leaf) {
+        using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
+        if constexpr (traits::kind != leaf_kind::scalar) {
+          if (at.empty() && traits::device(leaf) != first) {
+            at = path.display();
+            other = traits::device(leaf);
+          }
+        }
+      },
+      tree);
   throw device_mismatch("the tree's leaves are on different devices: '" + first_array_leaf_path(tree) + "' is on " +
-                            first.str() + ", '" + at.display() + "' is on " + other.str(),
+                            first.str() + ", '" + at + "' is on " + other.str(),
                         first, other);
 }
 }  // namespace detail
@@ -204,25 +215,39 @@ namespace detail {
 /// more than a one-leaf walk.
 template <class T>
 [[nodiscard]] bool tree_device(const T& tree, device& out) {
-  // The first leaf's path is spelled out only for the error.
+  // The walk keeps no paths (building one per leaf cost more than the check): the paths are
+  // found by a second walk, only for the error.
   bool found = false;
+  bool mixed = false;
   device first;
-  for_each_leaf_with_path(
-      [&](const tree_path& path, const auto& leaf) {
+  for_each_leaf(
+      [&](const auto& leaf) {
         using traits = leaf_traits<std::remove_cvref_t<decltype(leaf)>>;
         if constexpr (traits::kind != leaf_kind::scalar) {
           const device d = traits::device(leaf);
           if (!found) {
             first = d;
             found = true;
-          } else if (first != d) [[unlikely]] {
-            throw_leaves_on_two_devices(tree, first, path, d);
+          } else {
+            mixed |= first != d;
           }
         }
       },
       tree);
+  if (mixed) [[unlikely]]
+    throw_leaves_on_two_devices(tree, first);
   if (found) out = first;
   return found;
+}
+
+/// Whether `a` and `b` are the same object (of the same type).
+template <class A, class B>
+[[nodiscard]] constexpr bool same_object(const A& a, const B& b) noexcept {
+  if constexpr (std::is_same_v<A, B>) {
+    return &a == &b;
+  } else {
+    return false;
+  }
 }
 
 /// same_device's work, its answer in `out` as tree_device's.
@@ -233,14 +258,14 @@ template <class T, class... Ts>
   std::size_t found_at = 1;
   std::size_t at = 1;
   // A tree passed twice (tree_axpy's y is the output and an input) is walked once: the walks are
-  // a cost per leaf that the algorithms pay before any element work.
-  const std::array<std::pair<const void*, const std::type_info*>, 1 + sizeof...(Ts)> seen{
-      {{&first, &typeid(T)}, {&rest, &typeid(Ts)}...}};
+  // a cost per leaf that the algorithms pay before any element work. Trees of different types
+  // are different trees, known at compile time.
   auto one = [&](const auto& t) {
     ++at;
-    for (std::size_t k = 0; k + 1 < at; ++k) {
-      if (seen[k].first == &t && *seen[k].second == typeid(t)) return;
-    }
+    bool repeat = same_object(first, t);
+    std::size_t k = 1;
+    ((repeat |= ++k < at && same_object(rest, t)), ...);
+    if (repeat) return;
     device d;
     if (!tree_device(t, d)) return;
     if (!found) {
