@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -128,6 +129,38 @@ TEST_CASE("eight threads share one pool", "[memory][pool][threads]") {
   pool.check_consistency();
   pool.clear();
   CHECK(up.outstanding() == 0);
+}
+
+// Run alone (ctest runs each case in a process of its own), the process has one thread when the
+// case starts, and the lock is taken with plain stores; the thread created while it is held must
+// still wait for it and be woken when it is given back (by the atomic path: the process has two
+// threads by then). Run after other cases that made threads, both ends are atomic.
+TEST_CASE("the pool's lock taken while the process has one thread: a thread created under it waits and is woken",
+          "[memory][pool][threads]") {
+  dk::detail::pool_mutex m;
+  const bool alone = dk::detail::pool_mutex::single_threaded();
+  std::printf("the process %s one thread when the lock was taken\n", alone ? "had" : "did not have");
+  m.lock();
+  m.unlock();
+  m.lock();  // taken again: a plain lock/unlock left it free
+  std::atomic<bool> entered{false};
+  std::thread waiter([&] {
+    m.lock();
+    entered = true;
+    m.unlock();
+  });
+  CHECK_FALSE(dk::detail::pool_mutex::single_threaded());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // long enough to be asleep on it
+  CHECK_FALSE(entered.load());
+  m.unlock();  // a plain store here would leave the waiter asleep, and the join below would hang
+  waiter.join();
+  CHECK(entered.load());
+  bool free_again = false;
+  std::thread([&] {
+    free_again = m.try_lock();
+    if (free_again) m.unlock();
+  }).join();
+  CHECK(free_again);
 }
 
 TEST_CASE("the pool's lock: one holder at a time, and waiters are woken", "[memory][pool][threads]") {
