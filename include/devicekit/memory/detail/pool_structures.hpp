@@ -126,7 +126,8 @@ struct size_classes {
     if (bytes <= 1024) return bytes <= 256 ? 0 : static_cast<int>((bytes - 1) / 256);
     const int k = std::bit_width(bytes - 1) - 1;  // 2^k < bytes <= 2^(k+1)
     const std::size_t step = std::size_t{1} << (k - 2);
-    const std::size_t j = (bytes - (std::size_t{1} << k) + step - 1) / step;  // 1..4
+    // A shift, not a division by `step`: compilers emit a divide for a variable power of two.
+    const std::size_t j = (bytes - (std::size_t{1} << k) + step - 1) >> (k - 2);  // 1..4
     return 4 + (k - 10) * 4 + static_cast<int>(j) - 1;
   }
   [[nodiscard]] static constexpr std::size_t slot_size(int cls) noexcept {
