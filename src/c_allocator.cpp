@@ -3,15 +3,13 @@
 // across the C boundary: failures become NULL and devicekit_last_error().
 #include <devicekit/c/allocator.h>
 
-#include <devicekit/memory/clients.hpp>
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/device_memory.hpp>
-#include <devicekit/memory/errors.hpp>
 #include <devicekit/memory/registry.hpp>
 
 #include <atomic>
 #include <cstdio>
 #include <exception>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -25,22 +23,18 @@ namespace dk = devicekit;
 thread_local std::string last_error;
 std::atomic<std::size_t> refused{0};
 
-struct device_entry {
-  dk::device_memory* pool = nullptr;
-  std::shared_ptr<dk::client_ledger> ledger;
-};
-
-/// The pool and ledger of GPU `device`, made at first use; throws for a device that does not exist.
-device_entry& entry_of(int device) {
+/// The process's pool of GPU `device` as the client "c_api", made at first use; throws for a device
+/// that does not exist.
+dk::client_memory& entry_of(int device) {
   // Never destroyed, as the pools they name are not (memory/registry.hpp): a free may come from a
   // static destructor of the host program.
-  static auto* entries = new std::unordered_map<int, device_entry>();
+  static auto* entries = new std::unordered_map<int, dk::client_memory>();
   static auto* m = new std::mutex();
   const std::lock_guard lock(*m);
   const auto it = entries->find(device);
   if (it != entries->end()) return it->second;
   dk::device_memory& pool = dk::default_memory(dk::device::cuda(device));  // checks the device
-  return entries->emplace(device, device_entry{&pool, pool.client_ledger_for("c_api")}).first->second;
+  return entries->emplace(device, dk::client_memory(pool, "c_api")).first->second;
 }
 
 void fail(const char* call, const char* what) noexcept {
@@ -65,13 +59,8 @@ void* allocate(const char* call, std::size_t size, int device, cudaStream_t stre
   try {
     last_error.clear();
     if (size == 0) return nullptr;
-    device_entry& e = entry_of(device);
-    void* p = e.pool->allocate_async(size, 256, stream);
-    e.ledger->allocated(size);
-    return p;
-  } catch (const dk::out_of_memory& ex) {
-    fail(call, ("client c_api: " + std::string(ex.what())).c_str());
-  } catch (const std::exception& ex) {
+    return entry_of(device).allocate(size, 256, stream);
+  } catch (const std::exception& ex) {  // out_of_memory's message names the client ("client c_api: ")
     fail(call, ex.what());
   } catch (...) {
     fail(call, "an unknown exception");
@@ -83,9 +72,9 @@ void release(const char* call, void* ptr, std::size_t size, bool size_known, int
   if (ptr == nullptr) return;
   try {
     last_error.clear();
-    device_entry& e = entry_of(device);
+    const dk::client_memory& e = entry_of(device);
     if (!size_known) {
-      size = e.pool->allocation_size(ptr);
+      size = e.pool().allocation_size(ptr);
       if (size == 0) {
         char text[64];
         std::snprintf(text, sizeof text, "%p", ptr);
@@ -95,8 +84,7 @@ void release(const char* call, void* ptr, std::size_t size, bool size_known, int
                                 .c_str());
       }
     }
-    e.pool->deallocate_async(ptr, size, 256, stream);
-    e.ledger->freed(size);
+    e.deallocate(ptr, size, 256, stream);
   } catch (const std::exception& ex) {
     refuse(call, ex.what());
   } catch (...) {
@@ -137,7 +125,7 @@ DEVICEKIT_C_API size_t devicekit_refused_frees(void) { return refused.load(); }
 
 DEVICEKIT_C_API size_t devicekit_bytes_in_use(int device) {
   try {
-    return entry_of(device).ledger->stats().bytes_in_use;
+    return entry_of(device).ledger().bytes_in_use();
   } catch (...) {
     return 0;
   }

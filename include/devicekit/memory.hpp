@@ -5,6 +5,7 @@
 /// Each header also stands alone; this one is for translation units that use the whole layer.
 #include <devicekit/memory/allocator.hpp>
 #include <devicekit/memory/buffer.hpp>
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/cub_temp_storage.hpp>
 #include <devicekit/memory/context_headroom.hpp>

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <devicekit/manager.hpp>
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/cub_temp_storage.hpp>
 #include <devicekit/report/json.hpp>
@@ -164,5 +165,52 @@ TEST_CASE("CUB's temporary storage past the budget: out_of_memory, nothing left 
   CHECK(tmp.size() == 0);
   CHECK(pool.stats().allocated_bytes == 0);
   CHECK(in_use_of(pool.client_stats(), "thrust/cub") == 0);
+  pool.check_consistency();
+}
+
+TEST_CASE("client_memory: a library's allocations counted under its name, refused past the budget naming it",
+          "[memory][clients]") {
+  dk::pool_config c;
+  c.max_size = 4u << 20;
+  dk::memory_pool<dk::host_resource> pool{dk::host_resource{}, c};
+  const dk::client_memory mine(pool, "my-library");
+  CHECK(mine.client() == "my-library");
+  CHECK(&mine.pool() == &pool);
+  CHECK(&mine.ledger() == pool.client_ledger_for("my-library").get());  // the pool's one ledger of that name
+
+  void* ordered = mine.allocate(3000, 256, dk::native_stream_handle{});
+  const dk::client_memory copy = mine;  // copies share the pool and the ledger
+  void* plain = copy.allocate(1000, 256);
+  void* own = pool.allocate(500);
+  CHECK(in_use_of(pool.client_stats(), "my-library") == 4000);
+  CHECK(in_use_of(pool.client_stats(), "devicekit") == 500);
+  CHECK(mine.allocate(0, 256) == nullptr);  // nothing asked, nothing counted
+  CHECK(mine.ledger().stats().num_allocs == 2);
+
+  // Past the budget: out_of_memory led by the client's name, with the pool's figures; nothing
+  // allocated or counted.
+  const auto before = pool.stats();
+  try {
+    (void)mine.allocate(64u << 20, 256, dk::native_stream_handle{});
+    FAIL("no out_of_memory");
+  } catch (const dk::out_of_memory& e) {
+    CHECK_THAT(e.what(), Catch::StartsWith("client my-library: "));
+    CHECK(e.requested_bytes() == (64u << 20));
+    CHECK(e.stats().allocated_bytes == before.allocated_bytes);
+  }
+  CHECK(pool.stats().allocated_bytes == before.allocated_bytes);
+  CHECK(in_use_of(pool.client_stats(), "my-library") == 4000);
+
+  // A bad free throws as the pool's does and changes nothing, the count included.
+  CHECK_THROWS_AS(mine.deallocate(plain, 999, 256), dk::invalid_free);
+  CHECK(in_use_of(pool.client_stats(), "my-library") == 4000);
+  mine.deallocate(nullptr, 5, 256);  // null does nothing
+
+  mine.deallocate(plain, 1000, 256);
+  copy.deallocate(ordered, 3000, 256, dk::native_stream_handle{});
+  CHECK(in_use_of(pool.client_stats(), "my-library") == 0);
+  CHECK(mine.ledger().stats().peak_bytes_in_use == 4000);
+  pool.deallocate(own, 500);
+  CHECK(pool.stats().allocated_bytes == 0);
   pool.check_consistency();
 }

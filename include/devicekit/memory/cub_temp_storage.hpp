@@ -10,12 +10,10 @@
 /// The storage is allocated and freed in the order of the stream, so another stream reuses it only
 /// after the algorithm's kernels. Compiles without nvcc (the call is the caller's).
 #include <devicekit/core/stream.hpp>
-#include <devicekit/memory/clients.hpp>
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/device_memory.hpp>
-#include <devicekit/memory/errors.hpp>
 
 #include <cstddef>
-#include <memory>
 
 namespace devicekit {
 
@@ -24,8 +22,7 @@ namespace devicekit {
 /// order by the destructor (or the next run(), which reuses it when large enough).
 class cub_temp_storage {
  public:
-  cub_temp_storage(device_memory& memory, stream_ref s)
-      : memory_(&memory), stream_(s.native_handle()), ledger_(memory.client_ledger_for("thrust/cub")) {}
+  cub_temp_storage(device_memory& memory, stream_ref s) : memory_(memory, "thrust/cub"), stream_(s.native_handle()) {}
   cub_temp_storage(const cub_temp_storage&) = delete;
   cub_temp_storage& operator=(const cub_temp_storage&) = delete;
   ~cub_temp_storage() { release(); }
@@ -47,13 +44,8 @@ class cub_temp_storage {
   void reserve(std::size_t bytes) {
     if (bytes <= bytes_) return;
     release();
-    try {
-      data_ = memory_->allocate_async(bytes, 256, stream_);
-    } catch (const out_of_memory& e) {
-      throw out_of_memory(e, "thrust/cub");  // the client in the message, the figures kept
-    }
+    data_ = memory_.allocate(bytes, 256, stream_);
     bytes_ = bytes;
-    ledger_->allocated(bytes);
   }
   [[nodiscard]] void* data() const noexcept { return data_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
@@ -62,16 +54,14 @@ class cub_temp_storage {
   void release() noexcept {
     if (data_ == nullptr) return;
     try {
-      memory_->deallocate_async(data_, bytes_, 256, stream_);
-      ledger_->freed(bytes_);
+      memory_.deallocate(data_, bytes_, 256, stream_);
     } catch (...) {}
     data_ = nullptr;
     bytes_ = 0;
   }
 
-  device_memory* memory_;
+  client_memory memory_;
   native_stream_handle stream_;
-  std::shared_ptr<client_ledger> ledger_;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };

@@ -19,14 +19,13 @@
 
 #if DEVICEKIT_HAS_CUDA && __has_include(<cublas_v2.h>)
 #  include <devicekit/core/error.hpp>
-#  include <devicekit/memory/clients.hpp>
+#  include <devicekit/memory/client_memory.hpp>
 #  include <devicekit/memory/device_memory.hpp>
 #  include <devicekit/memory/errors.hpp>
 
 #  include <cublas_v2.h>
 
 #  include <cstddef>
-#  include <memory>
 #  include <mutex>
 #  include <set>
 #  include <string>
@@ -44,14 +43,13 @@ class cublas_workspace {
   /// already has a devicekit workspace, cuda_error when cuBLAS refuses (the memory is then given
   /// back and nothing is left set).
   cublas_workspace(cublasHandle_t handle, device_memory& memory, std::size_t bytes = default_bytes)
-      : handle_(handle), memory_(&memory), bytes_(bytes), ledger_(memory.client_ledger_for("cublas")) {
+      : handle_(handle), memory_(memory, "cublas"), bytes_(bytes) {
     if (handle == nullptr)
       throw invalid_request("cublas_workspace: the cuBLAS handle is null; pass one from cublasCreate");
     claim(handle);
     try {
       stream_ = stream_of(handle);
-      data_ = allocate(memory, bytes, stream_);
-      ledger_->allocated(bytes);
+      data_ = memory_.allocate(bytes, 256, stream_);
       set(data_, bytes);
     } catch (...) {
       release_memory();
@@ -105,13 +103,6 @@ class cublas_workspace {
     check(cublasGetStream(h, &s), "cublasGetStream");
     return s;
   }
-  static void* allocate(device_memory& memory, std::size_t bytes, cudaStream_t s) {
-    try {
-      return memory.allocate_async(bytes, 256, s);
-    } catch (const out_of_memory& e) {
-      throw out_of_memory(e, "cublas");
-    }
-  }
   void set(void* p, std::size_t n) { check(cublasSetWorkspace(handle_, p, n), "cublasSetWorkspace"); }
   static void check(cublasStatus_t status, const char* call) {
     if (status != CUBLAS_STATUS_SUCCESS) {
@@ -123,16 +114,14 @@ class cublas_workspace {
   void release_memory() noexcept {
     if (data_ == nullptr) return;
     try {
-      memory_->deallocate_async(data_, bytes_, 256, stream_);
-      ledger_->freed(bytes_);
+      memory_.deallocate(data_, bytes_, 256, stream_);
     } catch (...) {}
     data_ = nullptr;
   }
 
   cublasHandle_t handle_;
-  device_memory* memory_;
+  client_memory memory_;
   std::size_t bytes_;
-  std::shared_ptr<client_ledger> ledger_;
   cudaStream_t stream_ = nullptr;
   void* data_ = nullptr;
 };

@@ -12,9 +12,8 @@
 /// exec_policy synchronises the stream at the end of each algorithm, as thrust::cuda::par does;
 /// exec_policy_nosync (thrust::cuda::par_nosync) leaves that to the caller.
 #include <devicekit/core/stream.hpp>
-#include <devicekit/memory/clients.hpp>
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/device_memory.hpp>
-#include <devicekit/memory/errors.hpp>
 
 #include <thrust/device_malloc_allocator.h>
 #include <thrust/device_ptr.h>
@@ -32,37 +31,26 @@ class thrust_temporary_allocator : public thrust::device_malloc_allocator<char> 
   using size_type = std::size_t;
 
   thrust_temporary_allocator(device_memory& memory, stream_ref s)
-      : memory_(&memory), stream_(s.native_handle()), ledger_(memory.client_ledger_for("thrust/cub").get()) {}
+      : memory_(memory, "thrust/cub"), stream_(s.native_handle()) {}
 
   pointer allocate(size_type n) {
-    char* p = nullptr;
-    try {
-      p = static_cast<char*>(memory_->allocate_async(n, 256, stream_));
-    } catch (const out_of_memory& e) {
-      throw out_of_memory(e, "thrust/cub");  // the client in the message, the figures kept
-    }
-    if (p != nullptr) ledger_->allocated(n);
-    return thrust::device_pointer_cast(p);
+    return thrust::device_pointer_cast(static_cast<char*>(memory_.allocate(n, 256, stream_)));
   }
   void deallocate(pointer p, size_type n) noexcept {
     if (p.get() == nullptr) return;
     // Thrust's temporary buffers are freed from destructors: a refusal here is a devicekit bug,
     // never the caller's, and a throw would end the program.
     try {
-      memory_->deallocate_async(thrust::raw_pointer_cast(p), n, 256, stream_);
-      ledger_->freed(n);
+      memory_.deallocate(thrust::raw_pointer_cast(p), n, 256, stream_);
     } catch (...) {}
   }
 
-  [[nodiscard]] device_memory& memory() const noexcept { return *memory_; }
+  [[nodiscard]] device_memory& memory() const noexcept { return memory_.pool(); }
   [[nodiscard]] native_stream_handle stream() const noexcept { return stream_; }
 
  private:
-  device_memory* memory_;
+  client_memory memory_;  // two pointers: Thrust copies allocators in __host__ __device__ code
   native_stream_handle stream_;
-  // Raw: the pool keeps its ledgers as long as it lives, and Thrust copies allocators in
-  // __host__ __device__ code, where a shared_ptr's copy (a host function) may not be called.
-  client_ledger* ledger_;
 };
 
 /// thrust::cuda::par with its temporary memory from `memory`, on `s`.

@@ -27,7 +27,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
-#include <devicekit/memory/clients.hpp>
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/cuda_resources.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/errors.hpp>
@@ -64,20 +64,20 @@ class rmm_resource {
   explicit rmm_resource(device_memory& pool) : rmm_resource(pool, std::shared_ptr<device_memory>{}) {}
 
   [[nodiscard]] void* allocate(::cuda::stream_ref s, std::size_t bytes, std::size_t alignment = 256) {
-    return counted(translate([&] { return live_pool().allocate_async(bytes, alignment, s.get()); }, bytes), bytes);
+    return translate([&] { return live().allocate(bytes, alignment, s.get()); }, bytes);
   }
   void deallocate(::cuda::stream_ref s, void* p, std::size_t bytes, std::size_t alignment = 256) noexcept {
-    refuse_quietly([&] { live_pool().deallocate_async(p, bytes, alignment, s.get()); }, p, bytes);
+    refuse_quietly([&] { live().deallocate(p, bytes, alignment, s.get()); });
   }
   [[nodiscard]] void* allocate_sync(std::size_t bytes, std::size_t alignment = 256) {
-    return counted(translate([&] { return live_pool().allocate(bytes, alignment); }, bytes), bytes);
+    return translate([&] { return live().allocate(bytes, alignment); }, bytes);
   }
   void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment = 256) noexcept {
-    refuse_quietly([&] { live_pool().deallocate(p, bytes, alignment); }, p, bytes);
+    refuse_quietly([&] { live().deallocate(p, bytes, alignment); });
   }
 
   /// The pool; throws rmm::bad_alloc once a borrowed pool is gone.
-  [[nodiscard]] device_memory& pool() const { return live_pool(); }
+  [[nodiscard]] device_memory& pool() const { return live().pool(); }
   /// Whether the pool still exists.
   [[nodiscard]] bool pool_alive() const noexcept { return !state_->alive.expired(); }
   /// Frees the pool refused (nothing changed by any of them), over every copy of this handle.
@@ -89,17 +89,17 @@ class rmm_resource {
   }
 
   friend bool operator==(const rmm_resource& a, const rmm_resource& b) noexcept {
-    return a.state_ == b.state_ || a.state_->pool == b.state_->pool;
+    return a.state_ == b.state_ || &a.state_->memory.pool() == &b.state_->memory.pool();
   }
   friend bool operator!=(const rmm_resource& a, const rmm_resource& b) noexcept { return !(a == b); }
   friend constexpr void get_property(const rmm_resource&, ::cuda::mr::device_accessible) noexcept {}
 
  private:
   struct state {
-    device_memory* pool = nullptr;
+    explicit state(device_memory& pool) : memory(pool, "rmm") {}
+    client_memory memory;                  ///< the pool, as the client "rmm" (memory/client_memory.hpp)
     std::shared_ptr<device_memory> owner;  ///< set when constructed from a shared_ptr
     std::weak_ptr<const void> alive;       ///< device_memory::lifetime()
-    std::shared_ptr<client_ledger> rmm;    ///< the client "rmm" in the pool (memory/clients.hpp)
     device dev;
     std::atomic<std::size_t> refused{0};
     mutable std::mutex m;
@@ -107,17 +107,19 @@ class rmm_resource {
   };
 
   // `owner` by reference: it is moved from in the body, after checked() has read it.
-  rmm_resource(device_memory& pool, std::shared_ptr<device_memory>&& owner) : state_(std::make_shared<state>()) {
+  rmm_resource(device_memory& pool, std::shared_ptr<device_memory>&& owner) : state_(make_state(pool)) {
+    state_->owner = std::move(owner);
+    state_->alive = pool.lifetime();
+    state_->dev = pool.get_device();
+  }
+
+  static std::shared_ptr<state> make_state(device_memory& pool) {
     if (pool.get_device().kind() != device_kind::cuda) {
       throw config_error("rmm_resource: the pool is on " + pool.get_device().str() +
                          ", but RMM's device resources must hand out device memory: give it a GPU's pool "
                          "(dm.memory(device::cuda(k)) or default_memory(device::cuda(k)))");
     }
-    state_->pool = &pool;
-    state_->owner = std::move(owner);
-    state_->alive = pool.lifetime();
-    state_->rmm = pool.client_ledger_for("rmm");
-    state_->dev = pool.get_device();
+    return std::make_shared<state>(pool);
   }
 
   static device_memory& checked(const std::shared_ptr<device_memory>& p) {
@@ -125,14 +127,14 @@ class rmm_resource {
     return *p;
   }
 
-  device_memory& live_pool() const {
+  const client_memory& live() const {
     if (state_->alive.expired()) {
       throw ::rmm::bad_alloc("devicekit::rmm_resource: the devicekit pool of " + state_->dev.str() +
                              " it borrowed is gone (its manager or owner was destroyed): make RMM's resource from a "
                              "pool that lives as long as RMM uses it (a std::shared_ptr, or default_memory(dev)), "
                              "or set another resource before the pool goes");
     }
-    return *state_->pool;
+    return state_->memory;
   }
 
   template <class F>
@@ -141,24 +143,18 @@ class rmm_resource {
       return f();
     } catch (const out_of_memory& e) {
       // RMM's callers tell a full device from other failures by rmm::out_of_memory (RMM's own
-      // tests look for "out_of_memory" in what()).
-      throw ::rmm::out_of_memory(std::string("client rmm (a request through RMM to a devicekit pool): ") + e.what());
+      // tests look for "out_of_memory" in what()); the message names the client ("client rmm: ").
+      throw ::rmm::out_of_memory(e.what());
     } catch (const invalid_request& e) {
       throw ::rmm::bad_alloc(std::string("devicekit::rmm_resource: a request of ") + std::to_string(bytes) +
                              " bytes was refused: " + e.what());
     }
   }
 
-  void* counted(void* p, std::size_t bytes) const noexcept {
-    if (p != nullptr) state_->rmm->allocated(bytes);
-    return p;
-  }
-
   template <class F>
-  void refuse_quietly(F&& f, void* p, std::size_t bytes) const noexcept {
+  void refuse_quietly(F&& f) const noexcept {
     try {
       f();
-      if (p != nullptr) state_->rmm->freed(bytes);
     } catch (const std::exception& e) {
       note_refusal(e.what());
     } catch (...) {
