@@ -77,6 +77,36 @@ TEST_CASE("a tree dropped before its copy ran gives its memory back after the co
   CHECK(dk::to_host(next) == second);
 }
 
+// The event a tree placed on a caller's stream records after its copy (so that the tree may be
+// dropped before the copy has run) comes from a list kept per device and goes back there when the
+// tree goes, whichever thread drops it: in steady state no event is created or destroyed, and an
+// event of one GPU is never recorded on another's stream (the runtime refuses that).
+TEST_CASE("a placed tree's event is reused across placements and GPUs whichever thread drops the tree",
+          "[sim][place]") {
+  const int n = sim::device_count();
+  std::vector<dk::stream> streams;
+  for (int d = 0; d < n; ++d) streams.emplace_back(dk::device::cuda(d));
+  const std::vector<float> values(256, 3.f);
+  const std::size_t violations_before = sim::violations().size();
+  auto round = [&] {
+    std::vector<dk::placed_t<std::vector<float>>> trees;
+    for (int d = 0; d < n; ++d) trees.push_back(dk::place(values, dk::device::cuda(d), streams[d]));
+    std::thread([t = std::move(trees)]() mutable { t.clear(); }).join();  // before or after the copies ran
+  };
+  round();  // warm-up: the events, staging and blocks are made
+  round();
+  const std::size_t created = sim::api_calls("cudaEventCreateWithFlags");
+  const std::size_t destroyed = sim::api_calls("cudaEventDestroy");
+  for (int i = 0; i < 20; ++i) round();
+  CHECK(sim::api_calls("cudaEventCreateWithFlags") == created);
+  CHECK(sim::api_calls("cudaEventDestroy") == destroyed);
+  for (int d = 0; d < n; ++d) {
+    const auto placed = dk::place(values, dk::device::cuda(d), streams[d]);
+    CHECK(dk::to_host(placed, streams[d]) == values);
+  }
+  CHECK(sim::violations().size() == violations_before);
+}
+
 // place(..., stream) above the staging chunk size takes fresh staging, up to
 // detail::max_staging_in_flight, and returns at once: waiting on the host for the stream to drain
 // an older buffer would hold the caller until the stream's earlier work (a kernel) ended.
