@@ -77,6 +77,53 @@ TEST_CASE("a tree dropped before its copy ran gives its memory back after the co
   CHECK(dk::to_host(next) == second);
 }
 
+// A placement on a caller's stream records an event after its copy, which its block waits for
+// when the tree is dropped. When that record fails, place waits for the copy itself and returns
+// the tree: dropping it at once would give the block back while the copy may still write it.
+TEST_CASE("a placement whose copy event cannot be recorded waits for its copy and returns the tree",
+          "[sim][place][faults]") {
+  const dk::device gpu = dk::device::cuda(0);
+  dk::memory_pool<dk::cuda_device_resource> pool{dk::cuda_device_resource(0), small_pool()};
+  const dk::stream s(gpu);
+  const std::vector<float> first(1 << 12, 1.f);
+  const std::vector<float> second(1 << 12, 2.f);
+  {
+    auto warm = dk::place(first, gpu, s, pool);
+    s.synchronize();
+  }
+  // The block's record is a placement's last cudaEventRecord (after its copy and its staging).
+  const std::size_t before = sim::api_calls("cudaEventRecord");
+  {
+    auto counted = dk::place(first, gpu, s, pool);
+    s.synchronize();
+  }
+  const auto records = static_cast<int>(sim::api_calls("cudaEventRecord") - before);
+  REQUIRE(records >= 1);
+
+  gate g;
+  REQUIRE(cudaLaunchHostFunc(s.native_handle(), gate::hold, &g) == cudaSuccess);
+  struct joined_thread {  // joined however the case ends, a place that throws included
+    std::thread t;
+    ~joined_thread() {
+      if (t.joinable()) t.join();
+    }
+  } opener{std::thread([&g] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    g.open = true;
+  })};
+  const std::size_t violations_before = sim::violations().size();
+  sim::fail_call("cudaEventRecord", records, cudaErrorMemoryAllocation);
+  {
+    auto placed = dk::place(first, gpu, s, pool);
+    CHECK(g.open.load());  // it returned only once the copy behind the gate had run
+    CHECK(dk::to_host(placed) == first);
+  }                                          // dropped: its block goes back at once, the copy done
+  auto next = dk::place(second, gpu, pool);  // the same memory, reused
+  opener.t.join();
+  CHECK(dk::to_host(next) == second);
+  CHECK(sim::violations().size() == violations_before);
+}
+
 // The event a tree placed on a caller's stream records after its copy (so that the tree may be
 // dropped before the copy has run) comes from a list kept per device and goes back there when the
 // tree goes, whichever thread drops it: in steady state no event is created or destroyed, and an

@@ -178,8 +178,15 @@ template <class T, placement_resource R>
   copy_items(items, in_host_memory ? device::cpu() : dev, s.native_handle(), captured);
 #if DEVICEKIT_HAS_CUDA
   if (base != nullptr && dev.is_cuda() && !in_host_memory && !captured && completion == copy_completion::queued) {
-    // The block waits for its copy before it goes back (placed_block_release).
-    std::get_deleter<placed_block_release<R>>(owner)->record_copied(s.native_handle(), dev.ordinal());
+    // The block waits for its copy before it goes back (placed_block_release). Without that
+    // event the block would go back, when the tree is dropped, while the copy may still write it:
+    // if it cannot be made or recorded, the copy is waited for here instead, and the tree is
+    // returned with its copy done. Only when that wait fails too is the record's error thrown.
+    try {
+      std::get_deleter<placed_block_release<R>>(owner)->record_copied(s.native_handle(), dev.ordinal());
+    } catch (const cuda_error&) {
+      if (cudaStreamSynchronize(s.native_handle()) != cudaSuccess) throw;
+    }
   }
 #endif
   return placed;
