@@ -317,6 +317,42 @@ TEST_CASE("devicekit NCCL: an asynchronous error on the last local rank throws t
   }
 }
 
+// Guards the wait itself: a collective whose stream is held up for longer than many of the
+// watchdog's looks, but within the timeout, completes without an error or an abort; the host
+// waits in cudaStreamSynchronize, as a hand-written program does, and never polls the stream.
+TEST_CASE("devicekit NCCL: a collective held up within the timeout completes, waited for without polling",
+          "[sim][multi][nccl_fault]") {
+  const int n = sim::device_count();
+  auto comm = comm_of_all_gpus(5s);
+  std::vector<std::unique_ptr<dev_floats>> bufs;
+  std::vector<std::vector<dk::leaf_span>> per_rank;
+  for (int g = 0; g < n; ++g) {
+    bufs.push_back(std::make_unique<dev_floats>(g, 32, 1.0f));
+    per_rank.push_back({bufs.back()->span()});
+  }
+  comm->all_reduce(per_rank);  // the first: the watchdog's thread starts, NCCL connects
+  sim_test::gate held;
+  {
+    dk::scoped_device on(n - 1);
+    REQUIRE(cudaLaunchHostFunc(comm->stream(n - 1), sim_test::gate::hold, &held) == cudaSuccess);
+  }
+  std::thread opener([&] {
+    std::this_thread::sleep_for(300ms);
+    held.open = true;
+  });
+  const std::size_t queries_before = sim::api_calls("cudaStreamQuery");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string what = failure_of("all_reduce held up by a gate", [&] { comm->all_reduce(per_rank); }).what;
+  const double waited = seconds_since(t0);
+  opener.join();
+  CHECK(what.empty());
+  CHECK_FALSE(comm->aborted());
+  CHECK(waited >= 0.25);  // it did wait for the gate
+  CHECK(sim::api_calls("cudaStreamQuery") == queries_before);
+  const float expected = static_cast<float>(n) * static_cast<float>(n);
+  for (const auto& b : bufs) CHECK(b->host() == std::vector<float>(32, expected));
+}
+
 // Guards the timeout: a rank that silently never completes (no error reported) makes the
 // collective throw the timeout error and abort; releasing the communicator afterwards must not
 // block in cudaStreamSynchronize or ncclCommDestroy on the dead collective.

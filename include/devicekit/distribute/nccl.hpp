@@ -10,9 +10,10 @@
 ///    0's `unique_id()`, or `from_mpi(mpi_comm, device)`, which broadcasts the id through MPI.
 ///
 /// Errors: a failed NCCL call becomes communication_error (operation, call, rank, NCCL's error
-/// string and last-error text). Each operation waits for its work by polling the stream and
-/// ncclCommGetAsyncError; an asynchronous error, or a wait longer than the timeout (a peer that
-/// died or never joined), aborts the communicator (ncclCommAbort) and throws.
+/// string and last-error text). Each operation waits for its work in cudaStreamSynchronize while
+/// a watchdog thread polls ncclCommGetAsyncError (detail/nccl_watchdog.hpp); an asynchronous
+/// error, or a wait longer than the timeout (a peer that died or never joined), aborts the
+/// communicator (ncclCommAbort), which ends the wait, and the operation throws.
 ///
 /// Work runs on the communicator's stream per device, created blocking with respect to the
 /// legacy default stream (so work queued there first is seen); `set_stream` hands it your own.
@@ -177,8 +178,10 @@ class nccl_backend : public nccl_transport {
     // into pageable memory returns only once done (cudaMemcpyAsync, "API synchronization
     // behavior"), so copying first would block here, past the timeout, on a peer that never came.
     finish(op_);
+    // The copy is on local rank 0's stream only, and into pageable memory it has already
+    // completed; the wait is for a destination the program has pinned (cudaHostRegister).
     copy(0, all, byte_at(buf[0], bytes_each), bytes_each * static_cast<std::size_t>(size_));
-    finish(op_);
+    wait(0, op_);
   }
 
  private:

@@ -13,6 +13,7 @@
 #  include <devicekit/core/error.hpp>
 #  include <devicekit/core/runtime.hpp>
 #  include <devicekit/core/stream.hpp>
+#  include <devicekit/distribute/detail/nccl_watchdog.hpp>
 #  include <devicekit/distribute/detail/pack.hpp>
 #  include <devicekit/distribute/errors.hpp>
 #  include <devicekit/distribute/options.hpp>
@@ -26,10 +27,10 @@
 #  include <chrono>
 #  include <cstddef>
 #  include <cstdint>
+#  include <memory>
 #  include <span>
 #  include <string>
 #  include <string_view>
-#  include <thread>
 #  include <utility>
 #  include <vector>
 
@@ -281,45 +282,59 @@ class nccl_transport {
       issue_check(ncclRecv(r, recv_bytes, ncclUint8, root, q.comm, q.stream), "ncclRecv", p);
     }
   }
-  /// Waits for every local rank's stream, polling NCCL's asynchronous errors; a captured
-  /// operation returns at once (the graph's launches run its work).
+  /// Waits for every local rank's stream under the watchdog; a captured operation returns at once
+  /// (the graph's launches run its work).
   void finish(std::string_view operation) {
     if (captured_) return;
-    for (std::size_t p = 0; p < participants(); ++p) wait(p, operation);
+    wait_streams(0, participants(), operation);
     if (measuring_) {
       measuring_ = false;
       for (auto& q : parts_) nccl_memory::charge(q);
     }
   }
 
-  /// Waits for local rank p; aborts and throws on an asynchronous error or the timeout.
-  void wait(std::size_t p, std::string_view operation) {
-    auto& q = part(p);
-    const auto start = std::chrono::steady_clock::now();
-    for (int spins = 0;; ++spins) {
-      const cudaError_t e = cudaStreamQuery(q.stream);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        const std::string detail = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-        abort_all("CUDA error while waiting: " + detail);
-        throw communication_error("NCCL", operation, "cudaStreamQuery", q.rank, size_, static_cast<int>(e), detail);
-      }
-      // Every local rank's asynchronous error, not only p's: p may wait for a rank whose peer died.
-      for (std::size_t k = 0; k < participants(); ++k) poll(k, operation);
-      if (timeout_.count() > 0 && std::chrono::steady_clock::now() - start > timeout_) {
-        const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
-                                   " ms: a rank did not take part (a dead peer, or ranks calling different "
-                                   "collectives); the communicator was aborted";
-        abort_all("timeout in " + std::string(operation));
-        throw communication_error("NCCL", operation, "wait", q.rank, size_, static_cast<int>(ncclInternalError),
-                                  detail);
-      }
-      if (spins < 1000) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+  /// Waits for local rank p's stream; aborts and throws on an asynchronous error or the timeout.
+  void wait(std::size_t p, std::string_view operation) { wait_streams(p, p + 1, operation); }
+
+  /// Waits for the streams of local ranks [first, last) in cudaStreamSynchronize, as a
+  /// hand-written program does, while the watchdog (nccl_watchdog.hpp) watches every local
+  /// communicator: an asynchronous error on any of them (the rank waited for may be stuck on a
+  /// peer whose own rank failed), or the timeout, aborts them all, which ends the wait, and then
+  /// throws here.
+  void wait_streams(std::size_t first, std::size_t last, std::string_view operation) {
+    watched_.clear();
+    for (const auto& q : parts_) {
+      if (q.comm != nullptr) watched_.push_back(q.comm);
+    }
+    if (!watchdog_) watchdog_ = std::make_unique<nccl_watchdog>();
+    watchdog_->watch(watched_, timeout_);
+    cudaError_t failed = cudaSuccess;
+    std::size_t at = first;
+    for (; at < last; ++at) {
+      failed = cudaStreamSynchronize(part(at).stream);
+      if (failed != cudaSuccess) break;
+    }
+    const nccl_watchdog::verdict found = watchdog_->done();
+    if (found.what == nccl_watchdog::verdict::kind::async_error) {
+      const int rank = rank_of_watched(found.index);
+      forget_comms("asynchronous error: " + found.text);
+      throw communication_error("NCCL", operation, "ncclCommGetAsyncError", rank, size_, static_cast<int>(found.code),
+                                found.text);
+    }
+    if (found.what == nccl_watchdog::verdict::kind::timed_out) {
+      forget_comms("timeout in " + std::string(operation));
+      const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
+                                 " ms: a rank did not take part (a dead peer, or ranks calling different "
+                                 "collectives); the communicator was aborted";
+      throw communication_error("NCCL", operation, "wait", part(first).rank, size_, static_cast<int>(ncclInternalError),
+                                detail);
+    }
+    if (failed != cudaSuccess) {
+      (void)cudaGetLastError();
+      const std::string detail = std::string(cudaGetErrorName(failed)) + ": " + cudaGetErrorString(failed);
+      abort_all("CUDA error while waiting: " + detail);
+      throw communication_error("NCCL", operation, "cudaStreamSynchronize", part(at).rank, size_,
+                                static_cast<int>(failed), detail);
     }
   }
 
@@ -338,13 +353,30 @@ class nccl_transport {
   /// Aborts every local communicator (ncclCommAbort): pending work is dropped, later calls throw.
   void abort_all(std::string reason) noexcept {
     if (aborted_) return;
+    for (auto& q : parts_) {
+      if (q.comm != nullptr) (void)ncclCommAbort(q.comm);
+    }
+    forget_comms(std::move(reason));
+  }
+
+  /// After the communicators were aborted (here, or by the watchdog): later calls throw, and the
+  /// memory NCCL held is the device's again (ncclCommAbort frees an aborted communicator's
+  /// resources).
+  void forget_comms(std::string reason) noexcept {
     aborted_ = true;
     abort_reason_ = std::move(reason);
     for (auto& q : parts_) {
-      if (q.comm != nullptr) (void)ncclCommAbort(q.comm);
       q.comm = nullptr;
-      nccl_memory::release(q);  // an aborted communicator's resources are freed (ncclCommAbort)
+      nccl_memory::release(q);
     }
+  }
+
+  /// The rank of the k-th communicator the watchdog watched (those not null, in local order).
+  [[nodiscard]] int rank_of_watched(std::size_t k) const {
+    for (const auto& q : parts_) {
+      if (q.comm != nullptr && k-- == 0) return q.rank;
+    }
+    return -1;
   }
 
   /// nccl_check for a call that moves data: once one has been issued in an operation, a failure
@@ -376,16 +408,7 @@ class nccl_transport {
                               std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
   }
 
-  static std::string describe(ncclResult_t r, [[maybe_unused]] ncclComm_t comm) {
-    std::string s = ncclGetErrorString(r);
-#  if NCCL_VERSION_CODE >= 21300
-    if (comm != nullptr) {
-      const char* last = ncclGetLastError(comm);
-      if (last != nullptr && *last != '\0') s.append("; ").append(last);
-    }
-#  endif
-    return s;
-  }
+  static std::string describe(ncclResult_t r, ncclComm_t comm) { return nccl_error_text(r, comm); }
 
  protected:
   static ncclDataType_t dtype(element_type t) {
@@ -416,6 +439,7 @@ class nccl_transport {
     std::swap(captured_, o.captured_);
     std::swap(measured_, o.measured_);
     std::swap(measuring_, o.measuring_);
+    std::swap(watchdog_, o.watchdog_);
   }
   std::vector<nccl_participant> parts_;
   int size_ = 0;
@@ -425,9 +449,11 @@ class nccl_transport {
   bool aborted_ = false;
   std::string abort_reason_;
   bool in_group_ = false;
-  bool captured_ = false;              ///< the current operation is captured (set_operation)
-  std::vector<std::string> measured_;  ///< operations whose first run measured NCCL's memory
-  bool measuring_ = false;             ///< the current operation is one of them, not yet charged
+  bool captured_ = false;                    ///< the current operation is captured (set_operation)
+  std::vector<std::string> measured_;        ///< operations whose first run measured NCCL's memory
+  bool measuring_ = false;                   ///< the current operation is one of them, not yet charged
+  std::unique_ptr<nccl_watchdog> watchdog_;  ///< made at the first wait; its thread with it
+  std::vector<ncclComm_t> watched_;          ///< what the watchdog watches (kept: no allocation per wait)
 };
 
 inline void nccl_setup_check(ncclResult_t r, std::string_view call, int rank, int size) {
