@@ -20,4 +20,3 @@
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/topology.hpp>
-#include <devicekit/core/uneven.hpp>

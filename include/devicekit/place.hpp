@@ -13,3 +13,4 @@
 #include <devicekit/place/shard.hpp>
 #include <devicekit/place/sharded.hpp>
 #include <devicekit/place/split.hpp>
+#include <devicekit/place/uneven.hpp>

@@ -10,7 +10,7 @@
 /// functions of the same name (`devicekit::replicate(tree, devices)`); `single_device` and
 /// `shard_batch` are also available as `devicekit::single_device` and `devicekit::shard_batch`.
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/uneven.hpp>
+#include <devicekit/place/uneven.hpp>
 #include <devicekit/distribute/assignment.hpp>
 #include <devicekit/place/split.hpp>
 

@@ -25,7 +25,7 @@
 #include <devicekit/core/settings.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/core/topology.hpp>
-#include <devicekit/core/uneven.hpp>
+#include <devicekit/place/uneven.hpp>
 #include <devicekit/detect/capabilities.hpp>
 #include <devicekit/detect/detectors.hpp>
 #include <devicekit/detect/hardware.hpp>

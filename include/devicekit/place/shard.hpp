@@ -53,7 +53,7 @@
 /// place/detail/shard_impl.hpp (which reads downward: the plan, a leaf's shard, the device path).
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
-#include <devicekit/core/uneven.hpp>
+#include <devicekit/place/uneven.hpp>
 #include <devicekit/core/stream.hpp>
 #include <devicekit/place/detail/shard_impl.hpp>
 #include <devicekit/place/detail/shard_into.hpp>

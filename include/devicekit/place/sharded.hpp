@@ -4,7 +4,7 @@
 /// device, and `sharded<Tree>`, the shards with how the batch was split. The collectives over
 /// trees take them too (distribute/tree_collectives.hpp).
 #include <devicekit/core/device.hpp>
-#include <devicekit/core/uneven.hpp>
+#include <devicekit/place/uneven.hpp>
 
 #include <cstddef>
 #include <optional>

@@ -10,7 +10,7 @@
 #include <devicekit/core/detail/device_exists.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/stream.hpp>
-#include <devicekit/core/uneven.hpp>
+#include <devicekit/place/uneven.hpp>
 #include <devicekit/place/detail/leaves.hpp>
 #include <devicekit/place/detail/nvtx.hpp>
 #include <devicekit/place/detail/place_impl.hpp>

@@ -5,7 +5,7 @@
 /// tree's leaves, and asked afterwards which part of each leaf every device gets. Both ways of
 /// filling the shards (host slices, device-side copies) read the same plan.
 #include <devicekit/core/error.hpp>
-#include <devicekit/core/uneven.hpp>
+#include <devicekit/place/uneven.hpp>
 #include <devicekit/place/mesh.hpp>
 #include <devicekit/place/split.hpp>
 #include <devicekit/tree/tree.hpp>
