@@ -169,6 +169,25 @@ TEST_CASE("can_access_peer and enable_peer_access follow the devices' peer topol
   CHECK(current_device() == 0);
 }
 
+// Peer access enabled before the process has made any devicekit driver pool: the pools made
+// after must still grant it (the pool registry hears of earlier enables when it starts listening).
+// Hidden: it needs a process in which no pool exists yet; sim.device_ops.peer_access_before_any_pool
+// runs it alone.
+TEST_CASE("peer access enabled before any driver pool exists reaches the pools made after",
+          "[sim][.peer_before_pools]") {
+  REQUIRE(sim::device_count() >= 2);
+  int can = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess);
+  REQUIRE(can != 0);  // the simulator's default machine: every pair of its GPUs is peer-capable
+  dk::enable_peer_access(dk::device::cuda(0), dk::device::cuda(1));
+  const dk::memory_pool<dk::cuda_device_resource> first{dk::cuda_device_resource(1), small_pool()};
+  CHECK(pool_access(first.upstream(), 0) == cudaMemAccessFlagsProtReadWrite);
+  dk::enable_peer_access(dk::device::cuda(1), dk::device::cuda(0));  // after: as before
+  const dk::memory_pool<dk::cuda_device_resource> on_0{dk::cuda_device_resource(0), small_pool()};
+  CHECK(pool_access(on_0.upstream(), 1) == cudaMemAccessFlagsProtReadWrite);
+  CHECK(current_device() == 0);
+}
+
 TEST_CASE("device_mismatch carries the devices as values on GPUs", "[sim][mismatch]") {
   const int last = sim::device_count() - 1;
   const dk::device gpu = dk::device::cuda(last);

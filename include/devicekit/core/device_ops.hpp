@@ -39,12 +39,22 @@ struct peer_access_state {
 
 /// The one implementation of enabling peer access (enable_peer_access and the copy engine's
 /// ensure_peer_access use it): cudaDeviceCanAccessPeer, then cudaDeviceEnablePeerAccess on
-/// `accessor` (already enabled, by devicekit or the program, counts as success), then access from
-/// every devicekit driver pool on `owner`, now and for pools made later (pool_peer_access). The
-/// outcome is remembered per process, so repeated calls cost one map look-up. Ordinals are valid
-/// and distinct (the caller checked). Never throws for an unsupported or failed enable: the
-/// caller decides (the copy engine stages through the host instead).
+/// `accessor` (already enabled, by devicekit or the program, counts as success), then the peer
+/// access listener (below). The outcome is remembered per process, so repeated calls cost one map
+/// look-up. Ordinals are valid and distinct (the caller checked). Never throws for an unsupported
+/// or failed enable: the caller decides (the copy engine stages through the host instead); a
+/// listener that throws is passed on, and the enable is not remembered: the next call tries again.
 [[nodiscard]] DEVICEKIT_DECL peer_access_state try_enable_peer_access(int accessor, int owner);
+
+/// Called with `context` for each pair (accessor, owner) whose peer access is enabled, under the
+/// lock of try_enable_peer_access. Memory that cudaDeviceEnablePeerAccess does not cover hears of
+/// it this way: memory/ grants access to devicekit's driver pools (memory/detail/pool_access.hpp),
+/// which core does not know of.
+using peer_access_listener = void (*)(void* context, int accessor, int owner);
+
+/// Installs the one listener, and calls it at once for every pair enabled before (so a listener
+/// installed when its first pool is made misses nothing).
+DEVICEKIT_DECL void set_peer_access_listener(peer_access_listener f, void* context);
 #endif
 
 }  // namespace detail

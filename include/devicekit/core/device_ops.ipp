@@ -5,8 +5,6 @@
 /// (core/config.hpp).
 #include <devicekit/core/device_ops.hpp>
 
-#include <devicekit/core/detail/pool_access.hpp>
-
 #include <map>
 #include <mutex>
 #include <string>
@@ -29,35 +27,57 @@ DEVICEKIT_DECL void check_peer_pair(device a, device b, const char* operation) {
 }
 
 #if DEVICEKIT_HAS_CUDA
+/// What try_enable_peer_access remembers, and the listener, under one lock.
+struct peer_access_record {
+  std::mutex mutex;
+  std::map<std::pair<int, int>, peer_access_state> known;
+  peer_access_listener listener = nullptr;
+  void* context = nullptr;
+
+  static peer_access_record& instance() {
+    static auto* record = new peer_access_record();  // never destroyed: pools may outlive statics
+    return *record;
+  }
+};
+
 DEVICEKIT_DECL peer_access_state try_enable_peer_access(int accessor, int owner) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, int>, peer_access_state> known;
-  std::lock_guard lock(mutex);
-  if (auto it = known.find({accessor, owner}); it != known.end()) return it->second;
+  peer_access_record& r = peer_access_record::instance();
+  std::lock_guard lock(r.mutex);
+  if (auto it = r.known.find({accessor, owner}); it != r.known.end()) return it->second;
   int can = 0;
   DEVICEKIT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, accessor, owner));
   peer_access_state state;
   if (can != 0) {
-    cudaError_t r = cudaSuccess;
+    cudaError_t e = cudaSuccess;
     {
       scoped_device on(accessor);
-      r = cudaDeviceEnablePeerAccess(owner, 0);
+      e = cudaDeviceEnablePeerAccess(owner, 0);
     }
-    if (r == cudaSuccess || r == cudaErrorPeerAccessAlreadyEnabled) {
-      if (r != cudaSuccess) (void)cudaGetLastError();  // our own status, not the program's error
+    if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) {
+      if (e != cudaSuccess) (void)cudaGetLastError();  // our own status, not the program's error
       // Memory of devicekit's driver pools on `owner` (placement's default included) needs access
       // of its own: cudaDeviceEnablePeerAccess does not cover it (memory/resources.hpp). A
-      // failure here throws and is not remembered: the next call tries again.
-      pool_peer_access::instance().grant(accessor, owner);
+      // failure there throws and is not remembered: the next call tries again.
+      if (r.listener != nullptr) r.listener(r.context, accessor, owner);
       state.result = peer_access_state::status::enabled;
     } else {
       (void)cudaGetLastError();
       state.result = peer_access_state::status::failed;
-      state.error = r;
+      state.error = e;
     }
   }
-  known[{accessor, owner}] = state;
+  r.known[{accessor, owner}] = state;
   return state;
+}
+
+DEVICEKIT_DECL void set_peer_access_listener(peer_access_listener f, void* context) {
+  peer_access_record& r = peer_access_record::instance();
+  std::lock_guard lock(r.mutex);
+  r.listener = f;
+  r.context = context;
+  for (const auto& [pair, state] : r.known) {
+    if (state.result == peer_access_state::status::enabled) f(context, pair.first, pair.second);
+  }
 }
 #endif
 

@@ -8,7 +8,7 @@
 #if DEVICEKIT_HAS_CUDA
 
 #  include <devicekit/core/detail/event.hpp>
-#  include <devicekit/core/detail/pool_access.hpp>
+#  include <devicekit/memory/detail/pool_access.hpp>
 
 #  include <memory>
 #  include <string>

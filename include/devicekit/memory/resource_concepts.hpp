@@ -5,7 +5,7 @@
 /// `device_fence_source`), the alignment check, and the error of a CUDA resource in a build
 /// without CUDA. Included by each resource's header (host_resources.hpp, cuda_resources.hpp), so
 /// that the concepts need not know the resources.
-#include <devicekit/core/detail/pool_access.hpp>
+#include <devicekit/memory/detail/pool_access.hpp>
 #include <devicekit/core/device.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/runtime.hpp>

@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// The definitions behind core/detail/pool_access.hpp: granting peer access to devicekit's driver pools.
+/// The definitions behind memory/detail/pool_access.hpp: granting peer access to devicekit's driver pools.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION
 /// (core/config.hpp).
-#include <devicekit/core/detail/pool_access.hpp>
+#include <devicekit/memory/detail/pool_access.hpp>
 
 #include <mutex>
 

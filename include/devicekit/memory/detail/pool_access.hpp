@@ -1,8 +1,10 @@
 #pragma once
 /// \file
 /// detail::pool_peer_access: which devices may use the memory of devicekit's driver pools (see
-/// the class). In core/ because both the device-wide calls (core/device_ops.hpp) and the
-/// resources that create the pools (memory/resources.hpp) use it.
+/// the class). The resources that create the pools (memory/cuda_resources.hpp) register them; the
+/// device-wide enable_peer_access (core/device_ops.hpp) reaches it through the peer access
+/// listener it installs, since core knows nothing of pools.
+#include <devicekit/core/device_ops.hpp>
 #include <devicekit/core/error.hpp>
 #include <devicekit/core/stream.hpp>
 
@@ -23,8 +25,13 @@ namespace devicekit::detail {
 /// access to those at once, a newly granted device gets it from every pool.
 class pool_peer_access {
  public:
+  /// The registry, made at the first pool, when it starts listening to enable_peer_access.
   [[nodiscard]] static pool_peer_access& instance() {
-    static auto* registry = new pool_peer_access();  // never destroyed: pools may outlive statics
+    static pool_peer_access* const registry = [] {
+      auto* r = new pool_peer_access();  // never destroyed: pools may outlive statics
+      set_peer_access_listener(&on_enabled, r);
+      return r;
+    }();
     return *registry;
   }
 
@@ -40,6 +47,9 @@ class pool_peer_access {
   void grant(int accessor, int owner);
 
  private:
+  static void on_enabled(void* registry, int accessor, int owner) {
+    static_cast<pool_peer_access*>(registry)->grant(accessor, owner);
+  }
   static void set_access(cudaMemPool_t pool, int accessor);
 
   std::mutex mutex_;
@@ -51,5 +61,5 @@ class pool_peer_access {
 #endif
 
 #if DEVICEKIT_DEFINE_IMPL
-#  include <devicekit/core/detail/pool_access.ipp>
+#  include <devicekit/memory/detail/pool_access.ipp>
 #endif
