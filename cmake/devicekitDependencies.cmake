@@ -24,6 +24,16 @@
 #                           DEVICEKIT_NCCL_INCLUDE_DIR, DEVICEKIT_NCCL_LIBRARY):
 #     devicekit_deps::nccl_headers  nccl.h (empty when not found)
 #     devicekit_deps::nccl          libnccl with its headers; only when both are found.
+#   devicekit_find_rmm()    for devicekit::rmm (devicekit/rmm/resource.hpp), after
+#                           find_package(CUDAToolkit): RMM's own CMake package where this CMake can
+#                           load it (RMM 26 asks for CMake 3.30.4), else RMM's files under RMM_ROOT
+#                           (CMake variable or environment: a prefix, or the librmm directory of
+#                           the librmm-cu13 wheel), else python3's librmm-cu13 wheel; rapids_logger
+#                           beside it, under RAPIDS_LOGGER_ROOT or python3's rapids-logger wheel
+#                           (cache: DEVICEKIT_RMM_INCLUDE_DIR, DEVICEKIT_RMM_LIBRARY,
+#                           DEVICEKIT_RAPIDS_LOGGER_INCLUDE_DIR, DEVICEKIT_RAPIDS_LOGGER_LIBRARY):
+#     devicekit_deps::rmm           RMM, with the CCCL it ships ahead of the toolkit's on the include
+#                                   path (RMM is written for it); only when found.
 include_guard(GLOBAL)
 
 function(devicekit_find_hana)
@@ -121,4 +131,82 @@ function(devicekit_find_nccl)
     set_target_properties(devicekit_deps::nccl PROPERTIES IMPORTED_LOCATION "${DEVICEKIT_NCCL_LIBRARY}"
                                                           INTERFACE_LINK_LIBRARIES devicekit_deps::nccl_headers)
   endif()
+endfunction()
+
+# The directory of python3's package `module` (a wheel's), in `out`; empty without one.
+function(devicekit_python_package_dir module out)
+  set(${out} "" PARENT_SCOPE)
+  find_program(python3 NAMES python3 NO_CACHE)
+  if(NOT python3)
+    return()
+  endif()
+  execute_process(COMMAND "${python3}" -c "import ${module}, os; print(os.path.dirname(${module}.__file__))"
+                  OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+  if(rc EQUAL 0 AND IS_DIRECTORY "${dir}")
+    set(${out} "${dir}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(devicekit_find_rmm)
+  if(TARGET devicekit_deps::rmm)
+    return()
+  endif()
+  set(rmm_root "${RMM_ROOT}")
+  if(NOT rmm_root AND DEFINED ENV{RMM_ROOT})
+    set(rmm_root "$ENV{RMM_ROOT}")
+  endif()
+  # RMM's package, unless RMM_ROOT names files to use: it brings RMM's own dependencies (CCCL,
+  # rapids_logger, nvtx3) as targets.
+  if(NOT rmm_root AND CMAKE_VERSION VERSION_GREATER_EQUAL 3.30.4)
+    find_package(rmm CONFIG QUIET)
+    if(TARGET rmm::rmm)
+      add_library(devicekit_deps::rmm INTERFACE IMPORTED)
+      set_target_properties(devicekit_deps::rmm PROPERTIES INTERFACE_LINK_LIBRARIES rmm::rmm)
+      return()
+    endif()
+  endif()
+  if(NOT rmm_root)
+    devicekit_python_package_dir(librmm rmm_root)
+  endif()
+  set(logger_root "${RAPIDS_LOGGER_ROOT}")
+  if(NOT logger_root AND DEFINED ENV{RAPIDS_LOGGER_ROOT})
+    set(logger_root "$ENV{RAPIDS_LOGGER_ROOT}")
+  endif()
+  if(NOT logger_root AND rmm_root AND IS_DIRECTORY "${rmm_root}/../rapids_logger")
+    set(logger_root "${rmm_root}/../rapids_logger")  # the two wheels unpacked side by side
+  endif()
+  if(NOT logger_root)
+    devicekit_python_package_dir(rapids_logger logger_root)
+  endif()
+  if(rmm_root)
+    find_path(DEVICEKIT_RMM_INCLUDE_DIR rmm/resource_ref.hpp PATHS "${rmm_root}" PATH_SUFFIXES include
+              NO_DEFAULT_PATH DOC "RMM's include directory")
+    find_library(DEVICEKIT_RMM_LIBRARY NAMES rmm PATHS "${rmm_root}" PATH_SUFFIXES lib64 lib NO_DEFAULT_PATH
+                 DOC "librmm")
+  endif()
+  if(logger_root)
+    find_path(DEVICEKIT_RAPIDS_LOGGER_INCLUDE_DIR rapids_logger/logger.hpp PATHS "${logger_root}"
+              PATH_SUFFIXES include NO_DEFAULT_PATH DOC "rapids_logger's include directory")
+    find_library(DEVICEKIT_RAPIDS_LOGGER_LIBRARY NAMES rapids_logger PATHS "${logger_root}"
+                 PATH_SUFFIXES lib64 lib NO_DEFAULT_PATH DOC "librapids_logger")
+  endif()
+  if(NOT DEVICEKIT_RMM_INCLUDE_DIR OR NOT DEVICEKIT_RMM_LIBRARY OR NOT DEVICEKIT_RAPIDS_LOGGER_INCLUDE_DIR
+     OR NOT DEVICEKIT_RAPIDS_LOGGER_LIBRARY)
+    return()
+  endif()
+  set(includes "${DEVICEKIT_RMM_INCLUDE_DIR}" "${DEVICEKIT_RAPIDS_LOGGER_INCLUDE_DIR}")
+  if(IS_DIRECTORY "${DEVICEKIT_RMM_INCLUDE_DIR}/rapids")
+    list(PREPEND includes "${DEVICEKIT_RMM_INCLUDE_DIR}/rapids")  # the wheel's CCCL, first
+  endif()
+  # librmm needs librapids_logger and does not say where it is (the wheels load one another from
+  # Python): the program links it whether or not it calls it (a linker that drops unused
+  # libraries, as Debian's and Ubuntu's do by default, would leave it out), and both are imported
+  # libraries, so that a consumer's build tree runs with both directories in its RPATH.
+  add_library(devicekit_deps::rapids_logger UNKNOWN IMPORTED)
+  set_target_properties(devicekit_deps::rapids_logger PROPERTIES IMPORTED_LOCATION "${DEVICEKIT_RAPIDS_LOGGER_LIBRARY}")
+  add_library(devicekit_deps::rmm UNKNOWN IMPORTED)
+  set_target_properties(devicekit_deps::rmm PROPERTIES
+    IMPORTED_LOCATION "${DEVICEKIT_RMM_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${includes}"
+    INTERFACE_LINK_LIBRARIES "-Wl,--push-state,--no-as-needed;devicekit_deps::rapids_logger;-Wl,--pop-state")
 endfunction()

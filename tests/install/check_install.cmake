@@ -9,7 +9,8 @@
 #     in NCCL_HOME, a wheel, a system path), never at the original toolkit's path;
 #  4. add_subdirectory of the source tree.
 # Run by CTest as install.find_package; with -DNCCL_HOME=<dir> (install.nccl_wheel), step 0 and a
-# devicekit::nccl consumer with NCCL from <dir> only.
+# devicekit::nccl consumer with NCCL from <dir> only; with -DRMM_ROOT=<dir> (install.rmm_wheel),
+# step 0 and a devicekit::rmm consumer with RMM from <dir> only.
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -112,6 +113,28 @@ if(NCCL_HOME)
   run(${CMAKE_COMMAND} --build ${nccl_dir} --target app_nccl)
   run(${nccl_dir}/app_nccl)
   message(STATUS "install check passed (find_package COMPONENTS nccl with NCCL_HOME=${NCCL_HOME}): ${last_output}")
+  return()
+endif()
+
+# RMM_ROOT given (install.rmm_wheel: the librmm directory of the librmm-cu13 wheel, unpacked beside
+# rapids_logger's): a consumer of the component rmm finds RMM there at its configure time, and
+# builds and runs a devicekit::rmm program (it needs no GPU). Only this.
+if(RMM_ROOT)
+  set(rmm_dir ${WORK_DIR}/consumer_rmm)
+  run(${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${rmm_dir} ${common} ${installed} -DWITH_RMM_APP=ON -DRMM_ROOT=${RMM_ROOT})
+  file(STRINGS ${rmm_dir}/CMakeCache.txt rmm_cache REGEX "^DEVICEKIT_RMM_(LIBRARY|INCLUDE_DIR):")
+  list(LENGTH rmm_cache rmm_entries)
+  if(NOT rmm_entries EQUAL 2)
+    message(FATAL_ERROR "the package config did not look for RMM (${rmm_cache})")
+  endif()
+  foreach(entry IN LISTS rmm_cache)
+    if(NOT entry MATCHES "=${RMM_ROOT}/")
+      message(FATAL_ERROR "RMM_ROOT=${RMM_ROOT} is not where the consumer found RMM: ${entry}")
+    endif()
+  endforeach()
+  run(${CMAKE_COMMAND} --build ${rmm_dir} --target app_rmm)
+  run(${rmm_dir}/app_rmm)
+  message(STATUS "install check passed (find_package COMPONENTS rmm with RMM_ROOT=${RMM_ROOT}): ${last_output}")
   return()
 endif()
 
