@@ -10,7 +10,13 @@
 //                                                 what reaching the leaves where they lie and the
 //                                                 structure check cost. Goal >= 0.8.
 // With NCCL and more than one GPU, rank 0 also prints algbw and busbw (as nccl-tests defines
-// them) of devicekit's NCCL collectives over all local GPUs.
+// them) of devicekit's NCCL collectives over all local GPUs. With NCCL and a GPU, rank 0 also
+// measures, on GPU 0 alone (a one-rank communicator: the host's work is all there is to time):
+//   overhead.allreduce.vs_hand_written.<shape>    dk::all_reduce(comm, placed tree) vs the
+//                                                 hand-written NCCL program: the same floats
+//                                                 packed in one buffer, one ncclAllReduce, one
+//                                                 cudaStreamSynchronize; shapes 1x16f, 100x16f,
+//                                                 10000x16f (leaves of 16 floats). Goal >= 0.95.
 //
 // Timing: every sample starts after a barrier, and a sample's time is the slowest rank's; the
 // figure is the median over samples. Both sides run in the same process, interleaved.
@@ -20,6 +26,9 @@
 #include <devicekit/distribute/tree_collectives.hpp>
 #if DEVICEKIT_HAS_NCCL
 #  include <devicekit/distribute/nccl.hpp>
+#  include <devicekit/place/place.hpp>
+
+#  include <nccl.h>
 #endif
 
 #include <algorithm>
@@ -145,6 +154,74 @@ void nccl_bandwidth(bool quick) {
     (void)cudaFree(buf[static_cast<std::size_t>(g)]);
     (void)cudaFree(big[static_cast<std::size_t>(g)]);
   }
+}
+
+/// devicekit's all-reduce of a placed tree on one GPU against the hand-written NCCL program (rank
+/// 0 only; see the file's comment).
+void nccl_hand_written(bool quick, bench::report& report) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1) {
+    (void)cudaGetLastError();
+    std::printf("overhead.allreduce.vs_hand_written (cuda): owed (no GPU here)\n");
+    return;
+  }
+  const dk::device gpu = dk::device::cuda(0);
+  dk::scoped_device on(0);
+  const std::vector<dk::device> one_gpu{gpu};
+  auto comm = dk::nccl_communicator::init_all(one_gpu);
+  ncclComm_t hand_comm = nullptr;
+  const int ordinal = 0;
+  DEVICEKIT_CUDA_CHECK(cudaSetDevice(0));
+  if (ncclCommInitAll(&hand_comm, 1, &ordinal) != ncclSuccess) {
+    std::printf("overhead.allreduce.vs_hand_written (cuda): ncclCommInitAll failed\n");
+    return;
+  }
+  cudaStream_t s = nullptr;
+  DEVICEKIT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int samples = quick ? 15 : 61;
+  for (const std::size_t leaves : {std::size_t{1}, std::size_t{100}, std::size_t{10000}}) {
+    constexpr std::size_t floats_each = 16;
+    const std::vector<std::vector<float>> tree(leaves, std::vector<float>(floats_each, 1.f));
+    auto placed = dk::place(tree, gpu);
+    const std::size_t count = leaves * floats_each;
+    float* packed = nullptr;
+    DEVICEKIT_CUDA_CHECK(cudaMalloc(&packed, count * sizeof(float)));
+    DEVICEKIT_CUDA_CHECK(cudaMemset(packed, 0, count * sizeof(float)));
+    const int reps = leaves == 1 ? 20 : leaves == 100 ? 10 : 2;
+    auto ours = [&] {
+      for (int r = 0; r < reps; ++r) dk::all_reduce(comm, placed);
+    };
+    auto hand = [&] {
+      for (int r = 0; r < reps; ++r) {
+        if (ncclAllReduce(packed, packed, count, ncclFloat32, ncclSum, hand_comm, s) != ncclSuccess) std::abort();
+        DEVICEKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+      }
+    };
+    ours();
+    hand();
+    const dk::collective_options checked = comm.options();
+    dk::collective_options unchecked = checked;
+    unchecked.check_structure = false;
+    auto ours_unchecked = [&] {
+      comm.set_options(unchecked);
+      for (int r = 0; r < reps; ++r) dk::all_reduce(comm, placed);
+      comm.set_options(checked);
+    };
+    const auto [o, h, ou] = bench::interleaved_medians(samples, ours, hand, ours_unchecked);
+    const double n = static_cast<double>(leaves) * reps;
+    const std::string shape = std::to_string(leaves) + "x16f";
+    char note[320];
+    std::snprintf(note, sizeof note,
+                  "goal >= 0.95; one GPU (a one-rank communicator), sum; per leaf: devicekit %.1f ns, hand-written "
+                  "%.1f ns; devicekit without the structure check (check_structure false): %.1f ns",
+                  o * 1e9 / n, h * 1e9 / n, ou * 1e9 / n);
+    report.add({"overhead.allreduce.vs_hand_written." + shape, "cuda", "time of all_reduce " + shape, o / reps * 1e6,
+                "us", "the floats packed in one buffer, one ncclAllReduce, one cudaStreamSynchronize", h / reps * 1e6,
+                h / o, note});
+    (void)cudaFree(packed);
+  }
+  (void)cudaStreamDestroy(s);
+  (void)ncclCommDestroy(hand_comm);
 }
 #  endif
 
@@ -295,6 +372,7 @@ int main(int argc, char** argv) {
 
 #  if DEVICEKIT_HAS_NCCL
   if (root) nccl_bandwidth(opt.quick);
+  if (root) nccl_hand_written(opt.quick, report);
 #  endif
   MPI_Barrier(world);
   if (root) report.write(opt.json_path);
