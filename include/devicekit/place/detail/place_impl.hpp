@@ -233,6 +233,8 @@ template <class T>
   auto out = unflatten(tree, flat.get(), [](const auto& leaf, const flat_leaf& r, std::size_t) {
     return make_host_leaf(leaf, r.is_array() && r.memory().is_cpu() ? r.data : nullptr);
   });
+  // Every array leaf on the cpu device: all were copied above, and no walk for the copy engine.
+  if (!from) return out;
   // The destinations, from the host tree as it now is (its containers have been moved into it).
   reused_copy_items items;
   std::size_t i = 0;
