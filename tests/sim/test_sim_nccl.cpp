@@ -74,6 +74,36 @@ TEST_CASE("a communicator whose peer is gone is released within its timeout", "[
   peer.join();
 }
 
+// A leaf placed with memory kind pinned_host or host stays on its GPU with its bytes in host
+// memory (JAX's memory kinds). NCCL's kernels would read pageable host memory as an illegal
+// address, which poisons the context; the communicator refuses such a leaf by where its bytes are,
+// before any rank moves data, and a host-memory communicator takes it.
+TEST_CASE("collectives judge a leaf by where its bytes are: NCCL refuses host memory kinds, the host takes them",
+          "[sim][nccl]") {
+  const dk::device gpu = dk::device::cuda(0);
+  auto comm = dk::nccl_communicator::one_rank(gpu);
+  dk::self_communicator host_comm;
+  for (const dk::memory_kind kind : {dk::memory_kind::pinned_host, dk::memory_kind::host}) {
+    INFO(dk::to_string(kind));
+    auto tree = std::make_tuple(dk::place(ramp(64, 1.f), gpu), dk::place(ramp(64, 2.f), gpu, kind));
+    try {
+      dk::all_reduce(comm, tree, dk::reduce_op::sum);
+      FAIL("NCCL all-reduced a leaf whose bytes are host memory");
+    } catch (const dk::config_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("'[1]'") && Catch::Contains("host memory") &&
+                               Catch::Contains("NCCL local rank 0 cannot use"));
+    }
+    CHECK(dk::to_host(std::get<1>(tree)) == ramp(64, 2.f));  // untouched
+    auto on_host = std::make_tuple(dk::place(ramp(64, 3.f), gpu, kind));
+    const auto gathered = dk::all_gathered(host_comm, on_host);
+    CHECK(std::get<0>(gathered) == ramp(64, 3.f));
+    CHECK_THROWS_AS(dk::all_gathered(host_comm, tree), dk::config_error);  // leaf [0] is device memory
+  }
+  auto fine = dk::place(std::make_tuple(ramp(64, 1.f)), gpu);
+  dk::all_reduce(comm, fine, dk::reduce_op::sum);  // the communicator is still usable
+  CHECK(dk::to_host(std::get<0>(fine)) == ramp(64, 1.f));
+}
+
 TEST_CASE("NCCL's scratch comes from the device's pool and is counted as scratch", "[sim][nccl][registry]") {
   std::vector<dk::device> devs;
   for (int g = 0; g < sim::device_count(); ++g) devs.push_back(dk::device::cuda(g));

@@ -16,17 +16,22 @@
 /// moves, the ranks compare a hash of the tree's structure (node kinds, member names, lengths,
 /// leaf types and sizes): trees that differ make every rank throw structure_mismatch_error; a
 /// leaf in memory the communicator cannot use (a device leaf given to MPI, a leaf on another GPU
-/// given to NCCL) makes every rank throw config_error.
+/// given to NCCL, or a GPU's leaf placed in host memory, memory kind pinned_host or host, given to
+/// NCCL) makes every rank throw config_error. A leaf is judged by where its bytes are: the host
+/// communicators take a GPU's leaves placed in host memory.
 ///
 /// An NCCL communicator that drives several local GPUs (init_all) takes one tree per local rank:
 /// `all_reduce(comm, one_per_device(trees))`.
 #include <devicekit/distribute/collectives.hpp>
 #include <devicekit/place/sharded.hpp>
 #include <devicekit/place/split.hpp>
+#include <devicekit/tree/flat.hpp>
 #include <devicekit/tree/tree.hpp>
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -103,6 +108,39 @@ struct flat_spans {
   tree_info info;
 };
 
+/// A flattened leaf as the communicators take it (opaque leaves count bytes, as wire_count).
+template <class Span>
+[[nodiscard]] Span span_of(const flat_leaf& r) noexcept {
+  const std::size_t count = r.type == element_type::opaque ? r.bytes : r.size();
+  if constexpr (std::is_same_v<Span, leaf_span>) {
+    return {const_cast<std::byte*>(r.data), count, r.type};  // the tree is writable (checked by the caller)
+  } else {
+    return {static_cast<const void*>(r.data), count, r.type};
+  }
+}
+
+/// Why the communicator cannot use leaf number `index` of `t` (flat record `r`), with its path,
+/// which the flattening walk does not keep: found by a walk of its own, on this path only.
+template <class Comm, class Tree>
+[[nodiscard]] std::string unusable_leaf(const Comm& comm, const Tree& t, std::size_t index, const flat_leaf& r,
+                                        int local) {
+  std::string path;
+  std::size_t i = 0;
+  for_each_leaf_with_path(
+      [&](const tree_path& p, const auto&) {
+        if (i++ == index) path = p.display();
+      },
+      t);
+  const std::string where =
+      r.in_host_memory ? "host memory (a leaf of " + r.device.str() + " placed with memory kind pinned_host or host)"
+                       : r.device.str() + " memory";
+  return "leaf '" + path + "' is in " + where + ", which " + std::string(comm.memory_description(local));
+}
+
+/// One walk of the tree: each leaf's flat record (tree/flat.hpp) becomes its span. A leaf is
+/// judged by where its bytes are (flat_leaf::memory()), so a leaf of a GPU placed in host memory
+/// goes where host memory goes. Nothing throws for a leaf the communicator cannot use: every
+/// rank must reach the structure check, which reports it on all of them.
 template <class Span, bool Reducing, class Comm, class Tree>
 flat_spans<Span> flatten(const Comm& comm, Tree& t, int local) {
   static_assert(require_tree<Tree>(), "devicekit collectives: the argument is not a tree (see the message above)");
@@ -110,16 +148,12 @@ flat_spans<Span> flatten(const Comm& comm, Tree& t, int local) {
   const tree_def def = structure(t);
   out.info.tag = structure_hash(def);
   out.spans.reserve(def.num_leaves());
-  for_each_leaf_with_path(
-      [&](const tree_path& path, auto& leaf) {
+  std::optional<std::size_t> unusable;
+  flat_leaf unusable_record;
+  for_each_leaf(
+      [&](auto& leaf) {
         using L = std::remove_reference_t<decltype(leaf)>;
-        using traits = leaf_traits<std::remove_cv_t<L>>;
-        using E = typename traits::element_type;
-        const device where = traits::device(leaf);
-        if (out.info.problem.empty() && !comm.accepts(where, local)) {
-          out.info.problem = "leaf '" + path.display() + "' is in " + where.str() + " memory, which " +
-                             std::string(comm.memory_description(local));
-        }
+        using E = typename leaf_traits<std::remove_cv_t<L>>::element_type;
         if constexpr (Reducing) {
           static_assert(element_type_of<E> != element_type::opaque,
                         "devicekit: reductions need arithmetic leaves with a wire type; bool and long double leaves "
@@ -129,14 +163,16 @@ flat_spans<Span> flatten(const Comm& comm, Tree& t, int local) {
           static_assert(leaf_is_writable<L>(),
                         "devicekit collectives: this operation writes the tree's leaves, but a leaf is read-only "
                         "(a std::span<const T>, an mdspan of const T, or a const tree)");
-          out.spans.push_back(
-              {const_cast<E*>(traits::data(leaf)), wire_count<E>(traits::size(leaf)), element_type_of<E>});
-        } else {
-          out.spans.push_back(
-              {static_cast<const void*>(traits::data(leaf)), wire_count<E>(traits::size(leaf)), element_type_of<E>});
         }
+        const flat_leaf r = flatten_leaf(leaf);
+        if (!unusable && !comm.accepts(r.memory(), local)) {
+          unusable = out.spans.size();
+          unusable_record = r;
+        }
+        out.spans.push_back(span_of<Span>(r));
       },
       t);
+  if (unusable) out.info.problem = unusable_leaf(comm, t, *unusable, unusable_record, local);
   return out;
 }
 
