@@ -381,6 +381,57 @@ TEST_CASE("devicekit NCCL: a hung rank times out, aborts, and the communicator i
   }
 }
 
+// Guards the wait of a process that cannot start the watchdog's thread (out of threads: std::thread
+// throws system_error): the collective must still complete, and errors and timeouts must still be
+// found, by polling the streams and the communicators, not throw a system_error with the collective
+// in flight. The refusal is injected (nccl_watchdog::refused_thread_starts), as running a process out
+// of threads would take the test's own threads too.
+TEST_CASE("devicekit NCCL: without the watchdog's thread the wait polls, and still finds errors and timeouts",
+          "[sim][multi][nccl_fault]") {
+  struct refusing {
+    refusing() { dk::detail::nccl_watchdog::refused_thread_starts = 1'000'000; }
+    ~refusing() { dk::detail::nccl_watchdog::refused_thread_starts = 0; }
+  } refuse;
+  const int n = sim::device_count();
+  const bool hang = GENERATE(false, true);
+  INFO((hang ? "a hung rank" : "an asynchronous error"));
+  auto comm = comm_of_all_gpus(hang ? 300ms : 20s);
+  std::vector<std::unique_ptr<dev_floats>> bufs;
+  std::vector<std::vector<dk::leaf_span>> per_rank;
+  for (int g = 0; g < n; ++g) {
+    bufs.push_back(std::make_unique<dev_floats>(g, 32, 1.0f));
+    per_rank.push_back({bufs.back()->span()});
+  }
+  const std::size_t queries_before = sim::api_calls("cudaStreamQuery");
+  CHECK(failure_of("all_reduce without a watchdog thread", [&] { comm->all_reduce(per_rank); }).what.empty());
+  CHECK(sim::api_calls("cudaStreamQuery") > queries_before);  // it polled
+  for (const auto& b : bufs) CHECK(b->host() == std::vector<float>(32, static_cast<float>(n)));
+
+  if (hang) {
+    sim::nccl_hang_after(n - 1, 1);
+  } else {
+    sim::nccl_async_error_after(n - 1, 1);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto [what, code, rank] =
+      failure_of("all_reduce failing without a watchdog thread", [&] { comm->all_reduce(per_rank); });
+  INFO(what);
+  CHECK(seconds_since(t0) < 10.0);
+  if (hang) {
+    CHECK(what.find("timed out after 300 ms") != std::string::npos);
+  } else {
+    CHECK(code == sim::nccl_system_error);
+    CHECK(rank == n - 1);
+    CHECK(what.find("ncclCommGetAsyncError") != std::string::npos);
+  }
+  CHECK(comm->aborted());
+  CHECK(streams_drain(streams_of(*comm), 10s));
+  {
+    watchdog w("releasing the communicator that had no watchdog thread", 30s);
+    comm.reset();
+  }
+}
+
 // Guards mid-operation failures: the error hits the k-th of several bucket collectives while the
 // host is still queueing the later ones. The operation must abort rather than leave the other
 // ranks waiting in the failed collective. `growing` makes the later buckets larger than the

@@ -28,9 +28,11 @@
 #  include <cstddef>
 #  include <cstdint>
 #  include <memory>
+#  include <new>
 #  include <span>
 #  include <string>
 #  include <string_view>
+#  include <thread>
 #  include <utility>
 #  include <vector>
 
@@ -300,14 +302,23 @@ class nccl_transport {
   /// hand-written program does, while the watchdog (nccl_watchdog.hpp) watches every local
   /// communicator: an asynchronous error on any of them (the rank waited for may be stuck on a
   /// peer whose own rank failed), or the timeout, aborts them all, which ends the wait, and then
-  /// throws here.
+  /// throws here. Without a watchdog (its thread could not be started) the wait polls instead.
   void wait_streams(std::size_t first, std::size_t last, std::string_view operation) {
     watched_.clear();
-    for (const auto& q : parts_) {
-      if (q.comm != nullptr) watched_.push_back(q.comm);
+    bool watched = false;
+    try {
+      for (const auto& q : parts_) {
+        if (q.comm != nullptr) watched_.push_back(q.comm);
+      }
+      if (!watchdog_) watchdog_ = std::make_unique<nccl_watchdog>();
+      watched = watchdog_->watch(watched_, timeout_);
+    } catch (const std::bad_alloc&) {
+      // No memory for the watchdog: the polling wait below needs none.
     }
-    if (!watchdog_) watchdog_ = std::make_unique<nccl_watchdog>();
-    watchdog_->watch(watched_, timeout_);
+    if (!watched) {
+      poll_streams(first, last, operation);
+      return;
+    }
     cudaError_t failed = cudaSuccess;
     std::size_t at = first;
     for (; at < last; ++at) {
@@ -323,19 +334,52 @@ class nccl_transport {
     }
     if (found.what == nccl_watchdog::verdict::kind::timed_out) {
       forget_comms("timeout in " + std::string(operation));
-      const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
-                                 " ms: a rank did not take part (a dead peer, or ranks calling different "
-                                 "collectives); the communicator was aborted";
-      throw communication_error("NCCL", operation, "wait", part(first).rank, size_, static_cast<int>(ncclInternalError),
-                                detail);
+      throw_timed_out(first, operation);
     }
-    if (failed != cudaSuccess) {
-      (void)cudaGetLastError();
-      const std::string detail = std::string(cudaGetErrorName(failed)) + ": " + cudaGetErrorString(failed);
-      abort_all("CUDA error while waiting: " + detail);
-      throw communication_error("NCCL", operation, "cudaStreamSynchronize", part(at).rank, size_,
-                                static_cast<int>(failed), detail);
+    if (failed != cudaSuccess) throw_wait_failed(at, failed, operation);
+  }
+
+  /// The wait without a watchdog thread: each stream queried (cudaStreamQuery) until done, every
+  /// local communicator asked for its asynchronous error and the deadline checked between queries,
+  /// at intervals growing from 1 us to 1 ms. Slower to notice the end of a short collective than
+  /// the blocking wait, and so used only when the process could not start the watchdog's thread.
+  void poll_streams(std::size_t first, std::size_t last, std::string_view operation) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (std::size_t at = first; at < last; ++at) {
+      std::chrono::microseconds interval{1};
+      for (;;) {
+        const cudaError_t q = cudaStreamQuery(part(at).stream);
+        if (q == cudaSuccess) break;
+        if (q != cudaErrorNotReady) throw_wait_failed(at, q, operation);
+        for (std::size_t p = 0; p < parts_.size(); ++p) {
+          if (parts_[p].comm != nullptr) poll(p, operation);
+        }
+        if (timeout_.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
+          abort_all("timeout in " + std::string(operation));
+          throw_timed_out(first, operation);
+        }
+        std::this_thread::sleep_for(interval);
+        interval = std::min<std::chrono::microseconds>(interval * 2, std::chrono::milliseconds(1));
+      }
     }
+  }
+
+  /// communication_error for a wait past the timeout (the communicators are already aborted).
+  [[noreturn]] void throw_timed_out(std::size_t first, std::string_view operation) const {
+    const std::string detail = "timed out after " + std::to_string(timeout_.count()) +
+                               " ms: a rank did not take part (a dead peer, or ranks calling different "
+                               "collectives); the communicator was aborted";
+    throw communication_error("NCCL", operation, "wait", part(first).rank, size_, static_cast<int>(ncclInternalError),
+                              detail);
+  }
+
+  /// Aborts, then communication_error for a CUDA error from the wait on local rank `at`'s stream.
+  [[noreturn]] void throw_wait_failed(std::size_t at, cudaError_t failed, std::string_view operation) {
+    (void)cudaGetLastError();
+    const std::string detail = std::string(cudaGetErrorName(failed)) + ": " + cudaGetErrorString(failed);
+    abort_all("CUDA error while waiting: " + detail);
+    throw communication_error("NCCL", operation, "cudaStreamSynchronize", part(at).rank, size_,
+                              static_cast<int>(failed), detail);
   }
 
   /// Throws (after aborting) when NCCL reports an asynchronous error on local rank p.

@@ -18,13 +18,16 @@
 #  include <nccl.h>
 
 #  include <algorithm>
+#  include <atomic>
 #  include <chrono>
 #  include <condition_variable>
 #  include <cstddef>
 #  include <cstdint>
 #  include <mutex>
+#  include <new>
 #  include <span>
 #  include <string>
+#  include <system_error>
 #  include <thread>
 #  include <vector>
 
@@ -68,22 +71,45 @@ class nccl_watchdog {
   }
 
   /// Starts watching `comms` (none null) until done(); `timeout` 0: no timeout. The thread is
-  /// started at the first watch.
-  void watch(std::span<const ncclComm_t> comms, std::chrono::milliseconds timeout) {
+  /// started at the first watch. False, watching nothing, when the thread cannot be started (the
+  /// process is out of threads or memory, std::thread's system_error): the caller then waits by
+  /// polling, as it would without a watchdog.
+  [[nodiscard]] bool watch(std::span<const ncclComm_t> comms, std::chrono::milliseconds timeout) {
     bool wake = false;
     {
       const std::lock_guard lock(mutex_);
-      comms_.assign(comms.begin(), comms.end());
+      if (!thread_.joinable()) {
+        try {
+          if (refused_thread_starts.load(std::memory_order_relaxed) > 0) {
+            refused_thread_starts.fetch_sub(1, std::memory_order_relaxed);
+            throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                    "nccl_watchdog: thread start refused for a test");
+          }
+          thread_ = std::thread([this] { run(); });
+        } catch (const std::system_error&) {
+          return false;
+        }
+      }
+      try {
+        comms_.assign(comms.begin(), comms.end());
+      } catch (const std::bad_alloc&) {
+        comms_.clear();
+        return false;
+      }
       watching_ = true;
       ++generation_;
       timed_ = timeout.count() > 0;
       deadline_ = std::chrono::steady_clock::now() + timeout;
       verdict_ = verdict{};
-      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
       wake = parked_;
     }
     if (wake) wake_.notify_one();
+    return true;
   }
+
+  /// For tests: the next this many thread starts, in any watchdog, fail as std::thread's do when
+  /// the process has no threads left (EAGAIN), so that the polling wait can be exercised.
+  static inline std::atomic<int> refused_thread_starts{0};
 
   /// Stops watching and returns what was found. After it the watchdog touches no communicator.
   [[nodiscard]] verdict done() {
@@ -139,7 +165,12 @@ class nccl_watchdog {
       const ncclResult_t r = ncclCommGetAsyncError(comms_[k], &async);
       const ncclResult_t bad = r != ncclSuccess ? r : async;
       if (bad == ncclSuccess || bad == ncclInProgress) continue;
-      verdict_ = {verdict::kind::async_error, k, bad, nccl_error_text(bad, comms_[k])};
+      verdict_ = {verdict::kind::async_error, k, bad, {}};
+      try {
+        verdict_.text = nccl_error_text(bad, comms_[k]);
+      } catch (const std::bad_alloc&) {
+        // No memory for NCCL's text: the code is reported without it (the thread must not throw).
+      }
       abort_all();
       return;
     }
