@@ -75,10 +75,11 @@ void print_result(const dk::replay_result& r, const dk::memory_trace& t) {
     std::cout << "does not fit: " << f.device << " (pool " << f.pool << ") cannot allocate " << human(f.bytes) << " ("
               << f.bytes << " bytes), its request " << f.seq;
     if (!f.location.empty()) std::cout << ", at " << f.location;
+    if (f.client != "devicekit") std::cout << ", for client " << f.client;
     std::cout << "\n  live then: " << human(f.live_bytes) << " in " << f.live_count << " allocations; the largest:\n";
     for (const auto& a : f.largest_live) {
       std::cout << "    " << human(a.bytes) << " (request " << a.seq << ")" << (a.location.empty() ? "" : " at ")
-                << a.location << "\n";
+                << a.location << (a.client == "devicekit" ? "" : ", client " + a.client) << "\n";
     }
     std::cout << "  " << f.message << "\n";
   } else {

@@ -4,6 +4,7 @@
 // cut short, corrupt or self-contradictory is refused with the offset, never a crash.
 #include "memory_test_support.hpp"
 
+#include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/replay.hpp>
 #include <devicekit/memory/trace.hpp>
 
@@ -237,6 +238,48 @@ TEST_CASE("a replay with less memory fails at the first allocation that does not
 
   o.pool_settings = {{"max_size", "16MiB"}};
   CHECK(dk::replay_memory_trace(t, o).fits);
+}
+
+TEST_CASE("an allocation a library makes through client_memory is recorded with its client", "[memory][trace]") {
+  trace_file file("clients");
+  dk::start_memory_trace(file.path);
+  {
+    dk::memory_pool<dk::host_resource> pool{dk::host_resource{}, exact_config(64 * MiB)};
+    const dk::client_memory rmm(pool, "rmm");
+    const dk::client_memory cublas(pool, "cublas");
+    void* a = pool.allocate(1 * MiB);  // devicekit's own
+    void* b = rmm.allocate(2 * MiB, 256);
+    void* c = cublas.allocate(4 * MiB, 256);
+    void* d = rmm.allocate(1 * MiB, 256);
+    CHECK_THROWS_AS(rmm.allocate(128 * MiB, 256), dk::out_of_memory);
+    cublas.deallocate(c, 4 * MiB, 256);
+    rmm.deallocate(d, 1 * MiB, 256);
+    rmm.deallocate(b, 2 * MiB, 256);
+    pool.deallocate(a, 1 * MiB);
+  }
+  dk::stop_memory_trace();
+  const dk::memory_trace t = dk::read_memory_trace(file.path);
+  CHECK(t.version == 3);
+  std::vector<std::string> allocated_by;
+  std::vector<std::string> refused_for;
+  for (const auto& r : t.records) {
+    if (r.what == dk::trace_record::kind::allocate) allocated_by.push_back(t.clients.at(r.client));
+    if (r.what == dk::trace_record::kind::out_of_memory) refused_for.push_back(t.clients.at(r.client));
+  }
+  CHECK(allocated_by == std::vector<std::string>{"devicekit", "rmm", "cublas", "rmm"});
+  CHECK(refused_for == std::vector<std::string>{"rmm"});
+  CHECK(dk::memory_trace_json(t).find("\"client\":\"cublas\"") != std::string::npos);
+
+  dk::replay_options o;
+  o.pool_settings = {{"max_size", "6MiB"}};
+  const dk::replay_result r = dk::replay_memory_trace(t, o);
+  REQUIRE(r.failure);
+  CHECK(r.failure->bytes == 4 * MiB);
+  CHECK(r.failure->client == "cublas");
+  REQUIRE(r.failure->largest_live.size() == 2);
+  CHECK(r.failure->largest_live[0].client == "rmm");
+  CHECK(r.failure->largest_live[1].client == "devicekit");
+  CHECK(dk::replay_result_json(r).find("\"client\":\"cublas\"") != std::string::npos);
 }
 
 TEST_CASE("a request the run was refused is recorded, and the replay says whether it was refused too",

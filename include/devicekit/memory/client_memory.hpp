@@ -15,6 +15,7 @@
 #include <devicekit/core/stream.hpp>
 #include <devicekit/memory/clients.hpp>
 #include <devicekit/memory/device_memory.hpp>
+#include <devicekit/memory/detail/memory_trace.hpp>
 #include <devicekit/memory/errors.hpp>
 
 #include <cstddef>
@@ -63,8 +64,11 @@ class client_memory {
   [[nodiscard]] const std::string& client() const noexcept { return ledger_->name(); }
 
  private:
+  /// Runs the pool's allocation with the client named to a memory trace (memory/trace.hpp), which
+  /// records it with the allocation; then out_of_memory names the client as well.
   template <class F>
   void* guarded(F&& f) const {
+    const detail::trace_client_scope named(ledger_->name());
     try {
       return f();
     } catch (const out_of_memory& e) {

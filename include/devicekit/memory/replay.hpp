@@ -65,6 +65,7 @@ struct replay_live_allocation {
   std::uint64_t bytes = 0;
   std::uint64_t seq = 0;  ///< the pool's request that made it (trace_record::seq)
   std::string location;
+  std::string client;  ///< memory_trace::clients: "devicekit", or the library that asked
 };
 
 /// The first allocation the replay could not make.
@@ -75,6 +76,7 @@ struct replay_failure {
   std::uint64_t position = 0;  ///< the record's index in memory_trace::records
   std::uint64_t bytes = 0;
   std::string location;
+  std::string client;   ///< who asked: "devicekit", or the library (memory_trace::clients)
   std::string message;  ///< the out_of_memory's text
   std::uint64_t live_bytes = 0;
   std::uint64_t live_count = 0;

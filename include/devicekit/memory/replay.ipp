@@ -93,6 +93,7 @@ struct replay_pool {
   std::unique_ptr<device_memory> pool;
   std::unordered_map<std::uint64_t, std::pair<void*, std::uint64_t>> live;  ///< recorded address -> (ours, seq)
   std::unordered_map<std::uint64_t, std::uint32_t> live_location;           ///< recorded address -> location
+  std::unordered_map<std::uint64_t, std::uint32_t> live_client;             ///< recorded address -> client
   replay_pool_result result;
   std::uint64_t last_peak_reserved = 0;
   replay_device* device = nullptr;  ///< the device the pool replays on (its outside records update it)
@@ -181,12 +182,14 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
     f.position = position;
     f.bytes = r.bytes;
     f.location = trace.locations[r.location];
+    f.client = trace.clients[r.client];
     f.message = message;
     for (const auto& [addr, ours] : rp.live) {
       const std::uint64_t bytes = live_bytes[r.pool][addr];
       f.live_bytes += bytes;
       ++f.live_count;
-      f.largest_live.push_back({bytes, ours.second, trace.locations[rp.live_location[addr]]});
+      f.largest_live.push_back(
+          {bytes, ours.second, trace.locations[rp.live_location[addr]], trace.clients[rp.live_client[addr]]});
     }
     std::sort(f.largest_live.begin(), f.largest_live.end(),
               [](const auto& x, const auto& y) { return x.bytes != y.bytes ? x.bytes > y.bytes : x.seq < y.seq; });
@@ -263,6 +266,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
         }
         rp->live[r.addr] = {p, r.seq};
         rp->live_location[r.addr] = r.location;
+        rp->live_client[r.addr] = r.client;
         live_bytes[r.pool][r.addr] = r.bytes;
         ++rp->result.allocations;
         sample(*rp, position);
@@ -281,6 +285,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
         }
         rp->live.erase(it);
         rp->live_location.erase(r.addr);
+        rp->live_client.erase(r.addr);
         live_bytes[r.pool].erase(r.addr);
         ++rp->result.frees;
         sample(*rp, position);
@@ -356,6 +361,8 @@ DEVICEKIT_DECL std::string replay_result_json(const replay_result& r) {
     append_json_string(out, f.device);
     out += ",\"seq\":" + std::to_string(f.seq) + ",\"bytes\":" + std::to_string(f.bytes) + ",\"at\":";
     append_json_string(out, f.location);
+    out += ",\"client\":";
+    append_json_string(out, f.client);
     out += ",\"live_bytes\":" + std::to_string(f.live_bytes) + ",\"live_count\":" + std::to_string(f.live_count) +
            ",\"largest_live\":[";
     for (std::size_t i = 0; i < f.largest_live.size(); ++i) {
@@ -363,6 +370,8 @@ DEVICEKIT_DECL std::string replay_result_json(const replay_result& r) {
       out += "{\"bytes\":" + std::to_string(f.largest_live[i].bytes) +
              ",\"seq\":" + std::to_string(f.largest_live[i].seq) + ",\"at\":";
       append_json_string(out, f.largest_live[i].location);
+      out += ",\"client\":";
+      append_json_string(out, f.largest_live[i].client);
       out += "}";
     }
     out += "],\"message\":";

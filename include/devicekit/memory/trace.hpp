@@ -12,7 +12,8 @@
 ///   devicekit::stop_memory_trace();
 ///
 /// Each pool appears with its configuration and budget when it first does something; then every
-/// allocation and free (size, alignment, stream, the call's source location), every request
+/// allocation and free (size, alignment, stream, the call's source location, and the client: the
+/// library that asked through client_memory, or devicekit itself), every request
 /// refused as out_of_memory, the moments the pool saw another stream's frees complete (what only
 /// the device's progress decided), trim / release_cached / defragment / release_stream, and the
 /// pool's peaks when it is destroyed. A pool in use when a trace starts first lists what is live.
@@ -25,7 +26,8 @@
 /// freed on a stream is reused by that stream at once and by others once the run saw that stream's
 /// event complete (or the replaying pool waits for it, as the real one would).
 ///
-/// The file is binary (version 1, layout in memory/detail/trace_format.hpp): a pool operation
+/// The file is binary (version 3, layout in memory/detail/trace_format.hpp; versions 1 and 2 are
+/// read too): a pool operation
 /// takes about 40 ns, and a JSON line several times that. `devicekit-replay --dump` prints it as
 /// JSON lines.
 #include <devicekit/core/config.hpp>
@@ -96,6 +98,7 @@ struct trace_record {
   bool ordered = false;        ///< on a stream (allocate, deallocate)
   std::uint32_t pool = 0;      ///< traced_pool::id
   std::uint32_t location = 0;  ///< index into memory_trace::locations (0: none)
+  std::uint32_t client = 0;    ///< allocations: index into memory_trace::clients (0: devicekit's own)
   std::uint64_t seq = 0;       ///< the pool's count of allocations, frees and refused requests (live: 0)
   std::uint64_t addr = 0;
   std::uint64_t bytes = 0;
@@ -116,6 +119,10 @@ struct memory_trace {
   std::uint32_t version = 0;
   std::vector<traced_pool> pools;
   std::vector<std::string> locations;  ///< "file:line (function)"; [0] is ""
+  /// Who made each allocation (memory/client_memory.hpp): [0] is "devicekit", then the libraries
+  /// that allocated through a client_memory ("rmm", "cublas", ...), one entry per pool that saw
+  /// them. An allocation live when its pool joined the trace is listed as devicekit's.
+  std::vector<std::string> clients;
   std::vector<trace_record> records;
   bool complete = false;  ///< it ends with its end record
 

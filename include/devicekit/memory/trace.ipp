@@ -63,6 +63,7 @@ struct trace_reader_pool {
   std::uint64_t last_seq = 0;
   std::uint32_t locations = 0;                             ///< ids seen so far (from 1)
   std::unordered_map<std::uint32_t, std::uint32_t> where;  ///< the pool's location id -> memory_trace::locations
+  std::vector<std::uint32_t> clients;                      ///< the pool's client id - 1 -> memory_trace::clients
   std::unordered_map<std::uint64_t, std::uint64_t> live;   ///< address -> bytes
   std::vector<trace_record> records;                       ///< in the pool's order
   bool ended = false;
@@ -121,6 +122,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
   }
   t.version = version;
   t.locations.emplace_back();
+  t.clients.emplace_back("devicekit");
   std::map<std::uint32_t, trace_reader_pool> pools;
   std::uint64_t records = 0;
   std::size_t at = trace_header_bytes;
@@ -231,6 +233,19 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         t.locations.push_back(std::move(where));
         break;
       }
+      case trace_op::client: {
+        if (version < 3) throw corrupt("a client record in a version " + std::to_string(version) + " trace");
+        need(sizeof(trace_client_body), "client", true);
+        const auto b = read_body<trace_client_body>(rec);
+        trace_reader_pool& p = pool_of(b.pool);
+        if (b.id != p.clients.size() + 1 || b.id > trace_most_clients || body_bytes == sizeof b) {
+          throw corrupt("client " + std::to_string(b.id) + " of pool " + std::to_string(b.pool) + " out of place");
+        }
+        p.clients.push_back(static_cast<std::uint32_t>(t.clients.size()));
+        t.clients.emplace_back(reinterpret_cast<const char*>(rec) + sizeof(trace_prefix) + sizeof b,
+                               body_bytes - sizeof b);
+        break;
+      }
       case trace_op::allocate:
       case trace_op::out_of_memory:
       case trace_op::live:
@@ -267,13 +282,21 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
           p.records.push_back(r);
           break;
         }
-        if (b.order.extra != 0) {
-          const auto it = p.where.find(b.order.extra);
+        const std::uint32_t location = version >= 3 ? b.order.extra & trace_most_locations : b.order.extra;
+        const std::uint32_t client = version >= 3 ? b.order.extra >> trace_location_bits : 0;
+        if (location != 0) {
+          const auto it = p.where.find(location);
           if (it == p.where.end()) {
-            throw corrupt("an allocation at source location " + std::to_string(b.order.extra) +
+            throw corrupt("an allocation at source location " + std::to_string(location) +
                           ", which the trace never named");
           }
           r.location = it->second;
+        }
+        if (client != 0) {
+          if (client > p.clients.size() || k == trace_record::kind::live) {
+            throw corrupt("an allocation of client " + std::to_string(client) + ", which the trace never named");
+          }
+          r.client = p.clients[client - 1];
         }
         r.alignment = trace_alignment_of(prefix.flags);
         if (!plausible_size(b.bytes) || b.bytes == 0 || r.alignment >= (std::uint64_t{1} << 56)) {
@@ -446,6 +469,8 @@ DEVICEKIT_DECL std::string memory_trace_json(const memory_trace& trace) {
           out += ",\"at\":";
           detail::append_json_string(out, trace.locations[r.location]);
         }
+        out += ",\"client\":";
+        detail::append_json_string(out, trace.clients[r.client]);
         break;
       case trace_record::kind::deallocate:
         out += ",\"seq\":" + std::to_string(r.seq) + ",\"addr\":" + std::to_string(r.addr) +

@@ -26,6 +26,7 @@
 #include <source_location>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace devicekit::detail {
 
@@ -41,6 +42,25 @@ struct trace_thread_state {
   std::uint64_t records = 0;
 };
 inline thread_local trace_thread_state trace_thread{};
+
+/// The client whose allocation the calling thread is making (client_memory sets it around its call
+/// into the pool, memory/client_memory.hpp), by its ledger's name, which lives as long as the
+/// pool; null: devicekit's own. Read only while a trace records.
+inline thread_local const std::string* trace_current_client = nullptr;
+
+/// Names the client of the allocations the calling thread makes while it lives.
+class trace_client_scope {
+ public:
+  explicit trace_client_scope(const std::string& client) noexcept : outer_(trace_current_client) {
+    trace_current_client = &client;
+  }
+  ~trace_client_scope() { trace_current_client = outer_; }
+  trace_client_scope(const trace_client_scope&) = delete;
+  trace_client_scope& operator=(const trace_client_scope&) = delete;
+
+ private:
+  const std::string* outer_;
+};
 
 /// What a pool tells the trace of itself when it joins it.
 struct trace_pool_description {
@@ -94,6 +114,9 @@ class pool_trace_log {
                           const char* tail = nullptr, std::size_t tail_bytes = 0, const char* tail2 = nullptr,
                           std::size_t tail2_bytes = 0) noexcept;
   [[nodiscard]] DEVICEKIT_DECL std::uint32_t location_id(const std::source_location& where) noexcept;
+  /// The id of trace_current_client in this pool (0: devicekit's own), its client record written
+  /// at its first allocation.
+  [[nodiscard]] DEVICEKIT_DECL std::uint32_t client_id() noexcept;
 
   struct location_key {
     const char* file;
@@ -117,6 +140,7 @@ class pool_trace_log {
     static constexpr std::size_t cache_size = 64;
     cached cache[cache_size];
     std::unordered_map<location_key, std::uint32_t, location_hash> ids;
+    std::vector<const std::string*> clients;  ///< client id - 1 -> the client's name (few: a search)
   };
 
   std::uint64_t epoch_ = 0;  ///< of the trace the log records into (0: none)
@@ -204,7 +228,8 @@ inline void pool_trace_log::allocate(memory_trace_writer& w, trace_op op, std::u
                                      std::size_t alignment, bool ordered, const void* stream,
                                      const std::source_location& where) noexcept {
   ++seq_;
-  const trace_block_body body{next_order(w, location_id(where)), addr, bytes};
+  const std::uint32_t client = trace_current_client != nullptr ? client_id() : 0;
+  const trace_block_body body{next_order(w, trace_allocation_extra(location_id(where), client)), addr, bytes};
   put_block(op, static_cast<std::uint8_t>(trace_alignment_flags(alignment) | (ordered ? trace_ordered : 0)), body,
             ordered, stream);
 }

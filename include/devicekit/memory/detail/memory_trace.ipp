@@ -41,6 +41,7 @@ DEVICEKIT_DECL std::uint32_t pool_trace_log::location_id(const std::source_locat
       locations_->cache[(reinterpret_cast<std::uintptr_t>(key.file) / 8 + key.line * 31u) % location_table::cache_size];
   if (cached.key == key) return cached.id;
   std::uint32_t id = 0;
+  if (locations_->ids.size() >= trace_most_locations && locations_->ids.find(key) == locations_->ids.end()) return 0;
   try {
     const auto [it, fresh] = locations_->ids.try_emplace(key, static_cast<std::uint32_t>(locations_->ids.size() + 1));
     id = it->second;
@@ -55,6 +56,25 @@ DEVICEKIT_DECL std::uint32_t pool_trace_log::location_id(const std::source_locat
     return 0;  // recorded without its location
   }
   cached = {key, id};
+  return id;
+}
+
+DEVICEKIT_DECL std::uint32_t pool_trace_log::client_id() noexcept {
+  const std::string* client = trace_current_client;
+  if (!locations_ || client == nullptr) return 0;
+  auto& known = locations_->clients;
+  for (std::size_t i = 0; i < known.size(); ++i) {
+    if (known[i] == client) return static_cast<std::uint32_t>(i + 1);
+  }
+  if (known.size() >= trace_most_clients) return 0;
+  try {
+    known.push_back(client);
+  } catch (const std::bad_alloc&) {
+    return 0;  // recorded as devicekit's own
+  }
+  const auto id = static_cast<std::uint32_t>(known.size());
+  const trace_client_body body{pool_, id};
+  put(trace_op::client, 0, &body, sizeof body, client->data(), std::min<std::size_t>(client->size(), 256));
   return id;
 }
 

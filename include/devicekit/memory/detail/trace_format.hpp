@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The layout of a memory trace file (memory/trace.hpp), version 2, shared by the writer
+/// The layout of a memory trace file (memory/trace.hpp), version 3, shared by the writer
 /// (detail/memory_trace.hpp) and the reader (memory/trace.ipp) so that they cannot disagree.
 ///
 /// Little-endian, as the machines that run CUDA are. A header (trace_magic, then the version and an
@@ -19,8 +19,9 @@
 namespace devicekit::detail {
 
 inline constexpr char trace_magic[8] = {'D', 'K', 'M', 'T', 'R', 'A', 'C', 'E'};
-inline constexpr std::uint32_t trace_version = 2;
-/// The oldest version the reader reads: version 1 is version 2 without the outside records.
+inline constexpr std::uint32_t trace_version = 3;
+/// The oldest version the reader reads: version 1 is version 2 without the outside records, and
+/// version 2 is version 3 without the client records (every allocation devicekit's own).
 inline constexpr std::uint32_t trace_oldest_version = 1;
 inline constexpr std::uint32_t trace_endian_mark = 0x01020304u;
 inline constexpr std::size_t trace_header_bytes = 16;
@@ -39,7 +40,21 @@ enum class trace_op : std::uint8_t {
   /// trace_outside_body (version 2): what other clients (NCCL's communicators) held of the pool's
   /// GPU beside the pools, when the pool grew and it had changed since the pool's last record
   outside = 11,
+  /// trace_client_body + the client's name (version 3): a library that allocates through
+  /// client_memory (memory/client_memory.hpp), numbered from 1 in its pool, before its first
+  /// allocation there
+  client = 12,
 };
+
+/// trace_order::extra of an allocation (version 3): the source location's id in the low 24 bits
+/// (0: none), the client's in the high 8 (0: devicekit itself). Versions 1 and 2 hold only the
+/// location. A pool past 2^24 - 1 call sites, or 255 clients, records the rest without them.
+inline constexpr unsigned trace_location_bits = 24;
+inline constexpr std::uint32_t trace_most_locations = (std::uint32_t{1} << trace_location_bits) - 1;
+inline constexpr std::uint32_t trace_most_clients = 255;
+[[nodiscard]] constexpr std::uint32_t trace_allocation_extra(std::uint32_t location, std::uint32_t client) noexcept {
+  return location | (client << trace_location_bits);
+}
 
 /// trace_prefix::flags of a trace_block_body record: bit 0, the call was on a stream (the stream's
 /// handle follows the body, 8 bytes); bits 1-6, log2 of the alignment plus one (0: not known, for a
@@ -85,7 +100,7 @@ struct trace_order {
   std::uint32_t pool;
   std::uint32_t thread;  ///< the recording thread's number (from 1)
   std::uint32_t tick;
-  std::uint32_t extra;       ///< allocations: the location (0: none); maintenance: trace_maintenance
+  std::uint32_t extra;       ///< allocations: trace_allocation_extra; maintenance: trace_maintenance
   std::uint64_t thread_seq;  ///< the recording thread's count of records, over every pool
 };
 
@@ -136,6 +151,10 @@ struct trace_pool_end_body {
 struct trace_outside_body {
   trace_order order;
   std::uint64_t bytes;  ///< memory/clients.hpp: device_client_bytes of the pool's device
+};
+struct trace_client_body {
+  std::uint32_t pool;
+  std::uint32_t id;  ///< from 1 in each pool; the name fills the rest of the record
 };
 struct trace_end_body {
   std::uint64_t records;
