@@ -4,9 +4,12 @@
 // cut short, corrupt or self-contradictory is refused with the offset, never a crash.
 #include "memory_test_support.hpp"
 
+#include <devicekit/distribute/self.hpp>
+#include <devicekit/distribute/tree_collectives.hpp>
 #include <devicekit/memory/client_memory.hpp>
 #include <devicekit/memory/replay.hpp>
 #include <devicekit/memory/trace.hpp>
+#include <devicekit/place.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -280,6 +283,40 @@ TEST_CASE("an allocation a library makes through client_memory is recorded with 
   CHECK(r.failure->largest_live[0].client == "rmm");
   CHECK(r.failure->largest_live[1].client == "devicekit");
   CHECK(dk::replay_result_json(r).find("\"client\":\"cublas\"") != std::string::npos);
+}
+
+TEST_CASE("copies and collectives are noted in the trace, in order, and a replay passes over them", "[memory][trace]") {
+  trace_file file("transfers");
+  std::vector<std::vector<float>> tree{std::vector<float>(100, 1.f), std::vector<float>(28, 2.f)};
+  dk::start_memory_trace(file.path);
+  auto placed = dk::place(tree, dk::device::cpu());
+  dk::self_communicator comm;
+  dk::all_reduce(comm, placed);
+  dk::record_transfer(dk::transfer_kind::broadcast, dk::device::cpu(), dk::device::cpu(), 12, 3, nullptr);
+  dk::stop_memory_trace();
+  const dk::memory_trace t = dk::read_memory_trace(file.path);
+  std::vector<const dk::trace_record*> transfers;
+  std::size_t allocations_before_copy = 0;
+  for (const auto& r : t.records) {
+    if (r.what == dk::trace_record::kind::transfer) transfers.push_back(&r);
+    if (r.what == dk::trace_record::kind::allocate && transfers.empty()) ++allocations_before_copy;
+  }
+  REQUIRE(transfers.size() == 3);
+  CHECK(allocations_before_copy >= 1);  // the placed tree's block, allocated before its copy
+  CHECK(transfers[0]->transfer == dk::transfer_kind::copy);
+  CHECK(transfers[0]->from == dk::device::cpu());
+  CHECK(transfers[0]->to == dk::device::cpu());
+  CHECK(transfers[0]->bytes == 128 * sizeof(float));
+  CHECK(transfers[0]->value == 2);
+  CHECK(transfers[1]->transfer == dk::transfer_kind::all_reduce);
+  CHECK(transfers[1]->bytes == 128 * sizeof(float));
+  CHECK(transfers[2]->transfer == dk::transfer_kind::broadcast);
+  CHECK(transfers[2]->bytes == 12);
+  CHECK(transfers[2]->value == 3);
+  CHECK(transfers[2]->pool == 0);
+  CHECK(dk::memory_trace_json(t).find("\"op\":\"transfer\",\"pool\":0,\"kind\":\"all_reduce\"") != std::string::npos);
+  CHECK(dk::replay_memory_trace(t).fits);
+  dk::record_transfer(dk::transfer_kind::copy, dk::device::cpu(), dk::device::cpu(), 1, 1, nullptr);  // none open
 }
 
 TEST_CASE("a request the run was refused is recorded, and the replay says whether it was refused too",

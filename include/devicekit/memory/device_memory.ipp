@@ -48,6 +48,7 @@ DEVICEKIT_DECL void detail::finish_memory_trace() noexcept {
     std::lock_guard lock(census.mutex);
     for (const device_memory* p : census.pools) p->trace_finish();
   }
+  memory_trace_writer::instance().flush_transfers();
   memory_trace_writer::instance().close();
 }
 

@@ -6,6 +6,7 @@
 #include <devicekit/core/device.hpp>
 #include <devicekit/memory/context_headroom.hpp>
 #include <devicekit/memory/detail/replay_upstream.hpp>
+#include <devicekit/memory/detail/trace_reader.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/errors.hpp>
 #include <devicekit/memory/pool.hpp>
@@ -215,6 +216,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
   };
   for (; position < trace.records.size(); ++position) {
     const trace_record& r = trace.records[position];
+    if (r.what == trace_record::kind::transfer) continue;  // copies and collectives move no memory of a pool
     replay_pool* rp = nullptr;
     try {
       rp = pool_of(r.pool);
@@ -306,6 +308,7 @@ DEVICEKIT_DECL replay_result replay_memory_trace(const memory_trace& trace, cons
         }
         break;
       case trace_record::kind::outside: rp->device->outside = r.value; break;
+      case trace_record::kind::transfer: break;  // skipped above
       case trace_record::kind::pool_end: {
         const pool_stats s = rp->pool->stats();
         rp->result.peak_allocated_bytes = s.peak_allocated_bytes;

@@ -17,8 +17,9 @@
 /// refused as out_of_memory, the moments the pool saw another stream's frees complete (what only
 /// the device's progress decided), trim / release_cached / defragment / release_stream, and the
 /// pool's peaks when it is destroyed. A pool in use when a trace starts first lists what is live.
-/// Not recorded: copies and collectives, and memory a CUDA graph capture allocates
-/// (device_memory's graph nodes).
+/// Copies and collectives are noted too (record_transfer: what moved, between which devices, how
+/// many bytes, on which stream), for the timeline; a replay moves no data. Not recorded: memory a
+/// CUDA graph capture allocates (device_memory's graph nodes).
 ///
 /// Replay with `devicekit-replay` (tools/devicekit_replay.cpp, docs/memory-trace.md) or
 /// replay_memory_trace() (memory/replay.hpp): the trace runs against devicekit's own pool over a device that has
@@ -32,6 +33,7 @@
 /// JSON lines.
 #include <devicekit/core/config.hpp>
 #include <devicekit/core/config_error.hpp>
+#include <devicekit/core/device.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +44,24 @@
 #include <vector>
 
 namespace devicekit {
+
+/// What moved bytes, in a trace's transfer records.
+enum class transfer_kind : std::uint8_t { copy, broadcast, all_reduce, all_gather, reduce_scatter, scatter };
+[[nodiscard]] constexpr const char* to_string(transfer_kind k) noexcept {
+  constexpr const char* names[] = {"copy", "broadcast", "all_reduce", "all_gather", "reduce_scatter", "scatter"};
+  return names[static_cast<int>(k)];
+}
+
+/// Notes in the trace being recorded that `bytes` in `count` leaves moved from `from` to `to` (a
+/// collective: both the device it runs on), queued on `stream` (null: done on return). Nothing,
+/// at the cost of one relaxed load, when no trace is recorded. devicekit's copy engine and its
+/// collectives call it; a library that moves bytes beside them may too.
+DEVICEKIT_DECL void record_transfer(transfer_kind what, device from, device to, std::uint64_t bytes,
+                                    std::uint64_t count, const void* stream) noexcept;
+
+/// Whether a memory trace is being recorded: one relaxed load, so that a caller can skip gathering
+/// what it would record.
+[[nodiscard]] DEVICEKIT_DECL bool memory_trace_recording() noexcept;
 
 /// Starts recording every pool of the process to `path`. config_error when a trace is being
 /// recorded already (DEVICEKIT_TRACE's included) or the file cannot be written.
@@ -93,7 +113,17 @@ struct traced_pool {
 /// each pool's records in the order the pool made them, and each thread's in the order it made
 /// them (thread, tick and thread_seq, detail/trace_format.hpp's trace_order).
 struct trace_record {
-  enum class kind : std::uint8_t { live, allocate, deallocate, out_of_memory, ready, maintenance, pool_end, outside };
+  enum class kind : std::uint8_t {
+    live,
+    allocate,
+    deallocate,
+    out_of_memory,
+    ready,
+    maintenance,
+    pool_end,
+    outside,
+    transfer,  ///< a copy or a collective (record_transfer); its pool is 0
+  };
   kind what = kind::allocate;
   bool ordered = false;        ///< on a stream (allocate, deallocate)
   std::uint32_t pool = 0;      ///< traced_pool::id
@@ -104,14 +134,17 @@ struct trace_record {
   std::uint64_t bytes = 0;
   std::uint64_t alignment = 0;
   std::uint64_t stream = 0;
-  std::uint64_t value = 0;       ///< ready: which event (the pool's seq + 1 when it was recorded);
-                                 ///< maintenance: which call (1 release_cached, 2 trim, 3 defragment,
-                                 ///< 4 forced, 5 release_stream); outside: the bytes other clients
-                                 ///< held of the pool's GPU beside the pools (memory/clients.hpp)
-  std::uint32_t thread = 0;      ///< the recording thread's number
-  std::uint32_t tick = 0;        ///< blocks written before the record was made
-  std::uint64_t thread_seq = 0;  ///< the thread's count of records
-  std::uint64_t offset = 0;      ///< in the file
+  std::uint64_t value = 0;  ///< ready: which event (the pool's seq + 1 when it was recorded); transfer: leaves;
+                            ///< maintenance: which call (1 release_cached, 2 trim, 3 defragment,
+                            ///< 4 forced, 5 release_stream); outside: the bytes other clients
+                            ///< held of the pool's GPU beside the pools (memory/clients.hpp)
+  transfer_kind transfer = transfer_kind::copy;  ///< transfer: what moved the bytes (`bytes`, in `value` leaves)
+  device from;                                   ///< transfer: the source
+  device to;                                     ///< transfer: the destination
+  std::uint32_t thread = 0;                      ///< the recording thread's number
+  std::uint32_t tick = 0;                        ///< blocks written before the record was made
+  std::uint64_t thread_seq = 0;                  ///< the thread's count of records
+  std::uint64_t offset = 0;                      ///< in the file
 };
 
 /// A trace read back.

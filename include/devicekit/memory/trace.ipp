@@ -3,6 +3,7 @@
 /// The definitions behind memory/trace.hpp: recording's entry points, the reader and the JSON dump.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
 #include <devicekit/memory/detail/memory_trace.hpp>
+#include <devicekit/memory/detail/trace_reader.hpp>
 #include <devicekit/memory/detail/trace_format.hpp>
 #include <devicekit/memory/device_memory.hpp>
 #include <devicekit/memory/trace.hpp>
@@ -28,6 +29,21 @@ DEVICEKIT_DECL void start_memory_trace(const std::string& path) { detail::memory
 
 DEVICEKIT_DECL void stop_memory_trace() noexcept { detail::finish_memory_trace(); }
 
+DEVICEKIT_DECL bool memory_trace_recording() noexcept {
+  return detail::active_memory_trace.load(std::memory_order_relaxed) != nullptr;
+}
+
+DEVICEKIT_DECL void record_transfer(transfer_kind what, device from, device to, std::uint64_t bytes,
+                                    std::uint64_t count, const void* stream) noexcept {
+  if (detail::active_memory_trace.load(std::memory_order_relaxed) == nullptr) return;
+  auto code = [](device d) {
+    return detail::trace_device_code(static_cast<std::uint32_t>(d.kind()), static_cast<std::uint32_t>(d.ordinal()));
+  };
+  detail::memory_trace_writer::instance().transfer(
+      static_cast<detail::trace_transfer>(static_cast<std::uint32_t>(what) + 1), code(from), code(to), bytes, count,
+      stream);
+}
+
 DEVICEKIT_DECL std::string memory_trace_path() { return detail::memory_trace_writer::instance().path(); }
 
 DEVICEKIT_DECL const traced_pool* memory_trace::pool(std::uint32_t id) const noexcept {
@@ -36,67 +52,6 @@ DEVICEKIT_DECL const traced_pool* memory_trace::pool(std::uint32_t id) const noe
   }
   return nullptr;
 }
-
-namespace detail {
-
-/// Reads one record's body of a fixed layout; the reader has checked the size.
-template <class Body>
-Body read_body(const unsigned char* at) {
-  Body b;
-  std::memcpy(&b, at + sizeof(trace_prefix), sizeof b);
-  return b;
-}
-
-[[nodiscard]] inline bool plausible_size(std::uint64_t bytes) noexcept {
-  // Past 2^56 bytes (64 PiB) no device has it, and the pool's arithmetic would wrap.
-  return bytes < (std::uint64_t{1} << 56);
-}
-
-[[nodiscard]] inline bool valid_fraction(double f) noexcept { return std::isfinite(f) && f > 0.0 && f <= 1.0; }
-
-}  // namespace detail
-
-namespace detail {
-
-/// What the reader keeps of one pool while it reads.
-struct trace_reader_pool {
-  std::uint64_t last_seq = 0;
-  std::uint32_t locations = 0;                             ///< ids seen so far (from 1)
-  std::unordered_map<std::uint32_t, std::uint32_t> where;  ///< the pool's location id -> memory_trace::locations
-  std::vector<std::uint32_t> clients;                      ///< the pool's client id - 1 -> memory_trace::clients
-  std::unordered_map<std::uint64_t, std::uint64_t> live;   ///< address -> bytes
-  std::vector<trace_record> records;                       ///< in the pool's order
-  bool ended = false;
-};
-
-/// The records of every pool in the process's order: a merge of the pools' own orders, taking
-/// next the record made first by (tick, thread, thread_seq) among the pools' next records.
-inline std::vector<trace_record> merge_pool_records(std::map<std::uint32_t, trace_reader_pool>& pools) {
-  using key = std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>;
-  std::priority_queue<std::pair<key, std::uint32_t>, std::vector<std::pair<key, std::uint32_t>>, std::greater<>> heads;
-  std::unordered_map<std::uint32_t, std::size_t> next;
-  std::size_t total = 0;
-  auto push = [&](std::uint32_t pool) {
-    const auto& list = pools[pool].records;
-    const std::size_t i = next[pool];
-    if (i < list.size()) heads.push({key{list[i].tick, list[i].thread, list[i].thread_seq, pool}, pool});
-  };
-  for (auto& [id, p] : pools) {
-    total += p.records.size();
-    push(id);
-  }
-  std::vector<trace_record> out;
-  out.reserve(total);
-  while (!heads.empty()) {
-    const std::uint32_t pool = heads.top().second;
-    heads.pop();
-    out.push_back(pools[pool].records[next[pool]++]);
-    push(pool);
-  }
-  return out;
-}
-
-}  // namespace detail
 
 DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> bytes, bool allow_partial) {
   using namespace detail;
@@ -123,7 +78,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
   t.version = version;
   t.locations.emplace_back();
   t.clients.emplace_back("devicekit");
-  std::map<std::uint32_t, trace_reader_pool> pools;
+  std::map<std::uint32_t, trace_reader_pool<trace_record>> pools;
   std::uint64_t records = 0;
   std::size_t at = trace_header_bytes;
   while (at < bytes.size()) {
@@ -154,8 +109,8 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         throw corrupt(std::string("a ") + what + " record of " + std::to_string(prefix.size) + " bytes");
       }
     };
-    auto pool_of = [&](std::uint32_t id) -> trace_reader_pool& {
-      const auto it = pools.find(id);
+    auto pool_of = [&](std::uint32_t id) -> trace_reader_pool<trace_record>& {
+      const auto it = id == 0 ? pools.end() : pools.find(id);  // 0: the process's transfers, no pool
       if (it == pools.end())
         throw corrupt("a record of pool " + std::to_string(id) + ", which the trace never described");
       if (it->second.ended) throw corrupt("a record of pool " + std::to_string(id) + " after its end");
@@ -214,7 +169,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
       case trace_op::location: {
         need(sizeof(trace_location_body), "location", true);
         const auto b = read_body<trace_location_body>(rec);
-        trace_reader_pool& p = pool_of(b.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.pool);
         if (b.id != p.locations + 1 || b.file_bytes > body_bytes - sizeof b) {
           throw corrupt("source location " + std::to_string(b.id) + " of pool " + std::to_string(b.pool) +
                         " out of place");
@@ -237,7 +192,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         if (version < 3) throw corrupt("a client record in a version " + std::to_string(version) + " trace");
         need(sizeof(trace_client_body), "client", true);
         const auto b = read_body<trace_client_body>(rec);
-        trace_reader_pool& p = pool_of(b.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.pool);
         if (b.id != p.clients.size() + 1 || b.id > trace_most_clients || body_bytes == sizeof b) {
           throw corrupt("client " + std::to_string(b.id) + " of pool " + std::to_string(b.pool) + " out of place");
         }
@@ -255,7 +210,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         const auto b = read_body<trace_block_body>(rec);
         std::uint64_t stream = 0;
         if (on_stream) std::memcpy(&stream, rec + sizeof(trace_prefix) + sizeof b, sizeof stream);
-        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.order.pool);
         const auto k = prefix.op == trace_op::live         ? trace_record::kind::live
                        : prefix.op == trace_op::allocate   ? trace_record::kind::allocate
                        : prefix.op == trace_op::deallocate ? trace_record::kind::deallocate
@@ -312,7 +267,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
       case trace_op::ready: {
         need(sizeof(trace_ready_body), "ready", false);
         const auto b = read_body<trace_ready_body>(rec);
-        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.order.pool);
         trace_record r = ordered_record(b.order, trace_record::kind::ready);
         r.stream = b.stream;
         r.value = b.upto;
@@ -322,7 +277,7 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
       case trace_op::maintenance: {
         need(sizeof(trace_maintenance_body), "maintenance", false);
         const auto b = read_body<trace_maintenance_body>(rec);
-        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.order.pool);
         if (b.order.extra < 1 || b.order.extra > 5)
           throw corrupt("maintenance of kind " + std::to_string(b.order.extra));
         trace_record r = ordered_record(b.order, trace_record::kind::maintenance);
@@ -335,16 +290,39 @@ DEVICEKIT_DECL memory_trace parse_memory_trace(std::span<const unsigned char> by
         if (version < 2) throw corrupt("an outside record in a version 1 trace");
         need(sizeof(trace_outside_body), "outside", false);
         const auto b = read_body<trace_outside_body>(rec);
-        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.order.pool);
         trace_record r = ordered_record(b.order, trace_record::kind::outside);
         r.value = b.bytes;
         p.records.push_back(r);
         break;
       }
+      case trace_op::transfer: {
+        if (version < 3) throw corrupt("a transfer record in a version " + std::to_string(version) + " trace");
+        need(sizeof(trace_transfer_body), "transfer", false);
+        const auto b = read_body<trace_transfer_body>(rec);
+        if (b.order.pool != 0) throw corrupt("a transfer record of pool " + std::to_string(b.order.pool));
+        if (b.order.extra < 1 || b.order.extra > trace_transfer_last)
+          throw corrupt("a transfer of kind " + std::to_string(b.order.extra));
+        auto device_of = [&](std::uint32_t code) {
+          const std::uint32_t kind = code >> 24;
+          if (kind > static_cast<std::uint32_t>(device_kind::cuda))
+            throw corrupt("a transfer of a device of kind " + std::to_string(kind));
+          return device(static_cast<device_kind>(kind), static_cast<int>(code & 0xffffffu));
+        };
+        trace_record r = ordered_record(b.order, trace_record::kind::transfer);
+        r.transfer = static_cast<transfer_kind>(b.order.extra - 1);
+        r.from = device_of(b.from);
+        r.to = device_of(b.to);
+        r.bytes = b.bytes;
+        r.value = b.count;
+        r.stream = b.stream;
+        pools[0].records.push_back(r);
+        break;
+      }
       case trace_op::pool_end: {
         need(sizeof(trace_pool_end_body), "pool end", false);
         const auto b = read_body<trace_pool_end_body>(rec);
-        trace_reader_pool& p = pool_of(b.order.pool);
+        trace_reader_pool<trace_record>& p = pool_of(b.order.pool);
         auto& described =
             *std::find_if(t.pools.begin(), t.pools.end(), [&](const traced_pool& q) { return q.id == b.order.pool; });
         described.peak_allocated_bytes = b.peak_allocated_bytes;
@@ -420,6 +398,7 @@ inline const char* record_kind_name(trace_record::kind k) noexcept {
     case trace_record::kind::maintenance: return "maintenance";
     case trace_record::kind::pool_end: return "pool_end";
     case trace_record::kind::outside: return "outside";
+    case trace_record::kind::transfer: return "transfer";
   }
   return "?";
 }
@@ -485,6 +464,11 @@ DEVICEKIT_DECL std::string memory_trace_json(const memory_trace& trace) {
         if (r.value == 5) out += ",\"stream\":" + std::to_string(r.stream);
         break;
       case trace_record::kind::outside: out += ",\"bytes\":" + std::to_string(r.value); break;
+      case trace_record::kind::transfer:
+        out += ",\"kind\":\"" + std::string(to_string(r.transfer)) + "\",\"from\":\"" + r.from.str() + "\",\"to\":\"" +
+               r.to.str() + "\",\"bytes\":" + std::to_string(r.bytes) + ",\"leaves\":" + std::to_string(r.value);
+        if (r.stream != 0) out += ",\"stream\":" + std::to_string(r.stream);
+        break;
       case trace_record::kind::pool_end:
         if (const traced_pool* p = trace.pool(r.pool); p != nullptr && p->peak_allocated_bytes) {
           out += ",\"peak_allocated_bytes\":" + std::to_string(*p->peak_allocated_bytes) +

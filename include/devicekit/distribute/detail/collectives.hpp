@@ -9,6 +9,7 @@
 #include <devicekit/distribute/leaf_span.hpp>
 #include <devicekit/distribute/options.hpp>
 #include <devicekit/distribute/structure.hpp>
+#include <devicekit/memory/trace.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -21,6 +22,24 @@
 #include <vector>
 
 namespace devicekit::detail {
+
+/// Notes a collective in a memory trace being recorded (memory/trace.hpp), once per local rank:
+/// the bytes and leaves of its tree (the output's, where there is one), on the device and stream
+/// the backend names (backends that have `device_of(p)` / `stream_of(p)`; the host otherwise).
+template <class B, class Span>
+void record_collective(const B& b, transfer_kind what, per_participant<Span> parts) noexcept {
+  if (!memory_trace_recording()) [[likely]]
+    return;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    std::uint64_t bytes = 0;
+    for (const auto& l : parts[p]) bytes += l.bytes();
+    device d = device::cpu();
+    const void* s = nullptr;
+    if constexpr (requires { b.device_of(p); }) d = b.device_of(p);
+    if constexpr (requires { b.stream_of(p); }) s = b.stream_of(p);
+    record_transfer(what, d, d, bytes, parts[p].size(), s);
+  }
+}
 
 // --- broadcast ------------------------------------------------------------------------------------
 
@@ -36,6 +55,7 @@ void broadcast(B& b, per_participant<leaf_span> parts, int root, const collectiv
   }
   verify_structure(b, op, std::move(mine), info, o);
   check_root(b, op, root);
+  record_collective(b, transfer_kind::broadcast, parts);
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
   types_and_counts(parts[0], types, counts);
@@ -126,6 +146,7 @@ void all_reduce(B& b, per_participant<leaf_span> parts, reduce_op rop, const col
   for (std::size_t p = 0; p < np; ++p) mine.push_back(summarize(parts[p]));
   verify_structure(b, op, std::move(mine), info, o);
   check_reducible(b, op, parts[0]);
+  record_collective(b, transfer_kind::all_reduce, parts);
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
   types_and_counts(parts[0], types, counts);
@@ -170,6 +191,7 @@ void all_gather(B& b, per_participant<const_leaf_span> ins, per_participant<leaf
   for (std::size_t p = 0; p < np; ++p) mine.push_back(summarize_pair(ins[p], outs[p]));
   verify_structure(b, op, std::move(mine), info, o);
   check_scaled(op, ins[0], as_const(outs[0]), b.size(), "the input", "the output");
+  record_collective(b, transfer_kind::all_gather, outs);
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
   types_and_counts(ins[0], types, counts);
@@ -218,6 +240,7 @@ void reduce_scatter(B& b, per_participant<const_leaf_span> ins, per_participant<
   verify_structure(b, op, std::move(mine), info, o);
   check_scaled(op, as_const(outs[0]), ins[0], b.size(), "the output", "the input");
   check_reducible(b, op, ins[0]);
+  record_collective(b, transfer_kind::reduce_scatter, outs);
   std::vector<element_type> types;
   std::vector<std::size_t> counts;
   types_and_counts(outs[0], types, counts);
@@ -273,6 +296,7 @@ void scatter(B& b, per_participant<const_leaf_span> ins, per_participant<leaf_sp
   }
   verify_structure(b, op, std::move(mine), info, o);
   check_root(b, op, root);
+  record_collective(b, transfer_kind::scatter, outs);
   // Every rank learns every rank's counts, and what the root holds: per rank, per leaf,
   // (own count, root's input count, root's input type). Every rank then checks the same table.
   const std::size_t rec = 3 * leaves;

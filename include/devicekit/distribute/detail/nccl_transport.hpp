@@ -213,6 +213,9 @@ class nccl_transport {
   }
   /// NCCL moves the memory of each local rank's device.
   [[nodiscard]] bool accepts(device d, std::size_t p) const { return d == part(p).dev; }
+  /// Where local rank p's collectives run, for a memory trace's transfer records.
+  [[nodiscard]] device device_of(std::size_t p) const { return part(p).dev; }
+  [[nodiscard]] const void* stream_of(std::size_t p) const { return part(p).stream; }
   [[nodiscard]] std::string memory_description(std::size_t p) const {
     return "NCCL local rank " + std::to_string(p) + " cannot use: it works on " + part(p).dev.str();
   }

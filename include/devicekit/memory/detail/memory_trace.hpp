@@ -181,10 +181,20 @@ class memory_trace_writer {
   /// Writes the block `log` holds, when it belongs to the open trace, and empties it.
   DEVICEKIT_DECL void write(pool_trace_log& log) noexcept;
 
+  /// Records a copy or a collective (trace_transfer_body) in the process's own log, which belongs
+  /// to no pool (trace_order::pool 0); nothing when no trace is open. Devices as trace_device_code.
+  DEVICEKIT_DECL void transfer(trace_transfer what, std::uint32_t from, std::uint32_t to, std::uint64_t bytes,
+                               std::uint64_t count, const void* stream) noexcept;
+  /// Hands the process's log to the file (before the trace closes).
+  DEVICEKIT_DECL void flush_transfers() noexcept;
+
  private:
   memory_trace_writer() = default;
 
   mutable pool_mutex mutex_;
+  /// Guards transfers_; taken before mutex_ (a full log is written under both).
+  pool_mutex transfers_mutex_;
+  pool_trace_log transfers_;
   std::FILE* file_ = nullptr;
   std::string path_;
   std::atomic<std::uint64_t> epoch_{0};

@@ -233,6 +233,37 @@ DEVICEKIT_DECL void memory_trace_writer::write(pool_trace_log& log) noexcept {
   log.records_ = 0;
 }
 
+DEVICEKIT_DECL void memory_trace_writer::transfer(trace_transfer what, std::uint32_t from, std::uint32_t to,
+                                                  std::uint64_t bytes, std::uint64_t count,
+                                                  const void* stream) noexcept {
+  std::lock_guard lock(transfers_mutex_);
+  const std::uint64_t epoch = epoch_.load(std::memory_order_relaxed);
+  if (epoch % 2 == 0) return;  // no trace open
+  if (!transfers_.joined(epoch)) {
+    try {
+      if (!transfers_.block_) transfers_.block_ = std::make_unique<unsigned char[]>(pool_trace_log::capacity);
+    } catch (const std::bad_alloc&) {
+      return;  // not recorded: transfers are informational
+    }
+    transfers_.epoch_ = epoch;
+    transfers_.pool_ = 0;
+    transfers_.used_ = 0;
+    transfers_.records_ = 0;
+  }
+  const trace_transfer_body body{transfers_.next_order(*this, static_cast<std::uint32_t>(what)),
+                                 from,
+                                 to,
+                                 bytes,
+                                 count,
+                                 reinterpret_cast<std::uintptr_t>(stream)};
+  transfers_.put(trace_op::transfer, 0, &body, sizeof body);
+}
+
+DEVICEKIT_DECL void memory_trace_writer::flush_transfers() noexcept {
+  std::lock_guard lock(transfers_mutex_);
+  write(transfers_);
+}
+
 DEVICEKIT_DECL void memory_trace_from_environment(void (*finish)()) noexcept {
   static const bool once = [finish] {
     try {

@@ -44,7 +44,28 @@ enum class trace_op : std::uint8_t {
   /// client_memory (memory/client_memory.hpp), numbered from 1 in its pool, before its first
   /// allocation there
   client = 12,
+  /// trace_transfer_body (version 3): a copy the copy engine queued or made, or a collective, in
+  /// the process's order; informational (a replay moves no data). Recorded by no pool: its
+  /// trace_order::pool is 0.
+  transfer = 13,
 };
+
+/// trace_order::extra of a transfer record: what moved the bytes.
+enum class trace_transfer : std::uint32_t {
+  copy = 1,
+  broadcast = 2,
+  all_reduce = 3,
+  all_gather = 4,
+  reduce_scatter = 5,
+  scatter = 6,
+};
+inline constexpr std::uint32_t trace_transfer_last = 6;
+
+/// A device in a transfer record: its kind (core/device.hpp's device_kind) in the high 8 bits,
+/// its ordinal in the low 24.
+[[nodiscard]] constexpr std::uint32_t trace_device_code(std::uint32_t kind, std::uint32_t ordinal) noexcept {
+  return (kind << 24) | (ordinal & 0xffffffu);
+}
 
 /// trace_order::extra of an allocation (version 3): the source location's id in the low 24 bits
 /// (0: none), the client's in the high 8 (0: devicekit itself). Versions 1 and 2 hold only the
@@ -155,6 +176,14 @@ struct trace_outside_body {
 struct trace_client_body {
   std::uint32_t pool;
   std::uint32_t id;  ///< from 1 in each pool; the name fills the rest of the record
+};
+struct trace_transfer_body {
+  trace_order order;   ///< extra: trace_transfer
+  std::uint32_t from;  ///< trace_device_code of the source (a collective: the device it runs on)
+  std::uint32_t to;    ///< ... of the destination
+  std::uint64_t bytes;
+  std::uint64_t count;   ///< leaves or runs copied; a collective: the leaves of one rank's tree
+  std::uint64_t stream;  ///< the stream it was queued on (0: none, done on return)
 };
 struct trace_end_body {
   std::uint64_t records;

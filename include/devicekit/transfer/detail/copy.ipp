@@ -2,9 +2,12 @@
 /// \file
 /// The definitions behind transfer/detail/copy.hpp: copy_items and copy_runs.
 /// Inline in a header-only build; compiled once under DEVICEKIT_SEPARATE_COMPILATION (core/config.hpp).
+#include <devicekit/memory/trace.hpp>
 #include <devicekit/transfer/detail/copy.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <vector>
 
 #if DEVICEKIT_HAS_CUDA
@@ -43,6 +46,34 @@ DEVICEKIT_DECL void copy_host_items(std::span<const copy_item> items) {
   stats().host_copies.fetch_add(items.size(), std::memory_order_relaxed);
 }
 
+/// Notes the copies of `items` to `dst` in a memory trace being recorded (memory/trace.hpp): one
+/// record per source device (a tree's leaves come from one device, and host leaves may be mixed in).
+inline void record_copies(std::span<const copy_item> items, device dst, const void* s) noexcept {
+  if (!memory_trace_recording()) [[likely]]
+    return;
+  struct from_device {
+    device d;
+    std::uint64_t bytes = 0;
+    std::uint64_t count = 0;
+  };
+  from_device seen[4];
+  std::size_t n = 0;
+  for (const copy_item& it : items) {
+    std::size_t k = 0;
+    while (k < n && seen[k].d != it.src_device) ++k;
+    if (k == n) {
+      if (n == std::size(seen))
+        k = n - 1;  // more source devices than a tree has: counted with the last
+      else
+        seen[n++].d = it.src_device;
+    }
+    seen[k].bytes += it.bytes;
+    ++seen[k].count;
+  }
+  for (std::size_t k = 0; k < n; ++k)
+    record_transfer(transfer_kind::copy, seen[k].d, dst, seen[k].bytes, seen[k].count, s);
+}
+
 DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, native_stream_handle s) {
 #if DEVICEKIT_HAS_CUDA
   copy_items(items, dst, s, s != nullptr && capture_of(s).active);
@@ -53,6 +84,7 @@ DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, nat
 
 DEVICEKIT_DECL void copy_items(std::span<const copy_item> items, device dst, [[maybe_unused]] native_stream_handle s,
                                [[maybe_unused]] bool captured) {
+  record_copies(items, dst, s);
 #if DEVICEKIT_HAS_CUDA
   // A capture records what is queued on `s`: only the capture path can be replayed (capture_copy.hpp).
   if (s != nullptr && captured) return copy_items_in_capture(items, dst, s);
@@ -117,7 +149,10 @@ DEVICEKIT_DECL void copy_runs(std::span<const copy_run> runs, device dst_device,
   }
   if (dst_device.is_cpu()) return copy_items(items, dst_device, s);
 #if DEVICEKIT_HAS_CUDA
-  if (s != nullptr && capture_of(s).active) return copy_items_in_capture(items, dst_device, s);
+  if (s != nullptr && capture_of(s).active) {
+    record_copies(items, dst_device, s);
+    return copy_items_in_capture(items, dst_device, s);
+  }
   scoped_device on(dst_device.ordinal());
   std::vector<copy_item> on_device;
   std::vector<copy_item> host;
@@ -160,6 +195,7 @@ DEVICEKIT_DECL void copy_runs(std::span<const copy_run> runs, device dst_device,
   } else {
     for (const auto& it : host) copy_host_items_to_device(std::span<const copy_item>(&it, 1), s);
   }
+  record_copies(host, dst_device, s);  // the device runs are noted by copy_items
   copy_items(on_device, dst_device, s);
 #else
   throw config_error("cannot copy to " + dst_device.str() +
